@@ -1,0 +1,301 @@
+// Package config holds the product's one configuration file: schemas and
+// their repair strategy, prompts, budgets, the price table, concurrency,
+// stream and subject names, and the LLM simulator's fault rates.
+//
+// Connections (DATABASE_URL, NATS_URL, LLM_BASE_URL, LLM_API_KEY,
+// LLM_MODEL) are not here: commands read them from the environment. The
+// file is YAML; every field has a default, so an empty file is valid. See
+// config/default.yaml for the documented defaults.
+package config
+
+import (
+	"cmp"
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// DefaultYAML is the documented default configuration, embedded.
+//
+//go:embed default.yaml
+var DefaultYAML []byte
+
+// Config is the whole configuration file.
+type Config struct {
+	LLM       LLM       `yaml:"llm"`
+	Schemas   []Schema  `yaml:"schemas"`
+	Budget    Budget    `yaml:"budget"`
+	Prices    Prices    `yaml:"prices"`
+	Worker    Worker    `yaml:"worker"`
+	NATS      NATS      `yaml:"nats"`
+	Ingest    Ingest    `yaml:"ingest"`
+	Simulator Simulator `yaml:"simulator"`
+}
+
+// LLM configures the calls to the OpenAI-compatible endpoint.
+type LLM struct {
+	// Model is the model name sent with each call. LLM_MODEL overrides it.
+	// Default "extractq-sim-1", the simulator's model.
+	Model string `yaml:"model"`
+	// RequestMode is how the schema is asked for: "response_format" (JSON
+	// schema structured output) or "tools" (one forced tool call). Default
+	// "response_format".
+	RequestMode string `yaml:"request_mode"`
+	// MaxCompletionTokens caps each reply, in tokens. Default 1024.
+	MaxCompletionTokens int `yaml:"max_completion_tokens"`
+	// ContextWindowTokens is the model's context size in tokens; a request
+	// estimated above it is not sent. Default 32768.
+	ContextWindowTokens int `yaml:"context_window_tokens"`
+	// Timeout bounds one call. Default 60s.
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// Schema names one JSON Schema in use.
+type Schema struct {
+	// ID is the schema's short name, used on subjects and in tables.
+	ID string `yaml:"id"`
+	// File is the schema file: a name inside the embedded schemas/ folder,
+	// or a path on disk.
+	File string `yaml:"file"`
+	// Repair is the repair strategy: "regenerate" or "patch". Default
+	// "regenerate".
+	Repair string `yaml:"repair"`
+	// Prompt is the prompt template version. Default "extract.v1".
+	Prompt string `yaml:"prompt"`
+}
+
+// Budget bounds what one message may cost, over all its calls.
+type Budget struct {
+	// MaxTokens is the most prompt plus completion tokens per message run.
+	// Default 16000.
+	MaxTokens int `yaml:"max_tokens"`
+	// MaxCostUSD is the most cost per message run, in US dollars. Default 0.05.
+	MaxCostUSD float64 `yaml:"max_cost_usd"`
+}
+
+// Prices is the price table, versioned so each call records which prices
+// made its cost.
+type Prices struct {
+	Version string           `yaml:"version"`
+	Models  map[string]Price `yaml:"models"`
+}
+
+// Price is one model's price, in US dollars per million tokens.
+type Price struct {
+	InputPerMTok       float64 `yaml:"input_per_mtok"`
+	CachedInputPerMTok float64 `yaml:"cached_input_per_mtok"`
+	OutputPerMTok      float64 `yaml:"output_per_mtok"`
+}
+
+// Worker configures cmd/worker.
+type Worker struct {
+	// Concurrency is how many messages one worker process handles at once.
+	// Default 8.
+	Concurrency int `yaml:"concurrency"`
+	// AckWait is JetStream's ack wait for the consumer. Default 60s.
+	AckWait time.Duration `yaml:"ack_wait"`
+	// MaxDeliver is JetStream's delivery limit per message. Default 5.
+	MaxDeliver int `yaml:"max_deliver"`
+	// InProgressEvery is how often a slow message's ack wait is renewed.
+	// Default a third of AckWait.
+	InProgressEvery time.Duration `yaml:"in_progress_every"`
+}
+
+// NATS names the stream, subjects and consumer, so tests, the demo and
+// benchmarks never collide.
+type NATS struct {
+	// Stream is the JetStream stream name. Default "EXTRACTQ".
+	Stream string `yaml:"stream"`
+	// SubjectPrefix prefixes every subject: runs are published on
+	// "<prefix>.runs.<schema id>". Default "extractq".
+	SubjectPrefix string `yaml:"subject_prefix"`
+	// Consumer is the durable pull consumer's name. Default "workers".
+	Consumer string `yaml:"consumer"`
+	// DuplicateWindow is the stream's dedup window. Default 2m.
+	DuplicateWindow time.Duration `yaml:"duplicate_window"`
+}
+
+// RunsSubject returns the subject runs of schemaID are published on.
+func (n NATS) RunsSubject(schemaID string) string {
+	return n.SubjectPrefix + ".runs." + schemaID
+}
+
+// RunsWildcard returns the subject filter of every run.
+func (n NATS) RunsWildcard() string { return n.SubjectPrefix + ".runs.>" }
+
+// Ingest configures cmd/ingest.
+type Ingest struct {
+	// MaxTextBytes rejects a message whose text is longer, in bytes.
+	// Default 32768.
+	MaxTextBytes int `yaml:"max_text_bytes"`
+}
+
+// Simulator configures cmd/llmsim, the LLM simulator. Rates are
+// probabilities in [0, 1] per first reply.
+type Simulator struct {
+	Seed int64 `yaml:"seed"`
+	// Addr is the simulator's listen address. Default "127.0.0.1:8089".
+	Addr string `yaml:"addr"`
+	// InvalidJSONRate: a reply that is not JSON.
+	InvalidJSONRate float64 `yaml:"invalid_json_rate"`
+	// FencedRate: valid JSON inside a ``` code fence (parsed, not a fault).
+	FencedRate float64 `yaml:"fenced_rate"`
+	// ProseRate: valid JSON inside prose (parsed, not a fault).
+	ProseRate float64 `yaml:"prose_rate"`
+	// WrongTypeRate: one field with a wrong JSON type.
+	WrongTypeRate float64 `yaml:"wrong_type_rate"`
+	// MissingRequiredRate: one required field left out.
+	MissingRequiredRate float64 `yaml:"missing_required_rate"`
+	// UngroundedRate: an id that is not in the message.
+	UngroundedRate float64 `yaml:"ungrounded_rate"`
+	// TruncatedRate: a reply cut off with finish_reason length.
+	TruncatedRate float64 `yaml:"truncated_rate"`
+	// RepairFixRate: the chance each listed error is fixed by a repair.
+	// Default 0.75.
+	RepairFixRate float64 `yaml:"repair_fix_rate"`
+	// Latency is the simulated mean latency per call. Default 0.
+	Latency time.Duration `yaml:"latency"`
+}
+
+// Default returns the embedded default configuration.
+func Default() *Config {
+	c, err := Parse(DefaultYAML)
+	if err != nil {
+		panic("config: embedded default.yaml: " + err.Error())
+	}
+	return c
+}
+
+// Load reads the configuration file at path; an empty path gives the
+// embedded defaults. Fields the file leaves out take their defaults.
+// Errors name the file and the bad field.
+func Load(path string) (*Config, error) {
+	if path == "" {
+		return Default(), nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes YAML, fills defaults and validates. Unknown fields are
+// errors, so a typo does not silently fall back to a default.
+func Parse(b []byte) (*Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytesReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, errEOF) {
+		return nil, err
+	}
+	c = c.WithDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// WithDefaults returns c with every unset field at its default.
+func (c Config) WithDefaults() Config {
+	c.LLM.Model = cmp.Or(c.LLM.Model, "extractq-sim-1")
+	c.LLM.RequestMode = cmp.Or(c.LLM.RequestMode, "response_format")
+	c.LLM.MaxCompletionTokens = cmp.Or(c.LLM.MaxCompletionTokens, 1024)
+	c.LLM.ContextWindowTokens = cmp.Or(c.LLM.ContextWindowTokens, 32768)
+	c.LLM.Timeout = cmp.Or(c.LLM.Timeout, 60*time.Second)
+	if len(c.Schemas) == 0 {
+		c.Schemas = []Schema{{ID: "customer_message", File: "customer_message.v1.json"}}
+	}
+	for i := range c.Schemas {
+		c.Schemas[i].Repair = cmp.Or(c.Schemas[i].Repair, "regenerate")
+		c.Schemas[i].Prompt = cmp.Or(c.Schemas[i].Prompt, "extract.v1")
+	}
+	c.Budget.MaxTokens = cmp.Or(c.Budget.MaxTokens, 16000)
+	c.Budget.MaxCostUSD = cmp.Or(c.Budget.MaxCostUSD, 0.05)
+	c.Prices.Version = cmp.Or(c.Prices.Version, "unpriced")
+	c.Worker.Concurrency = cmp.Or(c.Worker.Concurrency, 8)
+	c.Worker.AckWait = cmp.Or(c.Worker.AckWait, 60*time.Second)
+	c.Worker.MaxDeliver = cmp.Or(c.Worker.MaxDeliver, 5)
+	c.Worker.InProgressEvery = cmp.Or(c.Worker.InProgressEvery, c.Worker.AckWait/3)
+	c.NATS.Stream = cmp.Or(c.NATS.Stream, "EXTRACTQ")
+	c.NATS.SubjectPrefix = cmp.Or(c.NATS.SubjectPrefix, "extractq")
+	c.NATS.Consumer = cmp.Or(c.NATS.Consumer, "workers")
+	c.NATS.DuplicateWindow = cmp.Or(c.NATS.DuplicateWindow, 2*time.Minute)
+	c.Ingest.MaxTextBytes = cmp.Or(c.Ingest.MaxTextBytes, 32768)
+	c.Simulator.Addr = cmp.Or(c.Simulator.Addr, "127.0.0.1:8089")
+	c.Simulator.RepairFixRate = cmp.Or(c.Simulator.RepairFixRate, 0.75)
+	return c
+}
+
+// Validate reports the first bad field by its YAML path.
+func (c Config) Validate() error {
+	switch c.LLM.RequestMode {
+	case "response_format", "tools":
+	default:
+		return fmt.Errorf("llm.request_mode: %q is not response_format or tools", c.LLM.RequestMode)
+	}
+	if c.LLM.MaxCompletionTokens < 1 {
+		return fmt.Errorf("llm.max_completion_tokens: %d is below 1", c.LLM.MaxCompletionTokens)
+	}
+	seen := map[string]bool{}
+	for i, s := range c.Schemas {
+		if s.ID == "" || s.File == "" {
+			return fmt.Errorf("schemas[%d]: id and file are required", i)
+		}
+		if seen[s.ID] {
+			return fmt.Errorf("schemas[%d].id: %q appears twice", i, s.ID)
+		}
+		seen[s.ID] = true
+		switch s.Repair {
+		case "regenerate", "patch":
+		default:
+			return fmt.Errorf("schemas[%d].repair: %q is not regenerate or patch", i, s.Repair)
+		}
+	}
+	if c.Budget.MaxTokens < 1 || c.Budget.MaxCostUSD <= 0 {
+		return errors.New("budget: max_tokens and max_cost_usd must be positive")
+	}
+	for name, p := range c.Prices.Models {
+		if p.InputPerMTok < 0 || p.OutputPerMTok < 0 || p.CachedInputPerMTok < 0 {
+			return fmt.Errorf("prices.models.%s: prices must not be negative", name)
+		}
+	}
+	if c.Worker.Concurrency < 1 {
+		return fmt.Errorf("worker.concurrency: %d is below 1", c.Worker.Concurrency)
+	}
+	if c.Worker.MaxDeliver < 2 {
+		return fmt.Errorf("worker.max_deliver: %d is below 2", c.Worker.MaxDeliver)
+	}
+	for name, r := range map[string]float64{
+		"invalid_json_rate": c.Simulator.InvalidJSONRate, "fenced_rate": c.Simulator.FencedRate,
+		"prose_rate": c.Simulator.ProseRate, "wrong_type_rate": c.Simulator.WrongTypeRate,
+		"missing_required_rate": c.Simulator.MissingRequiredRate, "ungrounded_rate": c.Simulator.UngroundedRate,
+		"truncated_rate": c.Simulator.TruncatedRate, "repair_fix_rate": c.Simulator.RepairFixRate,
+	} {
+		if r < 0 || r > 1 {
+			return fmt.Errorf("simulator.%s: %v is not in [0, 1]", name, r)
+		}
+	}
+	return nil
+}
+
+// SchemaByID returns the configured schema with id, or false.
+func (c Config) SchemaByID(id string) (Schema, bool) {
+	for _, s := range c.Schemas {
+		if s.ID == id {
+			return s, true
+		}
+	}
+	return Schema{}, false
+}
+
+// DefaultSchema returns the first configured schema.
+func (c Config) DefaultSchema() Schema { return c.Schemas[0] }

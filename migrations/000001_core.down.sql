@@ -1,0 +1,9 @@
+DROP VIEW IF EXISTS repair_effectiveness;
+DROP VIEW IF EXISTS failing_fields;
+DROP TABLE IF EXISTS failure_events;
+DROP TABLE IF EXISTS triage_items;
+DROP TABLE IF EXISTS extractions;
+DROP TABLE IF EXISTS llm_calls;
+DROP TABLE IF EXISTS runs;
+DROP TABLE IF EXISTS messages;
+DROP TABLE IF EXISTS batches;

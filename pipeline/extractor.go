@@ -1,0 +1,514 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+	"unicode"
+
+	openai "github.com/sashabaranov/go-openai"
+	"go.uber.org/zap"
+)
+
+// ChatClient is the part of go-openai's client the pipeline uses.
+// *openai.Client satisfies it.
+type ChatClient interface {
+	CreateChatCompletion(ctx context.Context, req openai.ChatCompletionRequest) (openai.ChatCompletionResponse, error)
+}
+
+var _ ChatClient = (*openai.Client)(nil)
+
+// Request modes: how the schema is asked for.
+const (
+	ModeResponseFormat = "response_format"
+	ModeTools          = "tools"
+)
+
+// Repair strategies.
+const (
+	RepairRegenerate = "regenerate"
+	RepairPatch      = "patch"
+)
+
+// Outcomes of a run.
+const (
+	OutcomeSucceeded = "succeeded" // valid at the first pass
+	OutcomeRepaired  = "repaired"  // valid after the one repair
+	OutcomeFailed    = "failed"    // to triage with the final error list
+)
+
+// Call purposes.
+const (
+	PurposeExtract = "extract"
+	PurposeRepair  = "repair"
+)
+
+// ExtractorConfig configures an Extractor.
+type ExtractorConfig struct {
+	// Model is the model name sent with each call.
+	Model string
+	// RequestMode is ModeResponseFormat or ModeTools.
+	RequestMode string
+	// MaxCompletionTokens caps each reply, in tokens.
+	MaxCompletionTokens int
+	// ContextWindowTokens is the model's context; a request whose estimate
+	// with MaxCompletionTokens exceeds it is not sent (KindInput).
+	ContextWindowTokens int
+	// Timeout bounds one call. Zero means 60s.
+	Timeout time.Duration
+	// Budget bounds each message run.
+	Budget Budget
+	// Price and PriceVersion price every call.
+	Price        Price
+	PriceVersion string
+	// Logger receives debug logs; nil means none. Customer text is never
+	// logged.
+	Logger *zap.Logger
+}
+
+// Extractor runs the extraction contract of DESIGN.md on one message:
+// extract, validate, repair once, validate, with budget checks before
+// every call and every call counted.
+type Extractor struct {
+	client ChatClient
+	cfg    ExtractorConfig
+	log    *zap.Logger
+}
+
+// NewExtractor returns an Extractor calling client.
+func NewExtractor(client ChatClient, cfg ExtractorConfig) *Extractor {
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 60 * time.Second
+	}
+	if cfg.RequestMode == "" {
+		cfg.RequestMode = ModeResponseFormat
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Extractor{client: client, cfg: cfg, log: log.Named("extractor")}
+}
+
+// Input is one message run to extract.
+type Input struct {
+	// Text is the customer message as stored.
+	Text string
+	// Schema is the compiled schema to extract.
+	Schema *Schema
+	// Prompt is the prompt version to use.
+	Prompt *Prompt
+	// Repair is RepairRegenerate or RepairPatch.
+	Repair string
+}
+
+// Call is one LLM call as recorded in the cost ledger.
+type Call struct {
+	Attempt          int
+	Purpose          string
+	Model            string
+	PromptVersion    string
+	SchemaVersion    string
+	RequestMode      string
+	RepairStrategy   string
+	PromptTokens     int
+	CachedTokens     int
+	CompletionTokens int
+	CostUSD          float64
+	PriceVersion     string
+	Latency          time.Duration
+	FinishReason     string
+	// Reply is the raw reply: the content, or the tool call arguments.
+	Reply string
+	// Stripped names what the parser removed around the JSON.
+	Stripped string
+	// Errors is what validation found in this call's reply.
+	Errors ErrorList
+}
+
+// Valid reports whether the call's reply validated.
+func (c Call) Valid() bool { return len(c.Errors) == 0 }
+
+// Result is the outcome of a run.
+type Result struct {
+	// Outcome is OutcomeSucceeded, OutcomeRepaired or OutcomeFailed.
+	Outcome string
+	// Data is the validated record; nil unless the outcome is succeeded or
+	// repaired. Nothing unvalidated is ever here.
+	Data json.RawMessage
+	// Evidence locates every grounded value of Data in the text.
+	Evidence []Evidence
+	// Errors is the final error list of a failed run; its first error's
+	// kind is the failure's reason.
+	Errors ErrorList
+	// Calls are every call made, in order, failed ones too.
+	Calls []Call
+	// LastReply is the last reply received, for the triage item.
+	LastReply string
+	// Patch is the applied repair patch (RFC 6902) under RepairPatch.
+	Patch json.RawMessage
+}
+
+// Reason returns the kind of the first final error, or "".
+func (r *Result) Reason() Kind {
+	if len(r.Errors) == 0 {
+		return ""
+	}
+	return r.Errors[0].Kind
+}
+
+// TransportError is a provider failure that is not the message's fault: a
+// timeout, a connection error, 429 or 5xx. The caller retries the run later
+// (nak); Result.Calls holds the calls made before it.
+type TransportError struct {
+	StatusCode int // HTTP status; 0 for a connection error or timeout
+	Err        error
+}
+
+func (e *TransportError) Error() string {
+	if e.StatusCode != 0 {
+		return fmt.Sprintf("llm transport: HTTP %d: %v", e.StatusCode, e.Err)
+	}
+	return fmt.Sprintf("llm transport: %v", e.Err)
+}
+
+func (e *TransportError) Unwrap() error { return e.Err }
+
+const toolName = "record_extraction"
+
+// Process runs the contract on in. It returns a Result for every outcome
+// the message decides: succeeded, repaired, or failed with its error list.
+// It returns a *TransportError (with the partial Result) when the provider
+// failed in a way that is not the message's fault, and ctx.Err() when ctx
+// ends; the run should then be retried, not sent to triage.
+func (e *Extractor) Process(ctx context.Context, in Input) (*Result, error) {
+	res := &Result{}
+	if errs := checkInput(in.Text); len(errs) > 0 {
+		return fail(res, errs), nil
+	}
+
+	msgs := []openai.ChatCompletionMessage{
+		{Role: openai.ChatMessageRoleSystem, Content: in.Prompt.System(in.Schema.Title)},
+		{Role: openai.ChatMessageRoleUser, Content: in.Prompt.User(in.Text)},
+	}
+	est := e.estimate(msgs, in.Schema)
+	if e.cfg.ContextWindowTokens > 0 && est+e.cfg.MaxCompletionTokens > e.cfg.ContextWindowTokens {
+		return fail(res, ErrorList{{Kind: KindInput, Keyword: "context_window",
+			Message: fmt.Sprintf("message needs about %d prompt tokens; the model's context is %d", est, e.cfg.ContextWindowTokens)}}), nil
+	}
+
+	// Attempt 1: extract.
+	if errs := e.checkBudget(res, est); len(errs) > 0 {
+		return fail(res, errs), nil
+	}
+	call, resp, err := e.call(ctx, msgs, in, 1, PurposeExtract, "")
+	if err != nil {
+		return res, err
+	}
+	inst, errs, stripped := e.check(resp, in)
+	call.Errors, call.Stripped = errs, stripped
+	res.Calls = append(res.Calls, call)
+	res.LastReply = call.Reply
+	if len(errs) == 0 {
+		return succeed(res, OutcomeSucceeded, inst, in), nil
+	}
+	if !errs.Repairable() {
+		return fail(res, errs), nil
+	}
+
+	// Attempt 2: the one repair. A reply with no object to patch is
+	// regenerated whatever the strategy.
+	if in.Repair == RepairPatch && inst == nil {
+		in.Repair = RepairRegenerate
+	}
+	msgs = append(msgs, e.repairTurns(resp, errs, in)...)
+	est = e.estimate(msgs, in.Schema)
+	if berrs := e.checkBudget(res, est); len(berrs) > 0 {
+		return fail(res, append(berrs, errs...)), nil
+	}
+	call2, resp2, err := e.call(ctx, msgs, in, 2, PurposeRepair, in.Repair)
+	if err != nil {
+		return res, err
+	}
+	var inst2 any
+	var errs2 ErrorList
+	if in.Repair == RepairPatch {
+		inst2, errs2, res.Patch = e.checkPatch(resp2, inst, errs, in)
+	} else {
+		inst2, errs2, call2.Stripped = e.check(resp2, in)
+	}
+	call2.Errors = errs2
+	res.Calls = append(res.Calls, call2)
+	res.LastReply = call2.Reply
+	if len(errs2) == 0 {
+		return succeed(res, OutcomeRepaired, inst2, in), nil
+	}
+	return fail(res, errs2), nil
+}
+
+func fail(res *Result, errs ErrorList) *Result {
+	res.Outcome = OutcomeFailed
+	res.Errors = errs
+	res.Data = nil
+	return res
+}
+
+func succeed(res *Result, outcome string, inst any, in Input) *Result {
+	b, err := json.Marshal(inst)
+	if err != nil {
+		return fail(res, ErrorList{{Kind: KindParse, Message: "record cannot be encoded as JSON"}})
+	}
+	_, ev := in.Schema.Ground(inst, in.Text)
+	res.Outcome = outcome
+	res.Data = b
+	res.Evidence = ev
+	return res
+}
+
+// checkInput rejects messages no call should be spent on.
+func checkInput(text string) ErrorList {
+	if strings.TrimFunc(text, unicode.IsSpace) == "" {
+		return ErrorList{{Kind: KindInput, Keyword: "empty", Message: "message text is empty"}}
+	}
+	return nil
+}
+
+func (e *Extractor) estimate(msgs []openai.ChatCompletionMessage, s *Schema) int {
+	n := EstimateTokens(string(s.ModelSchema())) + 8
+	for _, m := range msgs {
+		n += EstimateTokens(m.Content) + 4
+		for _, tc := range m.ToolCalls {
+			n += EstimateTokens(tc.Function.Arguments) + 4
+		}
+	}
+	return n
+}
+
+// checkBudget refuses a call whose estimated prompt plus its completion
+// cap would break the run's budget, counting what earlier calls used.
+func (e *Extractor) checkBudget(res *Result, estPrompt int) ErrorList {
+	usedTok, usedCost := 0, 0.0
+	for _, c := range res.Calls {
+		usedTok += c.PromptTokens + c.CompletionTokens
+		usedCost += c.CostUSD
+	}
+	b := e.cfg.Budget
+	next := estPrompt + e.cfg.MaxCompletionTokens
+	if b.MaxTokens > 0 && usedTok+next > b.MaxTokens {
+		return ErrorList{{Kind: KindBudget, Keyword: "max_tokens",
+			Message: fmt.Sprintf("next call needs up to %d tokens; %d of %d used", next, usedTok, b.MaxTokens)}}
+	}
+	nextCost := e.cfg.Price.Cost(estPrompt, 0, e.cfg.MaxCompletionTokens)
+	if b.MaxCostUSD > 0 && usedCost+nextCost > b.MaxCostUSD {
+		return ErrorList{{Kind: KindBudget, Keyword: "max_cost_usd",
+			Message: fmt.Sprintf("next call may cost $%.6f; $%.6f of $%.6f used", nextCost, usedCost, b.MaxCostUSD)}}
+	}
+	return nil
+}
+
+func (e *Extractor) request(msgs []openai.ChatCompletionMessage, in Input) openai.ChatCompletionRequest {
+	req := openai.ChatCompletionRequest{
+		Model:               e.cfg.Model,
+		Messages:            msgs,
+		MaxCompletionTokens: e.cfg.MaxCompletionTokens,
+	}
+	schema := in.Schema.ModelSchema()
+	switch e.cfg.RequestMode {
+	case ModeTools:
+		req.Tools = []openai.Tool{{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
+			Name: toolName, Description: "Record the " + in.Schema.Title + " extracted from the message.", Parameters: schema,
+		}}}
+		req.ToolChoice = openai.ToolChoice{Type: openai.ToolTypeFunction, Function: openai.ToolFunction{Name: toolName}}
+	default:
+		req.ResponseFormat = &openai.ChatCompletionResponseFormat{
+			Type:       openai.ChatCompletionResponseFormatTypeJSONSchema,
+			JSONSchema: &openai.ChatCompletionResponseFormatJSONSchema{Name: in.Schema.ID, Schema: schema},
+		}
+	}
+	return req
+}
+
+// call makes one chat call and records it. Provider failures that are not
+// the message's fault come back as *TransportError.
+func (e *Extractor) call(ctx context.Context, msgs []openai.ChatCompletionMessage, in Input, attempt int, purpose, strategy string) (Call, openai.ChatCompletionResponse, error) {
+	c := Call{
+		Attempt: attempt, Purpose: purpose, Model: e.cfg.Model, PromptVersion: in.Prompt.Version,
+		SchemaVersion: in.Schema.Version, RequestMode: e.cfg.RequestMode, RepairStrategy: strategy,
+		PriceVersion: e.cfg.PriceVersion,
+	}
+	cctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	defer cancel()
+	start := time.Now()
+	resp, err := e.client.CreateChatCompletion(cctx, e.request(msgs, in))
+	c.Latency = time.Since(start)
+	if err != nil {
+		if ctx.Err() != nil {
+			return c, resp, ctx.Err()
+		}
+		return c, resp, classifyTransport(err)
+	}
+	c.PromptTokens = resp.Usage.PromptTokens
+	if d := resp.Usage.PromptTokensDetails; d != nil {
+		c.CachedTokens = d.CachedTokens
+	}
+	c.CompletionTokens = resp.Usage.CompletionTokens
+	c.CostUSD = e.cfg.Price.Cost(c.PromptTokens, c.CachedTokens, c.CompletionTokens)
+	if len(resp.Choices) > 0 {
+		ch := resp.Choices[0]
+		c.FinishReason = string(ch.FinishReason)
+		c.Reply = ch.Message.Content
+		if len(ch.Message.ToolCalls) > 0 {
+			var parts []string
+			for _, tc := range ch.Message.ToolCalls {
+				parts = append(parts, tc.Function.Arguments)
+			}
+			c.Reply = strings.Join(parts, "\n")
+		}
+		if c.Reply == "" && ch.Message.Refusal != "" {
+			c.Reply = ch.Message.Refusal
+		}
+	}
+	e.log.Debug("llm call", zap.Int("attempt", attempt), zap.String("purpose", purpose),
+		zap.Int("prompt_tokens", c.PromptTokens), zap.Int("completion_tokens", c.CompletionTokens),
+		zap.String("finish_reason", c.FinishReason), zap.Duration("latency", c.Latency))
+	return c, resp, nil
+}
+
+// classifyTransport turns a go-openai error into a *TransportError. A 4xx
+// other than 408 and 429 is still returned as a TransportError: the
+// request itself is at fault, which retrying will not mend; callers may
+// inspect StatusCode.
+func classifyTransport(err error) error {
+	var apiErr *openai.APIError
+	if errors.As(err, &apiErr) {
+		return &TransportError{StatusCode: apiErr.HTTPStatusCode, Err: err}
+	}
+	var reqErr *openai.RequestError
+	if errors.As(err, &reqErr) {
+		return &TransportError{StatusCode: reqErr.HTTPStatusCode, Err: err}
+	}
+	return &TransportError{Err: err}
+}
+
+// Retryable reports whether a transport failure may succeed later: no
+// status (connection, timeout), 408, 429 or 5xx.
+func (e *TransportError) Retryable() bool {
+	s := e.StatusCode
+	return s == 0 || s == http.StatusRequestTimeout || s == http.StatusTooManyRequests || s >= 500
+}
+
+// check classifies a reply and validates it. It returns the instance, the
+// error list (empty when valid) and what the parser stripped.
+func (e *Extractor) check(resp openai.ChatCompletionResponse, in Input) (any, ErrorList, string) {
+	content, errs := e.replyContent(resp)
+	if len(errs) > 0 {
+		return nil, errs, ""
+	}
+	rep, errs := ParseReply(content)
+	if len(errs) > 0 {
+		return nil, errs, ""
+	}
+	inst := any(rep.Object)
+	verrs := checkStrings(inst, "")
+	serrs, _ := in.Schema.Validate(inst, in.Text)
+	verrs = append(verrs, serrs...)
+	verrs.Sort()
+	return inst, verrs, rep.Stripped
+}
+
+// replyContent returns the JSON text of a reply, or the error that stops
+// it being parsed: truncated, refusal, or a tool-call fault.
+func (e *Extractor) replyContent(resp openai.ChatCompletionResponse) (string, ErrorList) {
+	if len(resp.Choices) == 0 {
+		return "", ErrorList{{Kind: KindParse, Message: "reply has no choices"}}
+	}
+	ch := resp.Choices[0]
+	switch ch.FinishReason {
+	case openai.FinishReasonLength:
+		return "", ErrorList{{Kind: KindTruncated, Keyword: "length",
+			Message: "reply was cut off at the completion token limit"}}
+	case openai.FinishReasonContentFilter:
+		return "", ErrorList{{Kind: KindRefusal, Keyword: "content_filter", Message: "reply was withheld by the provider's content filter"}}
+	}
+	if ch.Message.Refusal != "" {
+		return "", ErrorList{{Kind: KindRefusal, Keyword: "refusal", Message: "the model refused"}}
+	}
+	if e.cfg.RequestMode != ModeTools {
+		return ch.Message.Content, nil
+	}
+	calls := ch.Message.ToolCalls
+	switch {
+	case len(calls) == 0:
+		return "", ErrorList{{Kind: KindTool, Keyword: "no_call", Message: "no tool call; call " + toolName + " exactly once"}}
+	case len(calls) > 1:
+		return "", ErrorList{{Kind: KindTool, Keyword: "several_calls",
+			Message: fmt.Sprintf("%d tool calls; call %s exactly once", len(calls), toolName)}}
+	case calls[0].Function.Name != toolName:
+		return "", ErrorList{{Kind: KindTool, Keyword: "wrong_tool", Message: "wrong tool; call " + toolName + " exactly once"}}
+	}
+	args := calls[0].Function.Arguments
+	// Arguments given as a JSON string holding the object are decoded once.
+	var inner string
+	if err := json.Unmarshal([]byte(strings.TrimSpace(args)), &inner); err == nil {
+		args = inner
+	}
+	return args, nil
+}
+
+// checkStrings flags strings Postgres cannot store in jsonb: NUL
+// characters. (Lone surrogate escapes are already replaced by U+FFFD when
+// decoding, as encoding/json does.)
+func checkStrings(v any, path string) ErrorList {
+	var out ErrorList
+	switch t := v.(type) {
+	case map[string]any:
+		for k, c := range t {
+			p := path + "/" + escapeToken(k)
+			if strings.ContainsRune(k, 0) {
+				out = append(out, Error{Kind: KindRule, Path: p, Keyword: "nul", Message: "key holds a NUL character"})
+			}
+			out = append(out, checkStrings(c, p)...)
+		}
+	case []any:
+		for i, c := range t {
+			out = append(out, checkStrings(c, path+"/"+itoa(i))...)
+		}
+	case string:
+		if strings.ContainsRune(t, 0) {
+			out = append(out, Error{Kind: KindRule, Path: path, Keyword: "nul", Message: "string holds a NUL character"})
+		}
+	}
+	return out
+}
+
+// repairTurns returns the turns that carry the bad reply back with its
+// errors: an assistant turn with the reply (or its tool call) and a user
+// turn (or the tool call's result) with the error lines.
+func (e *Extractor) repairTurns(resp openai.ChatCompletionResponse, errs ErrorList, in Input) []openai.ChatCompletionMessage {
+	text := in.Prompt.Repair(errs, in.Repair)
+	var prev openai.ChatCompletionMessage
+	if len(resp.Choices) > 0 {
+		prev = resp.Choices[0].Message
+	}
+	if e.cfg.RequestMode == ModeTools && len(prev.ToolCalls) > 0 {
+		asst := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, ToolCalls: prev.ToolCalls}
+		out := []openai.ChatCompletionMessage{asst}
+		// Every tool call gets its result, as providers require.
+		for _, tc := range prev.ToolCalls {
+			out = append(out, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, ToolCallID: tc.ID, Content: text})
+		}
+		return out
+	}
+	content := prev.Content
+	if content == "" {
+		content = "(empty reply)"
+	}
+	return []openai.ChatCompletionMessage{
+		{Role: openai.ChatMessageRoleAssistant, Content: content},
+		{Role: openai.ChatMessageRoleUser, Content: text},
+	}
+}

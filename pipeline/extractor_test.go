@@ -1,0 +1,280 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// scripted is an OpenAI-compatible test server that answers each call with
+// the next scripted reply and keeps every request.
+type scripted struct {
+	mu       sync.Mutex
+	replies  []func(w http.ResponseWriter)
+	requests []openai.ChatCompletionRequest
+}
+
+func content(s string) func(w http.ResponseWriter) { return reply(openai.ChatCompletionMessage{Role: "assistant", Content: s}, "stop") }
+
+func reply(m openai.ChatCompletionMessage, finish openai.FinishReason) func(w http.ResponseWriter) {
+	return func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(openai.ChatCompletionResponse{
+			ID: "x", Object: "chat.completion", Model: "test",
+			Choices: []openai.ChatCompletionChoice{{Message: m, FinishReason: finish}},
+			Usage:   openai.Usage{PromptTokens: 100, CompletionTokens: 20, TotalTokens: 120},
+		})
+	}
+}
+
+func status(code int) func(w http.ResponseWriter) {
+	return func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		w.Write([]byte(`{"error":{"message":"boom","type":"server_error"}}`))
+	}
+}
+
+func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var req openai.ChatCompletionRequest
+	json.NewDecoder(r.Body).Decode(&req)
+	s.mu.Lock()
+	s.requests = append(s.requests, req)
+	if len(s.replies) == 0 {
+		s.mu.Unlock()
+		status(500)(w)
+		return
+	}
+	f := s.replies[0]
+	s.replies = s.replies[1:]
+	s.mu.Unlock()
+	f(w)
+}
+
+type extractorBundle struct {
+	srv *scripted
+	ext *Extractor
+	in  Input
+}
+
+func setupExtractor(t *testing.T, mode string, replies ...func(w http.ResponseWriter)) *extractorBundle {
+	t.Helper()
+	srv := &scripted{replies: replies}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	cfg := openai.DefaultConfig("test-key")
+	cfg.BaseURL = hs.URL + "/v1"
+	prompt, err := LoadPrompt("extract.v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext := NewExtractor(openai.NewClientWithConfig(cfg), ExtractorConfig{
+		Model: "test", RequestMode: mode, MaxCompletionTokens: 256, ContextWindowTokens: 8192,
+		Budget: Budget{MaxTokens: 4000, MaxCostUSD: 1},
+		Price:  Price{InputPerMTok: 1, OutputPerMTok: 2}, PriceVersion: "p1",
+	})
+	return &extractorBundle{srv: srv, ext: ext, in: Input{Text: orderText, Schema: loadTestSchema(t), Prompt: prompt, Repair: RepairRegenerate}}
+}
+
+const (
+	validJSON      = `{"intent":"status","order_id":"4821300017","account_id":"U85ALFLG2Z","email":"czhang14@email.com","items":[{"sku":"AB-123 45","qty":2}]}`
+	ungroundedJSON = `{"intent":"status","order_id":"9999999999","account_id":"U85ALFLG2Z","email":"czhang14@email.com","items":[{"sku":"AB-123 45","qty":2}]}`
+)
+
+func TestExtractor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("SucceededFirstPass", func(t *testing.T) {
+		t.Parallel()
+		b := setupExtractor(t, ModeResponseFormat, content(validJSON))
+		res, err := b.ext.Process(ctx, b.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != OutcomeSucceeded || len(res.Calls) != 1 || res.Data == nil {
+			t.Fatalf("%+v", res)
+		}
+		if len(res.Evidence) != 4 {
+			t.Fatalf("evidence %+v", res.Evidence)
+		}
+		c := res.Calls[0]
+		if c.PromptTokens != 100 || c.CompletionTokens != 20 || c.CostUSD != (100*1+20*2)/1e6 || c.PriceVersion != "p1" || c.SchemaVersion != "1" || c.PromptVersion != "extract.v1" {
+			t.Fatalf("call %+v", c)
+		}
+		req := b.srv.requests[0]
+		if req.ResponseFormat == nil || req.ResponseFormat.Type != openai.ChatCompletionResponseFormatTypeJSONSchema {
+			t.Fatal("no json_schema response_format")
+		}
+		if !strings.Contains(req.Messages[1].Content, "<message>\n"+orderText+"\n</message>") {
+			t.Fatalf("user turn: %q", req.Messages[1].Content)
+		}
+	})
+
+	t.Run("RepairedOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setupExtractor(t, ModeResponseFormat, content("Sure! ```json\n"+ungroundedJSON+"\n```"), content(validJSON))
+		res, err := b.ext.Process(ctx, b.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != OutcomeRepaired || len(res.Calls) != 2 {
+			t.Fatalf("%+v", res)
+		}
+		if res.Calls[0].Stripped != "fence,prose" || len(res.Calls[0].Errors) != 1 || res.Calls[0].Errors[0].Path != "/order_id" {
+			t.Fatalf("first call %+v", res.Calls[0])
+		}
+		msgs := b.srv.requests[1].Messages
+		if len(msgs) != 4 || msgs[2].Role != "assistant" || msgs[3].Role != "user" {
+			t.Fatalf("repair turns %+v", msgs)
+		}
+		if !strings.Contains(msgs[2].Content, ungroundedJSON) {
+			t.Fatal("bad reply not sent back as the assistant turn")
+		}
+		want := "Your JSON has these errors:\n/order_id: value does not appear in the message; copy it exactly or use null\nReturn the corrected JSON only. Use null if unsure."
+		if msgs[3].Content != want {
+			t.Fatalf("repair turn:\n%s\nwant:\n%s", msgs[3].Content, want)
+		}
+	})
+
+	t.Run("FailedAfterOneRepair", func(t *testing.T) {
+		t.Parallel()
+		b := setupExtractor(t, ModeResponseFormat, content(ungroundedJSON), content(ungroundedJSON), content(validJSON))
+		res, err := b.ext.Process(ctx, b.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != OutcomeFailed || len(res.Calls) != 2 || len(b.srv.requests) != 2 || res.Data != nil {
+			t.Fatalf("outcome %s calls %d requests %d", res.Outcome, len(res.Calls), len(b.srv.requests))
+		}
+		if res.Reason() != KindRule {
+			t.Fatalf("reason %s", res.Reason())
+		}
+	})
+
+	t.Run("RepairPromptAtMostFiveLines", func(t *testing.T) {
+		t.Parallel()
+		bad := `{"intent":"x","order_id":1,"account_id":2,"email":3,"items":4,"extra":5}`
+		b := setupExtractor(t, ModeResponseFormat, content(bad), content(validJSON))
+		if _, err := b.ext.Process(ctx, b.in); err != nil {
+			t.Fatal(err)
+		}
+		turn := b.srv.requests[1].Messages[3].Content
+		if n := strings.Count(turn, "\n/"); n != 5 {
+			t.Fatalf("%d error lines in\n%s", n, turn)
+		}
+	})
+
+	t.Run("TruncatedNotRepaired", func(t *testing.T) {
+		t.Parallel()
+		b := setupExtractor(t, ModeResponseFormat, reply(openai.ChatCompletionMessage{Role: "assistant", Content: `{"intent":"st`}, openai.FinishReasonLength))
+		res, err := b.ext.Process(ctx, b.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != OutcomeFailed || res.Reason() != KindTruncated || len(b.srv.requests) != 1 {
+			t.Fatalf("%+v", res)
+		}
+	})
+
+	t.Run("RefusalNotRepaired", func(t *testing.T) {
+		t.Parallel()
+		b := setupExtractor(t, ModeResponseFormat, reply(openai.ChatCompletionMessage{Role: "assistant", Refusal: "I can't help"}, "stop"))
+		res, _ := b.ext.Process(ctx, b.in)
+		if res.Reason() != KindRefusal || len(b.srv.requests) != 1 {
+			t.Fatalf("%+v", res)
+		}
+	})
+
+	t.Run("EmptyInputNoCall", func(t *testing.T) {
+		t.Parallel()
+		b := setupExtractor(t, ModeResponseFormat, content(validJSON))
+		b.in.Text = " \n\t "
+		res, _ := b.ext.Process(ctx, b.in)
+		if res.Reason() != KindInput || len(b.srv.requests) != 0 || len(res.Calls) != 0 {
+			t.Fatalf("%+v", res)
+		}
+	})
+
+	t.Run("BudgetStopsRepairCall", func(t *testing.T) {
+		t.Parallel()
+		b := setupExtractor(t, ModeResponseFormat, content(ungroundedJSON), content(validJSON))
+		first := b.ext.estimate([]openai.ChatCompletionMessage{
+			{Content: b.in.Prompt.System(b.in.Schema.Title)}, {Content: b.in.Prompt.User(b.in.Text)}}, b.in.Schema)
+		b.ext.cfg.Budget.MaxTokens = first + 256 + 50 // the first call fits, the repair does not
+		res, _ := b.ext.Process(ctx, b.in)
+		if res.Reason() != KindBudget || len(b.srv.requests) != 1 || len(res.Calls) != 1 {
+			t.Fatalf("reason %s requests %d: %v", res.Reason(), len(b.srv.requests), res.Errors)
+		}
+	})
+
+	t.Run("ToolModeSeveralCallsRepaired", func(t *testing.T) {
+		t.Parallel()
+		two := openai.ChatCompletionMessage{Role: "assistant", ToolCalls: []openai.ToolCall{
+			{ID: "c1", Type: "function", Function: openai.FunctionCall{Name: toolName, Arguments: validJSON}},
+			{ID: "c2", Type: "function", Function: openai.FunctionCall{Name: toolName, Arguments: ungroundedJSON}},
+		}}
+		quoted, _ := json.Marshal(validJSON) // arguments as a JSON string, decoded once
+		one := openai.ChatCompletionMessage{Role: "assistant", ToolCalls: []openai.ToolCall{
+			{ID: "c3", Type: "function", Function: openai.FunctionCall{Name: toolName, Arguments: string(quoted)}},
+		}}
+		b := setupExtractor(t, ModeTools, reply(two, "tool_calls"), reply(one, "tool_calls"))
+		res, err := b.ext.Process(ctx, b.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != OutcomeRepaired || res.Calls[0].Errors[0].Kind != KindTool {
+			t.Fatalf("%+v", res)
+		}
+		msgs := b.srv.requests[1].Messages
+		if len(msgs) != 5 || msgs[3].Role != "tool" || msgs[3].ToolCallID != "c1" || msgs[4].ToolCallID != "c2" {
+			t.Fatalf("tool repair turns %+v", msgs)
+		}
+		if len(b.srv.requests[0].Tools) != 1 || b.srv.requests[0].ResponseFormat != nil {
+			t.Fatal("tool mode request")
+		}
+	})
+
+	t.Run("TransportErrorIsReturned", func(t *testing.T) {
+		t.Parallel()
+		b := setupExtractor(t, ModeResponseFormat, status(503))
+		_, err := b.ext.Process(ctx, b.in)
+		var te *TransportError
+		if !errors.As(err, &te) || te.StatusCode != 503 || !te.Retryable() {
+			t.Fatalf("err %v", err)
+		}
+	})
+
+	t.Run("PatchRepair", func(t *testing.T) {
+		t.Parallel()
+		b := setupExtractor(t, ModeResponseFormat, content(ungroundedJSON), content(`[{"op":"replace","path":"/order_id","value":"4821300017"}]`))
+		b.in.Repair = RepairPatch
+		res, err := b.ext.Process(ctx, b.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != OutcomeRepaired || res.Patch == nil {
+			t.Fatalf("%+v", res)
+		}
+		if !strings.Contains(b.srv.requests[1].Messages[3].Content, "JSON Patch") {
+			t.Fatal("patch instruction missing")
+		}
+	})
+
+	t.Run("PatchTouchingOtherFieldIsInvalid", func(t *testing.T) {
+		t.Parallel()
+		b := setupExtractor(t, ModeResponseFormat, content(ungroundedJSON), content(`[{"op":"replace","path":"/order_id","value":null},{"op":"replace","path":"/intent","value":"refund"}]`))
+		b.in.Repair = RepairPatch
+		res, _ := b.ext.Process(ctx, b.in)
+		if res.Outcome != OutcomeFailed || res.Reason() != KindPatchInvalid {
+			t.Fatalf("%+v", res)
+		}
+	})
+}

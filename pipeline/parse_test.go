@@ -1,0 +1,86 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestParseReply(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name     string
+		reply    string
+		ok       bool
+		stripped string
+		keyword  string
+	}{
+		{"Strict", `{"a":1}`, true, "", ""},
+		{"Fence", "```json\n{\"a\":1}\n```", true, "fence", ""},
+		{"Prose", `Here is the record: {"a":1} Hope this helps.`, true, "prose", ""},
+		{"Reasoning", `<think>the order is {maybe}</think>{"a":1}`, true, "reasoning", ""},
+		{"SameObjectTwice", `{"a":1} and again {"a":1}`, true, "prose", ""},
+		{"TwoObjects", `{"a":1} or {"a":2}`, false, "", "multiple_objects"},
+		{"DuplicateKey", `{"a":1,"a":2}`, false, "", "duplicate_key"},
+		{"DuplicateKeyInProse", `record: {"a":1,"a":2}`, false, "", "duplicate_key"},
+		{"NotJSON", `I cannot find an order id.`, false, "", ""},
+		{"Empty", "  ", false, "", ""},
+		{"Array", `[1,2]`, false, "", ""},
+		{"Truncated", `{"a":"abc`, false, "", ""},
+		{"Deep", strings.Repeat(`{"a":`, 100) + "1" + strings.Repeat("}", 100), false, "", ""},
+		{"BraceInString", `note {"a":"}{"} end`, true, "prose", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rep, errs := ParseReply(tc.reply)
+			if tc.ok {
+				if len(errs) != 0 || rep.Object == nil {
+					t.Fatalf("errs %v", errs)
+				}
+				if rep.Stripped != tc.stripped {
+					t.Fatalf("stripped %q, want %q", rep.Stripped, tc.stripped)
+				}
+				return
+			}
+			if len(errs) != 1 || errs[0].Kind != KindParse {
+				t.Fatalf("errs %v", errs)
+			}
+			if tc.keyword != "" && errs[0].Keyword != tc.keyword {
+				t.Fatalf("keyword %q, want %q", errs[0].Keyword, tc.keyword)
+			}
+		})
+	}
+}
+
+func TestDecodeStrictKeepsNumbers(t *testing.T) {
+	t.Parallel()
+	v, err := DecodeStrict([]byte(`{"n": 1e400, "m": 12345678901234567890}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := v.(map[string]any)
+	if m["n"].(json.Number).String() != "1e400" || m["m"].(json.Number).String() != "12345678901234567890" {
+		t.Fatalf("numbers coerced: %v", m)
+	}
+}
+
+func FuzzParseReply(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, "```json\n{\"a\":[1,{\"b\":null}]}\n```", `x {"a":"}"} y`, `{"a":1,"a":2}`, `<think>{</think>{}`, `{"a":"\u0000"}`, `{"a":"\ud800"}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		rep, errs := ParseReply(s)
+		if len(errs) == 0 && rep.Object == nil {
+			t.Fatal("no error and no object")
+		}
+		if len(errs) > 0 && rep.Object != nil {
+			t.Fatal("errors and an object")
+		}
+		if rep.Object != nil {
+			if _, err := json.Marshal(rep.Object); err != nil {
+				t.Fatalf("object does not re-encode: %v", err)
+			}
+		}
+	})
+}

@@ -1,0 +1,160 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// Limits on a repair patch (RFC 6902).
+const (
+	// MaxPatchOps is the most operations a repair patch may hold.
+	MaxPatchOps = 32
+	// MaxPatchBytes is the largest repair patch accepted, in bytes.
+	MaxPatchBytes = 64 << 10
+	// patchCopyLimit bounds the bytes json-patch may copy while applying.
+	patchCopyLimit = 1 << 20
+)
+
+type patchOp struct {
+	Op    string           `json:"op"`
+	Path  *string          `json:"path"`
+	Value *json.RawMessage `json:"value,omitempty"`
+	From  *string          `json:"from,omitempty"`
+}
+
+// ApplyRepairPatch applies an RFC 6902 repair patch to doc. Only add,
+// remove and replace are allowed; every path must be a JSON Pointer at or
+// below one of the flagged paths (a missing property's path is its own),
+// never the whole document. Negative array indices are off and copies are
+// bounded. Every failure is one KindPatchInvalid error.
+func ApplyRepairPatch(doc any, patch []byte, flagged ErrorList) (any, ErrorList) {
+	bad := func(format string, a ...any) (any, ErrorList) {
+		return nil, ErrorList{{Kind: KindPatchInvalid, Keyword: "patch", Message: fmt.Sprintf(format, a...)}}
+	}
+	if len(patch) > MaxPatchBytes {
+		return bad("patch is longer than %d bytes", MaxPatchBytes)
+	}
+	if doc == nil {
+		return bad("there is no previous JSON object to patch")
+	}
+	var ops []patchOp
+	if err := json.Unmarshal(patch, &ops); err != nil {
+		return bad("patch is not a JSON array of operations")
+	}
+	if len(ops) == 0 {
+		return bad("patch has no operations")
+	}
+	if len(ops) > MaxPatchOps {
+		return bad("patch has %d operations; at most %d", len(ops), MaxPatchOps)
+	}
+	for i, op := range ops {
+		switch op.Op {
+		case "add", "remove", "replace":
+		default:
+			return bad("operation %d: op %q is not add, remove or replace", i, op.Op)
+		}
+		if op.Path == nil {
+			return bad("operation %d: no path", i)
+		}
+		p := *op.Path
+		if p == "" {
+			return bad("operation %d: replaces the whole document", i)
+		}
+		if !validPointer(p) {
+			return bad("operation %d: path is not a JSON Pointer", i)
+		}
+		if (op.Op == "add" || op.Op == "replace") && op.Value == nil {
+			return bad("operation %d: %s without value", i, op.Op)
+		}
+		if !underFlagged(p, flagged) {
+			return bad("operation %d: path %s is not at or below a flagged error", i, p)
+		}
+	}
+	docJSON, err := json.Marshal(doc)
+	if err != nil {
+		return bad("previous JSON cannot be encoded")
+	}
+	p, err := jsonpatch.DecodePatch(patch)
+	if err != nil {
+		return bad("patch cannot be decoded")
+	}
+	opts := jsonpatch.NewApplyOptions()
+	opts.SupportNegativeIndices = false
+	opts.AccumulatedCopySizeLimit = patchCopyLimit
+	opts.EnsurePathExistsOnAdd = false
+	out, err := p.ApplyWithOptions(docJSON, opts)
+	if err != nil {
+		return bad("patch does not apply: %s", shortPatchErr(err))
+	}
+	v, err := DecodeStrict(out)
+	if err != nil {
+		return bad("patched JSON does not decode")
+	}
+	return v, nil
+}
+
+func shortPatchErr(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, ':'); i > 0 {
+		s = s[:i]
+	}
+	if len(s) > 80 {
+		s = s[:80]
+	}
+	return s
+}
+
+// validPointer reports whether p is an RFC 6901 JSON Pointer: "/"-led
+// tokens where "~" is only followed by "0" or "1".
+func validPointer(p string) bool {
+	if !strings.HasPrefix(p, "/") {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] == '~' && (i+1 == len(p) || (p[i+1] != '0' && p[i+1] != '1')) {
+			return false
+		}
+	}
+	return true
+}
+
+// underFlagged reports whether p is at or below the path of some error.
+// An error at the root (a parse error) flags nothing.
+func underFlagged(p string, flagged ErrorList) bool {
+	for _, e := range flagged {
+		if e.Path == "" {
+			continue
+		}
+		if p == e.Path || strings.HasPrefix(p, e.Path+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// checkPatch applies a patch-form repair reply to the first reply's
+// instance and validates the result. It returns the instance, the errors
+// and the applied patch.
+func (e *Extractor) checkPatch(resp openai.ChatCompletionResponse, prev any, flagged ErrorList, in Input) (any, ErrorList, json.RawMessage) {
+	content, errs := e.replyContent(resp)
+	if len(errs) > 0 {
+		return nil, errs, nil
+	}
+	raw := strings.TrimSpace(content)
+	if m := fenceBlock.FindStringSubmatch(raw); m != nil {
+		raw = strings.TrimSpace(m[1])
+	}
+	inst, errs := ApplyRepairPatch(prev, []byte(raw), flagged)
+	if len(errs) > 0 {
+		return nil, errs, nil
+	}
+	verrs := checkStrings(inst, "")
+	serrs, _ := in.Schema.Validate(inst, in.Text)
+	verrs = append(verrs, serrs...)
+	verrs.Sort()
+	return inst, verrs, json.RawMessage(raw)
+}

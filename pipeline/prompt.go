@@ -1,0 +1,83 @@
+package pipeline
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"strings"
+	"text/template"
+)
+
+//go:embed prompts/*.tmpl
+var promptFS embed.FS
+
+// MaxRepairLines is the most error lines a repair prompt carries.
+const MaxRepairLines = 5
+
+// Prompt is one versioned set of prompt templates, from
+// prompts/<version>.tmpl. Each file defines the templates "system",
+// "user", "repair" and "repair_patch".
+type Prompt struct {
+	Version string
+	tmpl    *template.Template
+}
+
+// LoadPrompt parses the embedded template file of version, such as
+// "extract.v1". It returns an error naming the version when the file is
+// missing or lacks a template.
+func LoadPrompt(version string) (*Prompt, error) {
+	t, err := template.ParseFS(promptFS, "prompts/"+version+".tmpl")
+	if err != nil {
+		return nil, fmt.Errorf("prompt %s: %w", version, err)
+	}
+	t.Option("missingkey=error")
+	for _, name := range []string{"system", "user", "repair", "repair_patch"} {
+		if t.Lookup(name) == nil {
+			return nil, fmt.Errorf("prompt %s: no %q template", version, name)
+		}
+	}
+	return &Prompt{Version: version, tmpl: t}, nil
+}
+
+type promptData struct {
+	SchemaTitle string
+	Text        string
+	Errors      []string
+}
+
+func (p *Prompt) render(name string, d promptData) string {
+	var b bytes.Buffer
+	if err := p.tmpl.ExecuteTemplate(&b, name, d); err != nil {
+		// Templates are checked at load; data fields are fixed.
+		panic(fmt.Sprintf("prompt %s: %s: %v", p.Version, name, err))
+	}
+	return b.String()
+}
+
+// System returns the system turn.
+func (p *Prompt) System(schemaTitle string) string {
+	return p.render("system", promptData{SchemaTitle: schemaTitle})
+}
+
+// User returns the extraction turn holding the customer text.
+func (p *Prompt) User(text string) string { return p.render("user", promptData{Text: text}) }
+
+// Repair returns the repair turn: at most MaxRepairLines lines of
+// "path: message" from errs (in their stable sorted order), then the
+// instruction of the strategy ("regenerate" or "patch").
+func (p *Prompt) Repair(errs ErrorList, strategy string) string {
+	sorted := append(ErrorList(nil), errs...)
+	sorted.Sort()
+	lines := make([]string, 0, MaxRepairLines)
+	for i, e := range sorted {
+		if i == MaxRepairLines {
+			break
+		}
+		lines = append(lines, strings.ReplaceAll(e.Error(), "\n", " "))
+	}
+	name := "repair"
+	if strategy == RepairPatch {
+		name = "repair_patch"
+	}
+	return p.render(name, promptData{Errors: lines})
+}

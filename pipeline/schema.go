@@ -1,0 +1,302 @@
+package pipeline
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+)
+
+// Schema is a compiled JSON Schema of what is extracted, with the product's
+// annotations:
+//
+//   - "x-version" (string, at the root): the schema version recorded with
+//     every call and result.
+//   - "x-grounded": true on a property: its string values must appear in the
+//     customer's message (see Ground).
+//
+// Schemas are JSON Schema draft 2020-12; format assertions are on.
+type Schema struct {
+	// ID is the short name the configuration gives the schema.
+	ID string
+	// Version is the root "x-version" annotation.
+	Version string
+	// URL is the root "$id".
+	URL string
+	// Title is the root "title", or ID.
+	Title string
+	// Raw is the schema document as sent to the model.
+	Raw json.RawMessage
+
+	doc      map[string]any
+	compiled *jsonschema.Schema
+}
+
+// LoadSchema reads the schema file name from fsys, or from disk when fsys
+// has no such file, and compiles it. Errors name the file and, for a bad
+// schema, the failing keyword.
+func LoadSchema(fsys fs.FS, id, name string) (*Schema, error) {
+	b, err := fs.ReadFile(fsys, name)
+	if err != nil {
+		var err2 error
+		b, err2 = os.ReadFile(name)
+		if err2 != nil {
+			return nil, fmt.Errorf("schema %s: %s: %w", id, name, err)
+		}
+	}
+	s, err := CompileSchema(id, b)
+	if err != nil {
+		return nil, fmt.Errorf("schema %s: %s: %w", id, name, err)
+	}
+	return s, nil
+}
+
+// CompileSchema compiles a schema document. The document must be an object
+// with "$id" and "x-version".
+func CompileSchema(id string, doc []byte) (*Schema, error) {
+	var m map[string]any
+	if err := json.Unmarshal(doc, &m); err != nil {
+		return nil, fmt.Errorf("not a JSON object: %w", err)
+	}
+	url, _ := m["$id"].(string)
+	if url == "" {
+		return nil, fmt.Errorf(`missing "$id"`)
+	}
+	version, _ := m["x-version"].(string)
+	if version == "" {
+		return nil, fmt.Errorf(`missing "x-version"`)
+	}
+	c := jsonschema.NewCompiler()
+	c.Draft = jsonschema.Draft2020
+	c.AssertFormat = true
+	if err := c.AddResource(url, bytes.NewReader(doc)); err != nil {
+		return nil, err
+	}
+	compiled, err := c.Compile(url)
+	if err != nil {
+		return nil, err
+	}
+	title, _ := m["title"].(string)
+	if title == "" {
+		title = id
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, doc); err != nil {
+		return nil, err
+	}
+	return &Schema{ID: id, Version: version, URL: url, Title: title, Raw: compact.Bytes(), doc: m, compiled: compiled}, nil
+}
+
+// ModelSchema returns the schema as sent to the model: the document without
+// the product's "x-" annotations, which providers may reject.
+func (s *Schema) ModelSchema() json.RawMessage {
+	b, _ := json.Marshal(stripAnnotations(s.doc))
+	return b
+}
+
+func stripAnnotations(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, c := range t {
+			if strings.HasPrefix(k, "x-") || k == "$id" || k == "$schema" {
+				continue
+			}
+			out[k] = stripAnnotations(c)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, c := range t {
+			out[i] = stripAnnotations(c)
+		}
+		return out
+	}
+	return v
+}
+
+// Validate checks instance (decoded with json.Decoder.UseNumber, as
+// DecodeStrict does) against the schema and the grounding rule over text.
+// It returns the sorted error list (empty when valid) and, for a valid
+// instance, the evidence span of every grounded value.
+func (s *Schema) Validate(instance any, text string) (ErrorList, []Evidence) {
+	errs := s.validateSchema(instance)
+	gerrs, evidence := s.Ground(instance, text)
+	errs = append(errs, gerrs...)
+	errs.Sort()
+	return dedupe(errs), evidence
+}
+
+func dedupe(l ErrorList) ErrorList {
+	out := l[:0]
+	for i, e := range l {
+		if i > 0 && e == l[i-1] {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// validateSchema runs the JSON Schema validator and turns its leaf errors
+// into Errors whose messages carry no instance values.
+func (s *Schema) validateSchema(instance any) ErrorList {
+	err := s.compiled.Validate(instance)
+	if err == nil {
+		return nil
+	}
+	ve, ok := err.(*jsonschema.ValidationError)
+	if !ok {
+		return ErrorList{{Kind: KindSchema, Path: "", Keyword: "", Message: "validator failed: " + err.Error()}}
+	}
+	var out ErrorList
+	var walk func(*jsonschema.ValidationError)
+	walk = func(v *jsonschema.ValidationError) {
+		if len(v.Causes) > 0 {
+			for _, c := range v.Causes {
+				walk(c)
+			}
+			return
+		}
+		out = append(out, s.leafErrors(v, instance)...)
+	}
+	walk(ve)
+	return out
+}
+
+func (s *Schema) leafErrors(v *jsonschema.ValidationError, instance any) ErrorList {
+	kwPtr := v.AbsoluteKeywordLocation
+	if i := strings.IndexByte(kwPtr, '#'); i >= 0 {
+		kwPtr = kwPtr[i+1:]
+	}
+	keyword := kwPtr
+	if i := strings.LastIndexByte(kwPtr, '/'); i >= 0 {
+		keyword = kwPtr[i+1:]
+	}
+	parentPtr := strings.TrimSuffix(kwPtr, "/"+keyword)
+	kwValue, _ := resolvePointer(s.doc, kwPtr)
+	path := v.InstanceLocation
+
+	switch keyword {
+	case "required":
+		obj, _ := resolvePointer(instance, path)
+		m, _ := obj.(map[string]any)
+		req, _ := kwValue.([]any)
+		var out ErrorList
+		for _, r := range req {
+			name, _ := r.(string)
+			if _, ok := m[name]; !ok {
+				out = append(out, Error{Kind: KindSchema, Path: path + "/" + escapeToken(name), Keyword: "required",
+					Message: "required property is missing (use null if unknown)"})
+			}
+		}
+		return out
+	case "additionalProperties":
+		obj, _ := resolvePointer(instance, path)
+		m, _ := obj.(map[string]any)
+		parent, _ := resolvePointer(s.doc, parentPtr)
+		props, _ := parent.(map[string]any)["properties"].(map[string]any)
+		var out ErrorList
+		for k := range m {
+			if _, ok := props[k]; !ok {
+				msg := "property is not in the schema"
+				for p := range props {
+					if strings.EqualFold(p, k) {
+						msg = "property is not in the schema; did you mean " + p + "?"
+					}
+				}
+				out = append(out, Error{Kind: KindSchema, Path: path + "/" + escapeToken(k), Keyword: keyword, Message: msg})
+			}
+		}
+		return out
+	case "type":
+		return ErrorList{{Kind: KindSchema, Path: path, Keyword: keyword, Message: v.Message}}
+	case "pattern":
+		return ErrorList{{Kind: KindSchema, Path: path, Keyword: keyword, Message: fmt.Sprintf("does not match pattern %v", kwValue)}}
+	case "format":
+		return ErrorList{{Kind: KindSchema, Path: path, Keyword: keyword, Message: fmt.Sprintf("is not a valid %v", kwValue)}}
+	case "enum":
+		return ErrorList{{Kind: KindSchema, Path: path, Keyword: keyword, Message: "is not one of the allowed values" + enumHint(kwValue)}}
+	case "const":
+		return ErrorList{{Kind: KindSchema, Path: path, Keyword: keyword, Message: "is not the allowed constant"}}
+	case "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+		"minItems", "maxItems", "minProperties", "maxProperties", "multipleOf", "uniqueItems":
+		return ErrorList{{Kind: KindSchema, Path: path, Keyword: keyword, Message: fmt.Sprintf("violates %s %v", keyword, compactJSON(kwValue))}}
+	}
+	return ErrorList{{Kind: KindSchema, Path: path, Keyword: keyword, Message: "fails " + keyword}}
+}
+
+// enumHint lists a short enum so the repair prompt can name the choices.
+// Enum values come from the schema, never from the customer.
+func enumHint(v any) string {
+	vals, _ := v.([]any)
+	if len(vals) == 0 || len(vals) > 12 {
+		return ""
+	}
+	parts := make([]string, len(vals))
+	for i, x := range vals {
+		parts[i] = compactJSON(x)
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+func compactJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// resolvePointer returns the value at JSON Pointer ptr in doc.
+func resolvePointer(doc any, ptr string) (any, bool) {
+	if ptr == "" {
+		return doc, true
+	}
+	if !strings.HasPrefix(ptr, "/") {
+		return nil, false
+	}
+	cur := doc
+	for _, tok := range strings.Split(ptr[1:], "/") {
+		tok = unescapeToken(tok)
+		switch c := cur.(type) {
+		case map[string]any:
+			v, ok := c[tok]
+			if !ok {
+				return nil, false
+			}
+			cur = v
+		case []any:
+			var i int
+			if _, err := fmt.Sscanf(tok, "%d", &i); err != nil || i < 0 || i >= len(c) {
+				return nil, false
+			}
+			cur = c[i]
+		default:
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+func escapeToken(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+func unescapeToken(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")
+}
+
+// PropertyNames returns the names of the root object's properties.
+func (s *Schema) PropertyNames() []string {
+	props, _ := s.doc["properties"].(map[string]any)
+	out := make([]string, 0, len(props))
+	for k := range props {
+		out = append(out, k)
+	}
+	return out
+}
