@@ -163,7 +163,7 @@ type Simulator struct {
 
 // Default returns the embedded default configuration.
 func Default() *Config {
-	c, err := Parse(DefaultYAML)
+	c, err := Parse(nil)
 	if err != nil {
 		panic("config: embedded default.yaml: " + err.Error())
 	}
@@ -188,14 +188,19 @@ func Load(path string) (*Config, error) {
 	return c, nil
 }
 
-// Parse decodes YAML, fills defaults and validates. Unknown fields are
+// Parse decodes YAML over the embedded defaults (config/default.yaml), so
+// a file names only what it changes: a field it leaves out keeps its
+// default, a map (such as prices.models) gains or replaces entries, and a
+// list (such as schemas) replaces the default list. Unknown fields are
 // errors, so a typo does not silently fall back to a default.
 func Parse(b []byte) (*Config, error) {
 	var c Config
-	dec := yaml.NewDecoder(bytesReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, errEOF) {
-		return nil, err
+	for _, doc := range [][]byte{DefaultYAML, b} {
+		dec := yaml.NewDecoder(bytesReader(doc))
+		dec.KnownFields(true)
+		if err := dec.Decode(&c); err != nil && !errors.Is(err, errEOF) {
+			return nil, err
+		}
 	}
 	c = c.WithDefaults()
 	if err := c.Validate(); err != nil {

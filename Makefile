@@ -1,0 +1,34 @@
+# extractq: queue-driven batch extraction pipeline. `make help` lists targets.
+SHELL := /bin/bash
+GO ?= go
+
+.PHONY: help setup demo test test/short lint stop build fuzz migrate
+
+help: ## list the targets
+	@grep -E '^[a-zA-Z/_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
+
+setup: ## start or install Postgres and NATS if missing, and migrate the database
+	scripts/setup.sh
+
+demo: ## run the bundled real sample end to end (services stay up; `make stop` ends them)
+	scripts/demo.sh
+
+test: setup ## run every test (race detector on) against the real Postgres and NATS
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l . | tee /dev/stderr)" || { echo "gofmt: files above need formatting"; exit 1; }
+	$(GO) test -race -count=1 ./...
+
+test/short: ## run the tests without the race detector
+	$(GO) test -count=1 ./...
+
+fuzz: ## fuzz the reply parser for 30s
+	$(GO) test ./pipeline -run XXX -fuzz FuzzParseReply -fuzztime 30s
+
+build: ## build every command into .run/bin
+	$(GO) build -o .run/bin/ ./cmd/...
+
+migrate: ## apply the migrations to DATABASE_URL
+	$(GO) run ./cmd/migrate up
+
+stop: ## stop the worker, the simulator and any service setup started
+	scripts/stop.sh

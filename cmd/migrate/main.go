@@ -1,0 +1,74 @@
+// Command migrate applies or rolls back the product's database migrations.
+//
+// Usage:
+//
+//	migrate [up|down|status]
+//
+// up (the default) applies every pending migration; down rolls back the
+// latest one; status lists each migration and whether it is applied. The
+// database is DATABASE_URL (default DefaultDatabaseURL); it is created if
+// missing.
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"go.uber.org/zap"
+
+	"github.com/extractq/extractq/store"
+)
+
+// DefaultDatabaseURL is used when DATABASE_URL is not set.
+const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/extractq?sslmode=disable"
+
+func main() {
+	cmd := "up"
+	if len(os.Args) > 1 {
+		cmd = os.Args[1]
+	}
+	if len(os.Args) > 2 || (cmd != "up" && cmd != "down" && cmd != "status") {
+		fmt.Fprintln(os.Stderr, "usage: migrate [up|down|status]  (database: DATABASE_URL)")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log, _ := zap.NewProduction()
+	defer func() { _ = log.Sync() }()
+
+	if err := run(ctx, cmd, cmp.Or(os.Getenv("DATABASE_URL"), DefaultDatabaseURL), log); err != nil {
+		fmt.Fprintln(os.Stderr, "migrate:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cmd, url string, log *zap.Logger) error {
+	if err := store.EnsureDatabase(ctx, url); err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, url, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	switch cmd {
+	case "down":
+		return store.MigrateDown(ctx, st.Pool, log)
+	case "status":
+		list, err := store.MigrateStatus(ctx, st.Pool)
+		for _, m := range list {
+			state, at := "pending", ""
+			if m.Applied {
+				state, at = "applied", m.AppliedAt.Format("2006-01-02 15:04:05Z07:00")
+			}
+			fmt.Printf("%-8s %-30s %s\n", state, m.Name, at)
+		}
+		return err
+	default:
+		return store.Migrate(ctx, st.Pool, log)
+	}
+}

@@ -1,0 +1,90 @@
+// Command worker consumes run messages from the stream and extracts each
+// with the LLM: extract, validate, repair once, validate, then writes the
+// outcome to Postgres in one transaction and acks after the commit.
+//
+// Usage:
+//
+//	worker [-config FILE] [-concurrency N] [-health-addr ADDR] [-log-level LEVEL]
+//
+// Connections come from DATABASE_URL, NATS_URL, LLM_BASE_URL, LLM_API_KEY
+// and LLM_MODEL; everything else from the configuration file.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"go.uber.org/zap"
+
+	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/queue"
+	"github.com/extractq/extractq/store"
+	"github.com/extractq/extractq/worker"
+)
+
+func main() {
+	env := app.ReadEnv()
+	configPath := flag.String("config", env.Config, "configuration file (default: CONFIG, else the embedded defaults)")
+	concurrency := flag.Int("concurrency", 0, "messages in flight (default: worker.concurrency of the configuration)")
+	healthAddr := flag.String("health-addr", app.GetEnv("HEALTH_ADDR", "127.0.0.1:9090"), "address of /healthz and /readyz; empty for none")
+	logLevel := flag.String("log-level", app.GetEnv("LOG_LEVEL", "info"), "debug, info, warn or error")
+	flag.Parse()
+
+	log, err := app.NewLogger("worker", *logLevel)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(2)
+	}
+	cfg, err := app.LoadConfig(*configPath, env)
+	if err != nil {
+		app.Fatal(log, "loading configuration", err)
+	}
+	if *concurrency > 0 {
+		cfg.Worker.Concurrency = *concurrency
+	}
+	log.Info("starting worker", append(env.Redacted(), zap.String("model", cfg.LLM.Model),
+		zap.Int("concurrency", cfg.Worker.Concurrency), zap.String("stream", cfg.NATS.Stream),
+		zap.String("consumer", cfg.NATS.Consumer))...)
+
+	ctx, stop := app.Context()
+	defer stop()
+
+	schemas, err := app.LoadSchemas(cfg)
+	if err != nil {
+		app.Fatal(log, "loading schemas", err)
+	}
+	st, err := store.Open(ctx, env.DatabaseURL, log)
+	if err != nil {
+		app.Fatal(log, "opening Postgres", err)
+	}
+	defer st.Close()
+	nc, js, err := queue.Connect(ctx, env.NATSURL, "extractq-worker", log)
+	if err != nil {
+		app.Fatal(log, "connecting to NATS", err)
+	}
+	defer nc.Close()
+	if _, err := queue.EnsureStream(ctx, js, cfg.NATS); err != nil {
+		app.Fatal(log, "creating stream", err)
+	}
+	cons, err := queue.EnsureConsumer(ctx, js, cfg.NATS, cfg.Worker)
+	if err != nil {
+		app.Fatal(log, "creating consumer", err)
+	}
+	w, err := worker.New(worker.Config{
+		Store: st, Extractor: app.NewExtractor(cfg, env, log), Schemas: schemas, Model: cfg.LLM.Model,
+		DBTimeout: min(cfg.Worker.AckWait/2, 15e9), Logger: log,
+	})
+	if err != nil {
+		app.Fatal(log, "building worker", err)
+	}
+	err = worker.RunService(ctx, worker.ServiceConfig{
+		Worker: w, Store: st, Conn: nc, Consumer: cons, Publisher: queue.NewPublisher(js, cfg.NATS),
+		Concurrency: cfg.Worker.Concurrency, InProgressEvery: cfg.Worker.InProgressEvery,
+		TermWithReason: queue.TermReasonSupported(nc), HealthAddr: *healthAddr, Logger: log,
+	})
+	if err != nil {
+		app.Fatal(log, "worker stopped", err)
+	}
+	log.Info("worker stopped")
+}

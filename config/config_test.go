@@ -1,0 +1,58 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+
+	t.Run("DefaultsAreValid", func(t *testing.T) {
+		t.Parallel()
+		c := Default()
+		if c.DefaultSchema().ID != "customer_message" || c.Worker.AckWait != 60*time.Second {
+			t.Fatalf("%+v", c)
+		}
+		if _, ok := c.Prices.Models[c.LLM.Model]; !ok {
+			t.Fatalf("default model %q has no price", c.LLM.Model)
+		}
+	})
+
+	t.Run("OverlayKeepsDefaults", func(t *testing.T) {
+		t.Parallel()
+		c, err := Parse([]byte("nats:\n  stream: OTHER\nprices:\n  models:\n    my-model: {input_per_mtok: 1, output_per_mtok: 2}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.NATS.Stream != "OTHER" || c.NATS.SubjectPrefix != "extractq" {
+			t.Fatalf("nats %+v", c.NATS)
+		}
+		if _, ok := c.Prices.Models["extractq-sim-1"]; !ok {
+			t.Fatal("default prices lost")
+		}
+		if c.Prices.Models["my-model"].OutputPerMTok != 2 {
+			t.Fatal("new price missing")
+		}
+		if c.Simulator.RepairFixRate != 0.75 {
+			t.Fatalf("simulator %+v", c.Simulator)
+		}
+	})
+
+	t.Run("ErrorsNameTheField", func(t *testing.T) {
+		t.Parallel()
+		for doc, want := range map[string]string{
+			"llm:\n  request_mode: grpc\n":                         "llm.request_mode",
+			"schemas:\n  - {id: a, file: a.json, repair: twice}\n": "schemas[0].repair",
+			"worker:\n  concurrency: -1\n":                         "worker.concurrency",
+			"simulator:\n  fenced_rate: 2\n":                       "simulator.fenced_rate",
+			"nats:\n  strem: X\n":                                  "strem",
+		} {
+			_, err := Parse([]byte(doc))
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%q: error %v, want one naming %s", doc, err, want)
+			}
+		}
+	})
+}

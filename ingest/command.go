@@ -1,0 +1,210 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"go.uber.org/zap"
+
+	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/queue"
+	"github.com/extractq/extractq/store"
+)
+
+// CommandOptions are cmd/ingest's flags.
+type CommandOptions struct {
+	File       string
+	ConfigPath string
+	SchemaID   string
+	BatchID    string
+	Wait       bool
+	Timeout    time.Duration
+	JSON       bool
+	Quiet      bool
+	// PollEvery is how often -wait reads the batch's counts. Default 250ms.
+	PollEvery time.Duration
+}
+
+// Report is cmd/ingest's -json output.
+type Report struct {
+	BatchID          string      `json:"batch_id"`
+	Lines            int         `json:"lines"`
+	Published        int         `json:"published"`
+	Duplicates       int         `json:"duplicates"`
+	Rejected         int         `json:"rejected"`
+	Queued           int         `json:"queued"`
+	Succeeded        int         `json:"succeeded"`
+	Repaired         int         `json:"repaired"`
+	Failed           int         `json:"failed"`
+	LLMCalls         int         `json:"llm_calls"`
+	PromptTokens     int         `json:"prompt_tokens"`
+	CompletionTokens int         `json:"completion_tokens"`
+	CostUSD          float64     `json:"cost_usd"`
+	TimedOut         bool        `json:"timed_out,omitempty"`
+	Errors           []LineError `json:"errors,omitempty"`
+}
+
+// Exit statuses of RunCommand.
+const (
+	ExitOK      = 0
+	ExitError   = 1
+	ExitUsage   = 2
+	ExitTimeout = 3
+)
+
+// RunCommand is cmd/ingest: it ingests o.File, optionally waits for the
+// batch, and prints the report. It returns the exit status.
+func RunCommand(ctx context.Context, o CommandOptions, env app.Env, log *zap.Logger, stdout, stderr io.Writer) int {
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "ingest: "+format+"\n", a...)
+		return ExitError
+	}
+	cfg, err := app.LoadConfig(o.ConfigPath, env)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if o.SchemaID == "" {
+		o.SchemaID = cfg.DefaultSchema().ID
+	}
+	if _, ok := cfg.SchemaByID(o.SchemaID); !ok {
+		fmt.Fprintf(stderr, "ingest: -schema %q is not in the configuration\n", o.SchemaID)
+		return ExitUsage
+	}
+	var in io.Reader
+	var size int64 = -1
+	name := o.File
+	if o.File == "-" {
+		in = os.Stdin
+		name = "stdin"
+	} else {
+		f, err := os.Open(o.File)
+		if err != nil {
+			return fail("%v", err)
+		}
+		defer f.Close()
+		if fi, err := f.Stat(); err == nil {
+			size = fi.Size()
+		}
+		in = f
+	}
+
+	st, err := store.Open(ctx, env.DatabaseURL, log)
+	if err != nil {
+		return fail("opening Postgres: %v", err)
+	}
+	defer st.Close()
+	nc, js, err := queue.Connect(ctx, env.NATSURL, "extractq-ingest", log)
+	if err != nil {
+		return fail("connecting to NATS: %v", err)
+	}
+	defer nc.Close()
+	if _, err := queue.EnsureStream(ctx, js, cfg.NATS); err != nil {
+		return fail("creating stream: %v", err)
+	}
+
+	var bar *progressbar.ProgressBar
+	if !o.Quiet {
+		bar = progressbar.NewOptions64(size,
+			progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription("ingesting "+name),
+			progressbar.OptionShowBytes(true), progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish())
+		in = io.TeeReader(in, bar)
+	}
+	ing, err := New(Config{
+		Store: st, Publisher: queue.NewPublisher(js, cfg.NATS), SchemaID: o.SchemaID,
+		MaxTextBytes: cfg.Ingest.MaxTextBytes, BatchID: o.BatchID, SourceName: name, Logger: log,
+	})
+	if err != nil {
+		return fail("%v", err)
+	}
+	sum, runErr := ing.Run(ctx, in)
+	if bar != nil {
+		bar.Finish()
+	}
+	for _, le := range sum.Errors {
+		fmt.Fprintf(stderr, "ingest: rejected %v\n", le)
+	}
+	if runErr != nil {
+		fmt.Fprintf(stderr, "ingest: stopped: %v\n", runErr)
+	}
+
+	rep := Report{BatchID: sum.BatchID, Lines: sum.Lines, Published: sum.Published, Duplicates: sum.Duplicates,
+		Rejected: sum.Rejected, Errors: sum.Errors}
+	code := ExitOK
+	if runErr != nil {
+		code = ExitError
+	}
+	if o.Wait && runErr == nil {
+		if !waitBatch(ctx, st, sum, o, stderr) {
+			rep.TimedOut = true
+			code = ExitTimeout
+		}
+	}
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	bs, err := st.BatchSummary(bctx, st.Pool, sum.BatchID)
+	if err != nil {
+		return fail("reading batch %s: %v", sum.BatchID, err)
+	}
+	rep.Queued, rep.Succeeded, rep.Repaired, rep.Failed = bs.Queued, bs.Succeeded, bs.Repaired, bs.Failed
+	rep.LLMCalls, rep.PromptTokens, rep.CompletionTokens, rep.CostUSD = bs.LLMCalls, bs.PromptTokens, bs.CompletionTokens, bs.CostUSD
+
+	if o.JSON {
+		enc := json.NewEncoder(stdout)
+		enc.Encode(rep)
+	} else {
+		fmt.Fprintf(stdout, "batch %s: %d lines, %d published, %d duplicates, %d rejected\n",
+			rep.BatchID, rep.Lines, rep.Published, rep.Duplicates, rep.Rejected)
+		fmt.Fprintf(stdout, "outcomes: %d succeeded, %d repaired, %d failed (to triage), %d queued\n",
+			rep.Succeeded, rep.Repaired, rep.Failed, rep.Queued)
+		fmt.Fprintf(stdout, "llm: %d calls, %d prompt + %d completion tokens, $%.6f\n",
+			rep.LLMCalls, rep.PromptTokens, rep.CompletionTokens, rep.CostUSD)
+	}
+	if code == ExitTimeout {
+		fmt.Fprintf(stderr, "ingest: timed out after %v with %d messages still queued\n", o.Timeout, rep.Queued)
+	}
+	return code
+}
+
+// waitBatch polls the batch until no run is queued. It reports false on
+// timeout or when ctx ends.
+func waitBatch(ctx context.Context, st *store.Store, sum Summary, o CommandOptions, stderr io.Writer) bool {
+	poll := o.PollEvery
+	if poll <= 0 {
+		poll = 250 * time.Millisecond
+	}
+	deadline := time.Now().Add(o.Timeout)
+	var bar *progressbar.ProgressBar
+	for {
+		bs, err := st.BatchSummary(ctx, st.Pool, sum.BatchID)
+		if err == nil {
+			if bar == nil && !o.Quiet {
+				bar = progressbar.NewOptions(bs.Messages, progressbar.OptionSetWriter(stderr),
+					progressbar.OptionSetDescription("extracting"), progressbar.OptionShowCount(),
+					progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish())
+			}
+			if bar != nil {
+				bar.Set(bs.Messages - bs.Queued)
+			}
+			if bs.Done() {
+				if bar != nil {
+					bar.Finish()
+				}
+				return true
+			}
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(poll):
+		}
+	}
+}

@@ -1,0 +1,333 @@
+// Package ingest reads customer messages (JSONL), checks each, records it in
+// Postgres and publishes its run to the stream, so every message is either
+// rejected with a reason, a duplicate of one already stored, or queued.
+package ingest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+
+	"github.com/extractq/extractq/queue"
+	"github.com/extractq/extractq/store"
+)
+
+// MaxLineBytes is the longest JSONL line read, in bytes. Longer lines are
+// rejected; the text limit (Config.MaxTextBytes) is usually far lower.
+const MaxLineBytes = 4 << 20
+
+// Flags set on a stored message.
+const (
+	// FlagInvalidUTF8 marks a message whose line held invalid UTF-8; each
+	// invalid byte sequence was replaced by U+FFFD before storing.
+	FlagInvalidUTF8 = "invalid_utf8_replaced"
+)
+
+// Config configures an Ingester.
+type Config struct {
+	Store     *store.Store
+	Publisher *queue.Publisher
+	// SchemaID is the schema every message of the batch is extracted with.
+	SchemaID string
+	// MaxTextBytes rejects longer texts. Required.
+	MaxTextBytes int
+	// BatchID names the batch; empty means a new generated id.
+	BatchID string
+	// SourceName is recorded on the batch (a file name, or "-" for stdin).
+	SourceName string
+	// Progress, if set, is called after each line with the lines done.
+	Progress func(lines int)
+	Logger   *zap.Logger
+}
+
+// LineError is a rejected line: its 1-based number, the message id when
+// it could be read, and why.
+type LineError struct {
+	Line   int    `json:"line"`
+	ID     string `json:"id,omitempty"`
+	Reason string `json:"reason"`
+}
+
+func (e LineError) Error() string {
+	if e.ID != "" {
+		return fmt.Sprintf("line %d (id %q): %s", e.Line, e.ID, e.Reason)
+	}
+	return fmt.Sprintf("line %d: %s", e.Line, e.Reason)
+}
+
+// Summary is what one ingest did.
+type Summary struct {
+	BatchID string `json:"batch_id"`
+	// Lines counts the non-blank lines read.
+	Lines int `json:"lines"`
+	// Published counts runs published by this ingest: new messages, and
+	// stored messages whose run had never been published.
+	Published int `json:"published"`
+	// Duplicates counts messages already stored with the same text.
+	Duplicates int `json:"duplicates"`
+	// Rejected counts bad lines and conflicts (same id, other text).
+	Rejected int `json:"rejected"`
+	// Errors lists every rejected line.
+	Errors []LineError `json:"errors,omitempty"`
+}
+
+// Ingester records and publishes messages.
+type Ingester struct {
+	cfg Config
+	log *zap.Logger
+}
+
+// New returns an Ingester.
+func New(cfg Config) (*Ingester, error) {
+	if cfg.Store == nil || cfg.Publisher == nil || cfg.SchemaID == "" || cfg.MaxTextBytes <= 0 {
+		return nil, errors.New("ingest: Store, Publisher, SchemaID and MaxTextBytes are required")
+	}
+	if cfg.BatchID == "" {
+		cfg.BatchID = NewBatchID(time.Now())
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Ingester{cfg: cfg, log: log.Named("ingest")}, nil
+}
+
+// BatchID returns the batch this Ingester writes.
+func (in *Ingester) BatchID() string { return in.cfg.BatchID }
+
+// NewBatchID returns a new batch id: "b-" + UTC time to the second + 6
+// random hex digits, so ids sort by time.
+func NewBatchID(now time.Time) string {
+	var b [3]byte
+	rand.Read(b[:])
+	return "b-" + now.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+}
+
+// Input is one accepted line.
+type Input struct {
+	ID       string
+	Source   string
+	Text     string
+	Metadata json.RawMessage
+	Flags    []string
+}
+
+// ParseLine checks one JSONL line. A line is a JSON object with "id" (a
+// non-empty string, or an integer, kept as its decimal text) and "text" (a
+// string with at least one non-space character, at most maxText bytes, no
+// NUL). "source" (a string) is optional; every other key is kept as
+// metadata. Invalid UTF-8 is replaced by U+FFFD and flagged. The error
+// names what is wrong.
+func ParseLine(line []byte, maxText int) (Input, error) {
+	var in Input
+	if !utf8.Valid(line) {
+		line = bytes.ToValidUTF8(line, []byte("\uFFFD"))
+		in.Flags = append(in.Flags, FlagInvalidUTF8)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(line, &obj); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return in, fmt.Errorf("invalid JSON at byte %d: %v", se.Offset, err)
+		}
+		return in, fmt.Errorf("not a JSON object: %v", err)
+	}
+	rawID, ok := obj["id"]
+	if !ok {
+		return in, errors.New(`missing "id"`)
+	}
+	var sid string
+	var nid json.Number
+	switch {
+	case json.Unmarshal(rawID, &sid) == nil:
+	case json.Unmarshal(rawID, &nid) == nil && isInteger(nid.String()):
+		sid = nid.String()
+	default:
+		return in, errors.New(`"id" must be a string or an integer`)
+	}
+	if strings.TrimSpace(sid) == "" {
+		return in, errors.New(`"id" is empty`)
+	}
+	if strings.ContainsRune(sid, 0) {
+		return in, errors.New(`"id" contains a NUL character`)
+	}
+	in.ID = sid
+	if rs, ok := obj["source"]; ok {
+		if err := json.Unmarshal(rs, &in.Source); err != nil {
+			return in, errors.New(`"source" must be a string`)
+		}
+		if strings.ContainsRune(in.Source, 0) {
+			return in, errors.New(`"source" contains a NUL character`)
+		}
+	}
+	rawText, ok := obj["text"]
+	if !ok {
+		return in, errors.New(`missing "text"`)
+	}
+	if err := json.Unmarshal(rawText, &in.Text); err != nil {
+		return in, errors.New(`"text" must be a string`)
+	}
+	switch {
+	case strings.TrimFunc(in.Text, unicode.IsSpace) == "":
+		return in, errors.New(`"text" is empty or only white space`)
+	case len(in.Text) > maxText:
+		return in, fmt.Errorf(`"text" is %d bytes; the limit is %d`, len(in.Text), maxText)
+	case strings.ContainsRune(in.Text, 0):
+		return in, errors.New(`"text" contains a NUL character`)
+	}
+	delete(obj, "id")
+	delete(obj, "text")
+	delete(obj, "source")
+	meta, err := json.Marshal(obj)
+	if err != nil {
+		return in, fmt.Errorf("metadata: %v", err)
+	}
+	if bytes.Contains(meta, []byte(`\u0000`)) {
+		return in, errors.New("metadata contains a NUL character")
+	}
+	in.Metadata = meta
+	return in, nil
+}
+
+func isInteger(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		if !(r >= '0' && r <= '9' || (i == 0 && r == '-')) {
+			return false
+		}
+	}
+	return true
+}
+
+// ContentHash is the SHA-256 of the text's bytes.
+func ContentHash(text string) []byte {
+	h := sha256.Sum256([]byte(text))
+	return h[:]
+}
+
+// Run reads JSONL from r and ingests every line. Bad lines are rejected
+// with their line number and the rest go on. It returns an error only when
+// it cannot go on at all (the batch cannot be recorded, the reader fails,
+// or ctx ends); the Summary then says how far it got.
+func (in *Ingester) Run(ctx context.Context, r io.Reader) (Summary, error) {
+	sum := Summary{BatchID: in.cfg.BatchID}
+	st := in.cfg.Store
+	if err := st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: in.cfg.BatchID, SchemaID: in.cfg.SchemaID, SourceName: in.cfg.SourceName}); err != nil {
+		return sum, fmt.Errorf("ingest: recording batch %s: %w", in.cfg.BatchID, err)
+	}
+	br := bufio.NewReaderSize(r, 64<<10)
+	lineNo := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return sum, err
+		}
+		line, err := readLine(br)
+		if len(line) > 0 || err == nil {
+			lineNo++
+		}
+		if errors.Is(err, errLineTooLong) {
+			sum.reject(LineError{Line: lineNo, Reason: fmt.Sprintf("line is longer than %d bytes", MaxLineBytes)})
+			continue
+		}
+		if err != nil && err != io.EOF {
+			return sum, fmt.Errorf("ingest: reading line %d: %w", lineNo+1, err)
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			sum.Lines++
+			if lerr := in.one(ctx, lineNo, line, &sum); lerr != nil {
+				return sum, lerr
+			}
+			if in.cfg.Progress != nil {
+				in.cfg.Progress(lineNo)
+			}
+		}
+		if err == io.EOF {
+			return sum, nil
+		}
+	}
+}
+
+var errLineTooLong = errors.New("line too long")
+
+// readLine reads one line without its end, draining a line longer than
+// MaxLineBytes and returning errLineTooLong for it.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var buf []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(buf)+len(chunk) > MaxLineBytes {
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = br.ReadSlice('\n')
+			}
+			if err == io.EOF {
+				return nil, errLineTooLong
+			}
+			return nil, errLineTooLong
+		}
+		buf = append(buf, chunk...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return bytes.TrimRight(buf, "\r\n"), err
+	}
+}
+
+func (s *Summary) reject(e LineError) {
+	s.Rejected++
+	s.Errors = append(s.Errors, e)
+}
+
+// one ingests one line. It returns an error only for failures that stop
+// the whole ingest (the database or the stream is gone).
+func (in *Ingester) one(ctx context.Context, lineNo int, line []byte, sum *Summary) error {
+	msg, err := ParseLine(line, in.cfg.MaxTextBytes)
+	if err != nil {
+		sum.reject(LineError{Line: lineNo, ID: msg.ID, Reason: err.Error()})
+		return nil
+	}
+	st := in.cfg.Store
+	res, err := st.MessageIngest(ctx, st.Pool, store.MessageIngestParams{
+		Source: msg.Source, ExternalID: msg.ID, Body: msg.Text, ContentHash: ContentHash(msg.Text),
+		Metadata: msg.Metadata, Flags: msg.Flags, BatchID: in.cfg.BatchID, SchemaID: in.cfg.SchemaID,
+	})
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		sum.reject(LineError{Line: lineNo, ID: msg.ID, Reason: "conflict: this id is already stored with a different text; the stored message is kept"})
+		return nil
+	case err != nil:
+		return fmt.Errorf("ingest: line %d (id %q): %w", lineNo, msg.ID, err)
+	}
+	if res.Status == store.IngestDuplicate && res.Run.PublishedAt != nil {
+		sum.Duplicates++
+		return nil
+	}
+	// New, or stored earlier but never published: publish now. The dedup
+	// key keeps a publish that did land before from being stored twice.
+	env := queue.Envelope{MessageID: res.Run.MessageID, RunNo: res.Run.RunNo, BatchID: res.Run.BatchID, SchemaID: res.Run.SchemaID}
+	if _, err := in.cfg.Publisher.Publish(ctx, res.Run.DedupID, env); err != nil {
+		return fmt.Errorf("ingest: publishing line %d (id %q): %w; the message is stored and queued, and the next ingest of this file publishes it", lineNo, msg.ID, err)
+	}
+	if err := st.RunMarkPublished(ctx, st.Pool, store.RunMarkPublishedParams{MessageID: res.Run.MessageID, RunNo: res.Run.RunNo}); err != nil {
+		return fmt.Errorf("ingest: line %d (id %q): marking published: %w", lineNo, msg.ID, err)
+	}
+	if res.Status == store.IngestDuplicate {
+		in.log.Info("published a stored run that had not been published", zap.Int64("message_id", res.Run.MessageID))
+	}
+	sum.Published++
+	return nil
+}

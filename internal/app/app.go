@@ -1,0 +1,160 @@
+// Package app is the wiring the commands share: environment, logger,
+// configuration, and building the store, the stream and the pipeline from
+// them. Only cmd/ packages import it.
+package app
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+
+	openai "github.com/sashabaranov/go-openai"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/extractq/extractq/config"
+	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/schemas"
+	"github.com/extractq/extractq/worker"
+)
+
+// Defaults of the connection variables: the local services of the project's
+// machines and the LLM simulator.
+const (
+	DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/extractq?sslmode=disable"
+	DefaultNATSURL     = "nats://127.0.0.1:4222"
+	DefaultLLMBaseURL  = "http://127.0.0.1:8089/v1"
+)
+
+// Env is the connection settings, read from the environment.
+type Env struct {
+	DatabaseURL string // DATABASE_URL
+	NATSURL     string // NATS_URL
+	LLMBaseURL  string // LLM_BASE_URL, an OpenAI-compatible base URL ending in /v1
+	LLMAPIKey   string // LLM_API_KEY; never logged
+	LLMModel    string // LLM_MODEL; overrides the configuration's llm.model
+	Config      string // CONFIG, the configuration file path; empty means the embedded defaults
+}
+
+// GetEnv returns the value of the environment variable key, or def.
+func GetEnv(key, def string) string {
+	return cmp.Or(os.Getenv(key), def)
+}
+
+// ReadEnv reads the connection settings.
+func ReadEnv() Env {
+	return Env{
+		DatabaseURL: GetEnv("DATABASE_URL", DefaultDatabaseURL),
+		NATSURL:     GetEnv("NATS_URL", DefaultNATSURL),
+		LLMBaseURL:  GetEnv("LLM_BASE_URL", DefaultLLMBaseURL),
+		LLMAPIKey:   GetEnv("LLM_API_KEY", "simulator"),
+		LLMModel:    os.Getenv("LLM_MODEL"),
+		Config:      os.Getenv("CONFIG"),
+	}
+}
+
+// Redacted returns e for logs: URLs without passwords, no API key.
+func (e Env) Redacted() []zap.Field {
+	return []zap.Field{
+		zap.String("database_url", redactURL(e.DatabaseURL)),
+		zap.String("nats_url", redactURL(e.NATSURL)),
+		zap.String("llm_base_url", redactURL(e.LLMBaseURL)),
+		zap.Bool("llm_api_key_set", e.LLMAPIKey != ""),
+		zap.String("config", cmp.Or(e.Config, "(embedded defaults)")),
+	}
+}
+
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
+
+// NewLogger returns a production zap logger writing JSON to stderr at
+// level ("debug", "info", "warn", "error"), named for the component.
+func NewLogger(component, level string) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(cmp.Or(level, "info"))
+	if err != nil {
+		return nil, fmt.Errorf("log level %q: %w", level, err)
+	}
+	zc := zap.NewProductionConfig()
+	zc.Level = zap.NewAtomicLevelAt(lvl)
+	zc.Sampling = nil
+	zc.EncoderConfig.TimeKey = "time"
+	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	log, err := zc.Build()
+	if err != nil {
+		return nil, err
+	}
+	return log.Named(component), nil
+}
+
+// LoadConfig loads the configuration file at path (empty: embedded
+// defaults) and applies LLM_MODEL.
+func LoadConfig(path string, env Env) (*config.Config, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if env.LLMModel != "" {
+		cfg.LLM.Model = env.LLMModel
+	}
+	return cfg, nil
+}
+
+// LoadSchemas compiles every configured schema with its prompt.
+func LoadSchemas(cfg *config.Config) (map[string]worker.SchemaEntry, error) {
+	out := map[string]worker.SchemaEntry{}
+	for _, sc := range cfg.Schemas {
+		s, err := pipeline.LoadSchema(schemas.FS, sc.ID, sc.File)
+		if err != nil {
+			return nil, err
+		}
+		p, err := pipeline.LoadPrompt(sc.Prompt)
+		if err != nil {
+			return nil, fmt.Errorf("schema %s: %w", sc.ID, err)
+		}
+		out[sc.ID] = worker.SchemaEntry{Schema: s, Prompt: p, Repair: sc.Repair}
+	}
+	return out, nil
+}
+
+// NewExtractor builds the pipeline's extractor for the configured model on
+// the endpoint env names.
+func NewExtractor(cfg *config.Config, env Env, log *zap.Logger) *pipeline.Extractor {
+	oc := openai.DefaultConfig(env.LLMAPIKey)
+	oc.BaseURL = strings.TrimRight(env.LLMBaseURL, "/")
+	price := cfg.Prices.Models[cfg.LLM.Model]
+	if _, ok := cfg.Prices.Models[cfg.LLM.Model]; !ok {
+		log.Warn("model has no price in the price table; its calls cost 0", zap.String("model", cfg.LLM.Model),
+			zap.String("price_version", cfg.Prices.Version))
+	}
+	return pipeline.NewExtractor(openai.NewClientWithConfig(oc), pipeline.ExtractorConfig{
+		Model: cfg.LLM.Model, RequestMode: cfg.LLM.RequestMode, MaxCompletionTokens: cfg.LLM.MaxCompletionTokens,
+		ContextWindowTokens: cfg.LLM.ContextWindowTokens, Timeout: cfg.LLM.Timeout,
+		Budget:       pipeline.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCostUSD: cfg.Budget.MaxCostUSD},
+		Price:        pipeline.Price{InputPerMTok: price.InputPerMTok, CachedInputPerMTok: price.CachedInputPerMTok, OutputPerMTok: price.OutputPerMTok},
+		PriceVersion: cfg.Prices.Version,
+		Logger:       log,
+	})
+}
+
+// Fatal logs err and exits 1.
+func Fatal(log *zap.Logger, msg string, err error) {
+	log.Error(msg, zap.Error(err))
+	_ = log.Sync()
+	os.Exit(1)
+}
+
+// Context returns a context that ends on SIGINT or SIGTERM.
+func Context() (context.Context, context.CancelFunc) {
+	return signalContext()
+}

@@ -1,0 +1,119 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+)
+
+// ConnectTimeout bounds how long Connect retries the first connection.
+const ConnectTimeout = 30 * time.Second
+
+// Connect connects to the NATS server(s) at url (a comma-separated list is
+// allowed) as client name, and returns the connection and its JetStream
+// context.
+//
+// The first connection is retried with exponential backoff for up to
+// ConnectTimeout, or until ctx is done. Once connected, the client
+// reconnects forever; disconnects, reconnects, the close and asynchronous
+// errors (such as a slow consumer) are logged on log. Connect also checks
+// that the account has JetStream, so a server without it fails here rather
+// than at the first publish. The caller closes the connection (Drain or
+// Close).
+func Connect(ctx context.Context, url, name string, log *zap.Logger) (*nats.Conn, jetstream.JetStream, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	log = log.Named("nats")
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(time.Second),
+		nats.ReconnectJitter(500*time.Millisecond, time.Second),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn("nats disconnected", zap.Error(err))
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("nats reconnected", zap.String("server_url", nc.ConnectedUrlRedacted()))
+		}),
+		nats.ClosedHandler(func(nc *nats.Conn) {
+			log.Info("nats connection closed", zap.NamedError("last_error", nc.LastError()))
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			log.Error("nats asynchronous error", zap.String("subject", subject), zap.Error(err))
+		}),
+	}
+
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = 250 * time.Millisecond
+	bo.MaxInterval = 5 * time.Second
+	attempt := 0
+	nc, err := backoff.Retry(ctx, func() (*nats.Conn, error) {
+		attempt++
+		nc, err := nats.Connect(url, opts...)
+		if err != nil {
+			log.Warn("nats connect failed", zap.Int("attempt", attempt), zap.Error(err))
+			return nil, err
+		}
+		return nc, nil
+	}, backoff.WithBackOff(bo), backoff.WithMaxElapsedTime(ConnectTimeout))
+	if err != nil {
+		return nil, nil, fmt.Errorf("queue.Connect: %w", err)
+	}
+	log.Info("nats connected",
+		zap.String("server_url", nc.ConnectedUrlRedacted()),
+		zap.String("server_version", nc.ConnectedServerVersion()))
+
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("queue.Connect: jetstream: %w", err)
+	}
+	if _, err := js.AccountInfo(ctx); err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("queue.Connect: jetstream account: %w", err)
+	}
+	return nc, js, nil
+}
+
+// TermReasonSupported reports whether the connected server honours a term
+// with a reason (nats-server 2.10.4 and later). Older servers ignore such a
+// term and redeliver the message, so Run sends a plain term to them; pass
+// the result as ConsumerOptions.TermWithReason.
+func TermReasonSupported(nc *nats.Conn) bool {
+	return versionAtLeast(nc.ConnectedServerVersion(), 2, 10, 4)
+}
+
+// versionAtLeast compares a "major.minor.patch[-suffix]" version.
+func versionAtLeast(v string, major, minor, patch int) bool {
+	v = strings.TrimPrefix(v, "v")
+	if i := strings.IndexAny(v, "-+"); i >= 0 {
+		v = v[:i]
+	}
+	parts := strings.Split(v, ".")
+	want := []int{major, minor, patch}
+	for i, w := range want {
+		if i >= len(parts) {
+			return false
+		}
+		n, err := strconv.Atoi(parts[i])
+		if err != nil {
+			return false
+		}
+		if n != w {
+			return n > w
+		}
+	}
+	return true
+}

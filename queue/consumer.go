@@ -1,0 +1,374 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+)
+
+// Delivery is one delivery of a run message to a handler.
+type Delivery struct {
+	// Envelope is the run the message names, already validated.
+	Envelope Envelope
+	// NumDelivered counts the deliveries of this message, this one
+	// included: 1 on the first delivery.
+	NumDelivered uint64
+	// MaxDeliver is the consumer's delivery limit, or -1 without one.
+	MaxDeliver int
+	// StreamSeq is the message's sequence in the stream.
+	StreamSeq uint64
+	// Subject is the subject the run was published on.
+	Subject string
+
+	msg jetstream.Msg
+}
+
+// LastDelivery reports whether the server will not deliver this message
+// again after this delivery unless it is acked: a handler that cannot
+// finish the run now should record it as a delivery failure rather than
+// nak it.
+func (d *Delivery) LastDelivery() bool {
+	return d.MaxDeliver > 0 && d.NumDelivered >= uint64(d.MaxDeliver)
+}
+
+// Msg returns the underlying JetStream message. Run acks it: a handler must
+// not ack, nak or term it itself.
+func (d *Delivery) Msg() jetstream.Msg { return d.msg }
+
+type decisionKind int
+
+const (
+	kindNak decisionKind = iota // the zero Decision redelivers
+	kindAck
+	kindTerm
+)
+
+func (k decisionKind) String() string {
+	switch k {
+	case kindAck:
+		return "ack"
+	case kindTerm:
+		return "term"
+	}
+	return "nak"
+}
+
+// Decision is what a Handler wants done with its message. The zero
+// Decision is Nak(0).
+type Decision struct {
+	kind   decisionKind
+	delay  time.Duration
+	reason string
+}
+
+// Ack acknowledges the message: it is done and is removed from the stream.
+func Ack() Decision { return Decision{kind: kindAck} }
+
+// Nak asks for redelivery after delay (at once when delay is 0). The
+// redelivery counts towards the consumer's MaxDeliver.
+func Nak(delay time.Duration) Decision { return Decision{kind: kindNak, delay: max(0, delay)} }
+
+// Term stops all further delivery of the message; reason is logged (and
+// sent to servers that take it, see ConsumerOptions.TermWithReason).
+func Term(reason string) Decision { return Decision{kind: kindTerm, reason: reason} }
+
+// String returns "ack", "nak", "nak 5s" or "term: reason".
+func (d Decision) String() string {
+	switch {
+	case d.kind == kindTerm:
+		return "term: " + d.reason
+	case d.kind == kindNak && d.delay > 0:
+		return "nak " + d.delay.String()
+	}
+	return d.kind.String()
+}
+
+// Handler handles one delivery and says what to do with its message. ctx
+// is cancelled ShutdownGrace after Run's ctx is done. A handler must be
+// idempotent: a message is delivered again when its ack is lost.
+type Handler func(ctx context.Context, d *Delivery) Decision
+
+// ConsumerOptions configures Run. Zero fields take their defaults.
+type ConsumerOptions struct {
+	// Concurrency is the most messages handled at once; Run never holds
+	// more messages than that. Default 1.
+	Concurrency int
+	// InProgressEvery is how often a running handler's message is marked
+	// in progress, which restarts its ack wait. Default a third of the
+	// consumer's AckWait.
+	InProgressEvery time.Duration
+	// ShutdownGrace is how long in-flight handlers may run on once Run's
+	// ctx is done before their own ctx is cancelled. Default 30s.
+	ShutdownGrace time.Duration
+	// PanicDelay is how long a message whose handler panicked waits before
+	// redelivery. Default 5s.
+	PanicDelay time.Duration
+	// FetchWait is how long one fetch waits for messages. Default 5s.
+	FetchWait time.Duration
+	// TermWithReason sends the term reason to the server. Servers before
+	// 2.10.4 ignore a term with a reason and redeliver the message, so set
+	// it only from TermReasonSupported. Default false: a plain term, the
+	// reason only logged.
+	TermWithReason bool
+	// Log receives the consumer's logs. Default a no-op logger.
+	Log *zap.Logger
+}
+
+func (o ConsumerOptions) withDefaults(cons jetstream.Consumer) ConsumerOptions {
+	o.Concurrency = max(1, o.Concurrency)
+	if o.InProgressEvery <= 0 {
+		o.InProgressEvery = 10 * time.Second
+		if info := cons.CachedInfo(); info != nil && info.Config.AckWait > 0 {
+			o.InProgressEvery = max(info.Config.AckWait/3, 10*time.Millisecond)
+		}
+	}
+	if o.ShutdownGrace <= 0 {
+		o.ShutdownGrace = 30 * time.Second
+	}
+	if o.PanicDelay <= 0 {
+		o.PanicDelay = 5 * time.Second
+	}
+	if o.FetchWait <= 0 {
+		o.FetchWait = 5 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	return o
+}
+
+// ackTimeout bounds waiting for the server to confirm an ack.
+const ackTimeout = 10 * time.Second
+
+// abandonAfter is how long Run still waits for handlers once their ctx is
+// cancelled, before it returns without them.
+const abandonAfter = 5 * time.Second
+
+// Run pulls messages from cons and handles each in its own goroutine with
+// h, until ctx is done. It fetches only as many messages as it has free
+// slots, so at most opts.Concurrency messages are held at once (none are
+// prefetched). While a handler runs, its message is marked in progress
+// every opts.InProgressEvery. Then Run applies the handler's Decision: an
+// ack waits for the server's confirmation (a failed ack is logged and the
+// message will be redelivered); a nak with a delay; a term.
+//
+// A message whose body is not a valid Envelope is termed and logged: it can
+// never be processed. A handler panic is recovered, logged with its stack,
+// and the message is nakked with opts.PanicDelay. Fetch errors (such as a
+// server that is down) are logged and retried with backoff; they never end
+// Run.
+//
+// When ctx is done, Run stops fetching and waits for in-flight handlers;
+// after opts.ShutdownGrace their ctx is cancelled. Messages not acked stay
+// on the stream for redelivery. Run then returns nil.
+func Run(ctx context.Context, cons jetstream.Consumer, h Handler, opts ConsumerOptions) error {
+	opts = opts.withDefaults(cons)
+	r := &runner{
+		cons: cons,
+		h:    h,
+		opts: opts,
+		log:  opts.Log.Named("queue"),
+		sem:  make(chan struct{}, opts.Concurrency),
+	}
+	if info := cons.CachedInfo(); info != nil {
+		r.maxDeliver = info.Config.MaxDeliver
+		r.log = r.log.With(zap.String("stream", info.Stream), zap.String("consumer", info.Name))
+	}
+	hctx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHandlers()
+
+	r.fetchLoop(ctx, hctx)
+
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	grace := time.NewTimer(opts.ShutdownGrace)
+	defer grace.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-grace.C:
+	}
+	r.log.Warn("shutdown grace over, cancelling handlers", zap.Duration("shutdown_grace", opts.ShutdownGrace))
+	cancelHandlers()
+	select {
+	case <-done:
+	case <-time.After(abandonAfter):
+		r.log.Error("handlers did not return after cancel; returning without them")
+	}
+	return nil
+}
+
+type runner struct {
+	cons       jetstream.Consumer
+	h          Handler
+	opts       ConsumerOptions
+	log        *zap.Logger
+	sem        chan struct{} // one token per message held
+	wg         sync.WaitGroup
+	maxDeliver int
+}
+
+// fetchLoop fetches into free slots until ctx is done.
+func (r *runner) fetchLoop(ctx, hctx context.Context) {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = 100 * time.Millisecond
+	bo.MaxInterval = 5 * time.Second
+	for {
+		// Wait for one free slot, then take every other free one.
+		select {
+		case r.sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		n := 1
+	take:
+		for n < r.opts.Concurrency {
+			select {
+			case r.sem <- struct{}{}:
+				n++
+			default:
+				break take
+			}
+		}
+
+		got, err := r.fetch(ctx, hctx, n)
+		for range n - got {
+			<-r.sem
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			wait := bo.NextBackOff()
+			r.log.Warn("fetch failed; retrying", zap.Error(err), zap.Duration("retry_in", wait))
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		bo.Reset()
+	}
+}
+
+// fetch asks for up to n messages and starts a handler for each; it returns
+// how many it started. Each started handler releases its slot.
+func (r *runner) fetch(ctx, hctx context.Context, n int) (int, error) {
+	fctx, cancel := context.WithTimeout(ctx, r.opts.FetchWait)
+	defer cancel()
+	batch, err := r.cons.Fetch(n, jetstream.FetchContext(fctx))
+	if err != nil {
+		return 0, err
+	}
+	got := 0
+	for msg := range batch.Messages() {
+		got++
+		r.wg.Go(func() {
+			defer func() { <-r.sem }()
+			r.handle(hctx, msg)
+		})
+	}
+	err = batch.Error()
+	if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+		return got, err
+	}
+	if errors.Is(err, context.DeadlineExceeded) && got == 0 {
+		// The server never closed the pull: it may be unreachable.
+		return got, fmt.Errorf("no reply to pull request within %s", r.opts.FetchWait)
+	}
+	return got, nil
+}
+
+// handle runs the handler on one message and applies its decision.
+func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
+	d := &Delivery{Subject: msg.Subject(), MaxDeliver: r.maxDeliver, msg: msg}
+	log := r.log.With(zap.String("subject", d.Subject))
+	if md, err := msg.Metadata(); err == nil {
+		d.NumDelivered = md.NumDelivered
+		d.StreamSeq = md.Sequence.Stream
+		log = log.With(zap.Uint64("stream_seq", d.StreamSeq), zap.Uint64("num_delivered", d.NumDelivered))
+	}
+	env, err := decodeEnvelope(msg.Data())
+	if err != nil {
+		log.Error("invalid run message; terminating it", zap.Error(err), zap.Int("body_bytes", len(msg.Data())))
+		r.apply(log, msg, Term("invalid envelope: "+err.Error()))
+		return
+	}
+	d.Envelope = env
+	log = log.With(zap.Int64("message_id", env.MessageID), zap.Int("run_no", env.RunNo),
+		zap.String("schema_id", env.SchemaID))
+
+	stop := make(chan struct{})
+	var ticker sync.WaitGroup
+	ticker.Go(func() {
+		t := time.NewTicker(r.opts.InProgressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				if err := msg.InProgress(); err != nil {
+					log.Warn("in-progress signal failed", zap.Error(err))
+				}
+			case <-stop:
+				return
+			}
+		}
+	})
+	dec := r.call(ctx, log, d)
+	close(stop)
+	ticker.Wait()
+	r.apply(log, msg, dec)
+}
+
+// call runs the handler, turning a panic into a delayed nak.
+func (r *runner) call(ctx context.Context, log *zap.Logger, d *Delivery) (dec Decision) {
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error("handler panicked; nakking the message",
+				zap.Any("panic", p), zap.ByteString("stack", debug.Stack()),
+				zap.Duration("nak_delay", r.opts.PanicDelay))
+			dec = Nak(r.opts.PanicDelay)
+		}
+	}()
+	return r.h(ctx, d)
+}
+
+// apply sends the decision to the server.
+func (r *runner) apply(log *zap.Logger, msg jetstream.Msg, dec Decision) {
+	var err error
+	switch dec.kind {
+	case kindAck:
+		actx, cancel := context.WithTimeout(context.Background(), ackTimeout)
+		err = msg.DoubleAck(actx)
+		cancel()
+		if err != nil {
+			log.Error("ack not confirmed; the message will be redelivered", zap.Error(err))
+			return
+		}
+	case kindTerm:
+		if r.opts.TermWithReason {
+			err = msg.TermWithReason(dec.reason)
+		} else {
+			err = msg.Term()
+		}
+		log.Warn("message terminated", zap.String("reason", dec.reason))
+	default:
+		if dec.delay > 0 {
+			err = msg.NakWithDelay(dec.delay)
+		} else {
+			err = msg.Nak()
+		}
+		log.Debug("message nakked", zap.Duration("nak_delay", dec.delay))
+	}
+	if err != nil {
+		log.Error("sending decision failed", zap.Stringer("decision", dec), zap.Error(err))
+	}
+}

@@ -1,0 +1,347 @@
+package queue_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/extractq/extractq/queue"
+)
+
+// deliveries records what a handler saw, safely across goroutines.
+type deliveries struct {
+	mu   sync.Mutex
+	seen []queue.Delivery
+	at   []time.Time
+}
+
+func (r *deliveries) add(d *queue.Delivery) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seen = append(r.seen, *d)
+	r.at = append(r.at, time.Now())
+}
+
+func (r *deliveries) len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.seen)
+}
+
+func (r *deliveries) all() ([]queue.Delivery, []time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]queue.Delivery(nil), r.seen...), append([]time.Time(nil), r.at...)
+}
+
+func consumerInfo(t *testing.T, c jetstream.Consumer) *jetstream.ConsumerInfo {
+	t.Helper()
+	info, err := c.Info(t.Context())
+	if err != nil {
+		t.Fatalf("consumer info: %v", err)
+	}
+	return info
+}
+
+func TestRun(t *testing.T) {
+	t.Parallel()
+
+	t.Run("BoundedConcurrency", func(t *testing.T) {
+		t.Parallel()
+		const n, k = 40, 4
+		b := setup(t)
+		c := b.consumer(t)
+		b.publishN(t, n)
+
+		var inFlight, maxInFlight atomic.Int64
+		var rec deliveries
+		runInBackground(t, c, func(ctx context.Context, d *queue.Delivery) queue.Decision {
+			cur := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for {
+				m := maxInFlight.Load()
+				if cur <= m || maxInFlight.CompareAndSwap(m, cur) {
+					break
+				}
+			}
+			time.Sleep(30 * time.Millisecond)
+			rec.add(d)
+			return queue.Ack()
+		}, queue.ConsumerOptions{Concurrency: k})
+
+		eventually(t, 10*time.Second, "all messages handled", func() bool { return rec.len() >= n })
+		eventually(t, 5*time.Second, "stream empty", func() bool { return b.streamMsgs(t) == 0 })
+
+		if m := maxInFlight.Load(); m > k {
+			t.Errorf("%d handlers ran at once, want at most %d", m, k)
+		} else if m < 2 {
+			t.Errorf("at most %d handler ran at once, want concurrency", m)
+		}
+		seen := map[int64]bool{}
+		got, _ := rec.all()
+		for _, d := range got {
+			if d.NumDelivered != 1 {
+				t.Errorf("message %d delivered %d times", d.Envelope.MessageID, d.NumDelivered)
+			}
+			if d.Subject != b.cfg.RunsSubject("customer_message") || d.Envelope.RunNo != 1 || d.Envelope.BatchID != "b1" {
+				t.Errorf("delivery %+v", d)
+			}
+			seen[d.Envelope.MessageID] = true
+		}
+		if len(seen) != n || len(got) != n {
+			t.Errorf("handled %d deliveries of %d messages, want %d of %d", len(got), len(seen), n, n)
+		}
+		if p, err := queue.Pending(t.Context(), c); err != nil || p != 0 {
+			t.Errorf("Pending = %d, %v; want 0", p, err)
+		}
+	})
+
+	t.Run("NakRedelivers", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		c := b.consumer(t)
+		b.publishN(t, 1)
+		const delay = 300 * time.Millisecond
+		var rec deliveries
+		runInBackground(t, c, func(ctx context.Context, d *queue.Delivery) queue.Decision {
+			rec.add(d)
+			if d.NumDelivered == 1 {
+				return queue.Nak(delay)
+			}
+			return queue.Ack()
+		}, queue.ConsumerOptions{Concurrency: 2})
+
+		eventually(t, 5*time.Second, "redelivery", func() bool { return rec.len() >= 2 })
+		eventually(t, 5*time.Second, "stream empty", func() bool { return b.streamMsgs(t) == 0 })
+		got, at := rec.all()
+		if got[0].NumDelivered != 1 || got[1].NumDelivered != 2 {
+			t.Errorf("NumDelivered = %d then %d, want 1 then 2", got[0].NumDelivered, got[1].NumDelivered)
+		}
+		if d := at[1].Sub(at[0]); d < delay-50*time.Millisecond {
+			t.Errorf("redelivered after %s, want at least %s", d, delay)
+		}
+		if len(got) != 2 {
+			t.Errorf("%d deliveries, want 2", len(got))
+		}
+	})
+
+	t.Run("PanicRecoveredAndRedelivered", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		c := b.consumer(t)
+		b.publishN(t, 1)
+		var rec deliveries
+		runInBackground(t, c, func(ctx context.Context, d *queue.Delivery) queue.Decision {
+			rec.add(d)
+			if d.NumDelivered == 1 {
+				panic("handler bug")
+			}
+			return queue.Ack()
+		}, queue.ConsumerOptions{Concurrency: 1, PanicDelay: 100 * time.Millisecond})
+
+		eventually(t, 5*time.Second, "redelivery after panic", func() bool { return rec.len() >= 2 })
+		eventually(t, 5*time.Second, "stream empty", func() bool { return b.streamMsgs(t) == 0 })
+		got, _ := rec.all()
+		if got[1].NumDelivered != 2 {
+			t.Errorf("second delivery NumDelivered = %d, want 2", got[1].NumDelivered)
+		}
+	})
+
+	t.Run("InvalidEnvelopeTermed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		c := b.consumer(t)
+		for _, body := range []string{"not json", `{"message_id":0,"run_no":1,"schema_id":"s"}`} {
+			if _, err := b.js.Publish(t.Context(), b.cfg.RunsSubject("s"), []byte(body)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b.publishN(t, 1)
+		core, logs := observer.New(zap.InfoLevel)
+		var rec deliveries
+		runInBackground(t, c, func(ctx context.Context, d *queue.Delivery) queue.Decision {
+			rec.add(d)
+			return queue.Ack()
+		}, queue.ConsumerOptions{Concurrency: 2, Log: zap.New(core)})
+
+		eventually(t, 5*time.Second, "valid message handled", func() bool { return rec.len() >= 1 })
+		eventually(t, 5*time.Second, "nothing pending", func() bool {
+			info := consumerInfo(t, c)
+			return info.NumAckPending == 0 && info.NumPending == 0
+		})
+		// Past the ack wait (1s) a message that was not termed would be
+		// delivered again and termed again.
+		time.Sleep(1500 * time.Millisecond)
+		if n := logs.FilterMessage("message terminated").Len(); n != 2 {
+			t.Errorf("%d terms, want 2 (one per invalid message)", n)
+		}
+		if n := logs.FilterMessage("invalid run message; terminating it").Len(); n != 2 {
+			t.Errorf("%d invalid-message logs, want 2", n)
+		}
+		if info := consumerInfo(t, c); info.NumAckPending != 0 {
+			t.Errorf("ack pending %d, want 0", info.NumAckPending)
+		}
+		if got, _ := rec.all(); len(got) != 1 || got[0].Envelope.MessageID != 1 {
+			t.Errorf("handler saw %+v, want only message 1", got)
+		}
+	})
+
+	t.Run("InProgressKeepsSlowMessage", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t) // ack wait 1s
+		c := b.consumer(t)
+		b.publishN(t, 3)
+		var rec deliveries
+		var finished atomic.Int64
+		// Free slots keep a fetch waiting, so a redelivery would reach the
+		// handler.
+		stop := runInBackground(t, c, func(ctx context.Context, d *queue.Delivery) queue.Decision {
+			rec.add(d)
+			time.Sleep(2500 * time.Millisecond)
+			finished.Add(1)
+			return queue.Ack()
+		}, queue.ConsumerOptions{Concurrency: 6, InProgressEvery: 300 * time.Millisecond})
+
+		eventually(t, 10*time.Second, "slow messages handled", func() bool { return finished.Load() >= 3 })
+		eventually(t, 5*time.Second, "stream empty", func() bool { return b.streamMsgs(t) == 0 })
+		stop()
+		got, _ := rec.all()
+		for _, d := range got {
+			if d.NumDelivered != 1 {
+				t.Errorf("message %d: NumDelivered %d, want 1", d.Envelope.MessageID, d.NumDelivered)
+			}
+		}
+		if len(got) != 3 {
+			t.Errorf("%d deliveries, want 3", len(got))
+		}
+	})
+
+	t.Run("ShutdownWaitsForInFlight", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		c := b.consumer(t)
+		b.publishN(t, 5)
+		started := make(chan struct{}, 5)
+		var rec deliveries
+		stop := runInBackground(t, c, func(ctx context.Context, d *queue.Delivery) queue.Decision {
+			started <- struct{}{}
+			time.Sleep(300 * time.Millisecond)
+			rec.add(d)
+			return queue.Ack()
+		}, queue.ConsumerOptions{Concurrency: 2, ShutdownGrace: 5 * time.Second})
+
+		<-started
+		<-started
+		begin := time.Now()
+		stop()
+		if d := time.Since(begin); d > 2*time.Second {
+			t.Errorf("Run took %s to return", d)
+		}
+		if n := rec.len(); n != 2 {
+			t.Errorf("%d handlers finished, want the 2 in flight", n)
+		}
+		if n := b.streamMsgs(t); n != 3 {
+			t.Errorf("stream holds %d messages, want 3 unhandled", n)
+		}
+	})
+
+	t.Run("ShutdownCancelsAfterGrace", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		c := b.consumer(t)
+		b.publishN(t, 3)
+		started := make(chan struct{}, 3)
+		var cancelled atomic.Int64
+		stop := runInBackground(t, c, func(ctx context.Context, d *queue.Delivery) queue.Decision {
+			started <- struct{}{}
+			<-ctx.Done()
+			cancelled.Add(1)
+			return queue.Nak(0)
+		}, queue.ConsumerOptions{Concurrency: 2, ShutdownGrace: 400 * time.Millisecond})
+
+		<-started
+		<-started
+		begin := time.Now()
+		stop()
+		d := time.Since(begin)
+		if d < 350*time.Millisecond || d > 3*time.Second {
+			t.Errorf("Run returned after %s, want about the 400ms grace", d)
+		}
+		if n := cancelled.Load(); n != 2 {
+			t.Errorf("%d handlers saw their ctx cancelled, want 2", n)
+		}
+		if n := b.streamMsgs(t); n != 3 {
+			t.Errorf("stream holds %d messages, want all 3", n)
+		}
+		if len(started) != 0 {
+			t.Error("a handler started after shutdown began")
+		}
+	})
+
+	t.Run("MaxDeliverStopsRedelivery", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t) // max deliver 3
+		c := b.consumer(t)
+		b.publishN(t, 1)
+		var rec deliveries
+		runInBackground(t, c, func(ctx context.Context, d *queue.Delivery) queue.Decision {
+			rec.add(d)
+			return queue.Nak(0)
+		}, queue.ConsumerOptions{Concurrency: 1})
+
+		eventually(t, 5*time.Second, "three deliveries", func() bool { return rec.len() >= 3 })
+		// Past the longest backoff step (2s) a fourth delivery would show.
+		time.Sleep(2500 * time.Millisecond)
+		got, _ := rec.all()
+		if len(got) != 3 {
+			t.Fatalf("%d deliveries, want 3 (MaxDeliver)", len(got))
+		}
+		for i, d := range got {
+			if d.NumDelivered != uint64(i+1) {
+				t.Errorf("delivery %d: NumDelivered %d", i, d.NumDelivered)
+			}
+			if last := d.LastDelivery(); last != (i == 2) {
+				t.Errorf("delivery %d: LastDelivery %v", i, last)
+			}
+		}
+	})
+
+	t.Run("KeepsFetchingWhenIdle", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		c := b.consumer(t)
+		var rec deliveries
+		runInBackground(t, c, func(ctx context.Context, d *queue.Delivery) queue.Decision {
+			rec.add(d)
+			return queue.Ack()
+		}, queue.ConsumerOptions{Concurrency: 2, FetchWait: 300 * time.Millisecond})
+		// Several fetches expire empty before anything arrives.
+		time.Sleep(time.Second)
+		b.publishN(t, 2)
+		eventually(t, 5*time.Second, "late messages handled", func() bool { return rec.len() >= 2 })
+	})
+}
+
+func TestDecisionString(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		d    queue.Decision
+		want string
+	}{
+		{queue.Ack(), "ack"},
+		{queue.Nak(0), "nak"},
+		{queue.Nak(5 * time.Second), "nak 5s"},
+		{queue.Term("bad"), "term: bad"},
+		{queue.Decision{}, "nak"},
+	} {
+		if got := tt.d.String(); got != tt.want {
+			t.Errorf("String() = %q, want %q", got, tt.want)
+		}
+	}
+}

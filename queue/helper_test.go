@@ -1,0 +1,157 @@
+package queue_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/extractq/extractq/config"
+	"github.com/extractq/extractq/queue"
+)
+
+// testBundle is one test's own stream, subjects and consumer.
+type testBundle struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	cfg    config.NATS
+	worker config.Worker
+	stream jetstream.Stream
+}
+
+func natsURL() string {
+	if u := os.Getenv("NATS_URL"); u != "" {
+		return u
+	}
+	return nats.DefaultURL
+}
+
+func randomSuffix(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// setup connects to the server at NATS_URL and makes a stream with a
+// random name and subject prefix, deleted when the test ends. The worker
+// config has a short ack wait so redelivery tests stay fast.
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	ctx := t.Context()
+	sfx := randomSuffix(t)
+	cfg := config.NATS{
+		Stream:          "TEST_" + strings.ToUpper(sfx),
+		SubjectPrefix:   "test_" + sfx,
+		Consumer:        "workers",
+		DuplicateWindow: time.Minute,
+	}
+	w := config.Worker{Concurrency: 4, AckWait: time.Second, MaxDeliver: 3}
+
+	// The connection's handlers may log after the test ends, where a
+	// zaptest logger would panic: connect with a no-op logger.
+	nc, js, err := queue.Connect(ctx, natsURL(), "queue-test", zap.NewNop())
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	s, err := queue.EnsureStream(ctx, js, cfg)
+	if err != nil {
+		t.Fatalf("EnsureStream: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := js.DeleteStream(ctx, cfg.Stream); err != nil {
+			t.Errorf("delete stream %s: %v", cfg.Stream, err)
+		}
+	})
+	return &testBundle{nc: nc, js: js, cfg: cfg, worker: w, stream: s}
+}
+
+// consumer makes the bundle's consumer with its worker config.
+func (b *testBundle) consumer(t *testing.T) jetstream.Consumer {
+	t.Helper()
+	c, err := queue.EnsureConsumer(t.Context(), b.js, b.cfg, b.worker)
+	if err != nil {
+		t.Fatalf("EnsureConsumer: %v", err)
+	}
+	return c
+}
+
+// publishN publishes runs 1 of messages 1..n and returns their envelopes.
+func (b *testBundle) publishN(t *testing.T, n int) []queue.Envelope {
+	t.Helper()
+	p := queue.NewPublisher(b.js, b.cfg)
+	envs := make([]queue.Envelope, n)
+	for i := range envs {
+		envs[i] = queue.Envelope{MessageID: int64(i + 1), RunNo: 1, BatchID: "b1", SchemaID: "customer_message"}
+		dup, err := p.Publish(t.Context(), envs[i].DedupID(), envs[i])
+		if err != nil || dup {
+			t.Fatalf("publish %d: dup=%v err=%v", i, dup, err)
+		}
+	}
+	return envs
+}
+
+// streamMsgs returns how many messages the stream holds.
+func (b *testBundle) streamMsgs(t *testing.T) uint64 {
+	t.Helper()
+	info, err := b.stream.Info(t.Context())
+	if err != nil {
+		t.Fatalf("stream info: %v", err)
+	}
+	return info.State.Msgs
+}
+
+// runInBackground starts queue.Run and returns a stop function that
+// cancels it and waits for it to return.
+func runInBackground(t *testing.T, cons jetstream.Consumer, h queue.Handler, opts queue.ConsumerOptions) (stop func()) {
+	t.Helper()
+	if opts.Log == nil {
+		opts.Log = zaptest.NewLogger(t)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- queue.Run(ctx, cons, h, opts) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run returned %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("Run did not return after cancel")
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// eventually polls cond every 20ms until it holds or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

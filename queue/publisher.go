@@ -1,0 +1,203 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/extractq/extractq/config"
+)
+
+// Publisher publishes run envelopes on the runs stream with a dedup key and
+// waits for the stream's acknowledgement. It is safe for concurrent use.
+// Its exported fields may be changed after NewPublisher, before first use.
+type Publisher struct {
+	js  jetstream.JetStream
+	cfg config.NATS
+
+	// MaxRetries is how many times a transient failure (no responders, a
+	// timeout) is retried, with exponential backoff. Default 4.
+	MaxRetries uint
+	// InitialInterval is the first retry's wait. Default 200ms.
+	InitialInterval time.Duration
+	// MaxInterval caps one retry's wait. Default 3s.
+	MaxInterval time.Duration
+	// AttemptTimeout bounds one publish attempt when ctx has no earlier
+	// deadline. Default 5s.
+	AttemptTimeout time.Duration
+	// MaxPending bounds the asynchronous publishes PublishBatch has
+	// waiting for their acknowledgement. Default 256.
+	MaxPending int
+}
+
+// NewPublisher returns a Publisher for the stream and subjects of cfg.
+func NewPublisher(js jetstream.JetStream, cfg config.NATS) *Publisher {
+	return &Publisher{
+		js:              js,
+		cfg:             cfg,
+		MaxRetries:      4,
+		InitialInterval: 200 * time.Millisecond,
+		MaxInterval:     3 * time.Second,
+		AttemptTimeout:  5 * time.Second,
+		MaxPending:      256,
+	}
+}
+
+// Publish publishes env on cfg.RunsSubject(env.SchemaID) with the header
+// Nats-Msg-Id set to dedupID, and waits for the stream's acknowledgement.
+// It returns duplicate=true when the stream already holds a message with
+// dedupID within its dedup window (nothing new is stored).
+//
+// Transient failures (no stream responded, timeout) are retried up to
+// MaxRetries times with backoff; the error of the last attempt is returned,
+// or ctx's error when ctx is done first. An invalid envelope or an empty
+// dedupID is an error without any publish. When an attempt timed out but
+// was stored after all, the retry reports duplicate=true: the run is on the
+// stream either way.
+func (p *Publisher) Publish(ctx context.Context, dedupID string, env Envelope) (duplicate bool, err error) {
+	msg, err := p.message(dedupID, env)
+	if err != nil {
+		return false, err
+	}
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = p.InitialInterval
+	bo.MaxInterval = p.MaxInterval
+	ack, err := backoff.Retry(ctx, func() (*jetstream.PubAck, error) {
+		actx, cancel := context.WithTimeout(ctx, p.AttemptTimeout)
+		defer cancel()
+		ack, err := p.js.PublishMsg(actx, msg,
+			jetstream.WithExpectStream(p.cfg.Stream), jetstream.WithRetryAttempts(0))
+		if err == nil {
+			return ack, nil
+		}
+		if ctx.Err() != nil || !transient(err) {
+			return nil, backoff.Permanent(err)
+		}
+		return nil, err
+	}, backoff.WithBackOff(bo), backoff.WithMaxTries(p.MaxRetries+1), backoff.WithMaxElapsedTime(0))
+	if err != nil {
+		return false, fmt.Errorf("queue.Publish(%q): %w", dedupID, err)
+	}
+	return ack.Duplicate, nil
+}
+
+// BatchItem is one run to publish with PublishBatch.
+type BatchItem struct {
+	DedupID  string
+	Envelope Envelope
+}
+
+// BatchResult is the outcome of one BatchItem: Duplicate as in Publish, or
+// the error that kept it from being stored.
+type BatchResult struct {
+	Duplicate bool
+	Err       error
+}
+
+// PublishBatch publishes items asynchronously, at most MaxPending awaiting
+// their acknowledgement at a time, and waits for all of them. It returns one
+// result per item, in order. An item whose asynchronous publish fails with
+// a transient error, or is not acknowledged within AttemptTimeout, is
+// published again with Publish (and its retries); the dedup key keeps it
+// from being stored twice.
+// When ctx is done, items not yet acknowledged get ctx's error.
+func (p *Publisher) PublishBatch(ctx context.Context, items []BatchItem) []BatchResult {
+	results := make([]BatchResult, len(items))
+	type pending struct {
+		i        int
+		fut      jetstream.PubAckFuture
+		deadline time.Time
+	}
+	var window []pending
+	var retry []int
+
+	wait := func(pd pending) {
+		timer := time.NewTimer(time.Until(pd.deadline))
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+			// No acknowledgement in time: publish again; the dedup key
+			// keeps a late first copy from being stored twice.
+			retry = append(retry, pd.i)
+		case ack := <-pd.fut.Ok():
+			results[pd.i].Duplicate = ack.Duplicate
+		case err := <-pd.fut.Err():
+			if transient(err) {
+				retry = append(retry, pd.i)
+				return
+			}
+			results[pd.i].Err = fmt.Errorf("queue.PublishBatch(%q): %w", items[pd.i].DedupID, err)
+		case <-ctx.Done():
+			results[pd.i].Err = fmt.Errorf("queue.PublishBatch(%q): %w", items[pd.i].DedupID, ctx.Err())
+		}
+	}
+
+	maxPending := max(1, p.MaxPending)
+	for i, it := range items {
+		if ctx.Err() != nil {
+			results[i].Err = fmt.Errorf("queue.PublishBatch(%q): %w", it.DedupID, ctx.Err())
+			continue
+		}
+		msg, err := p.message(it.DedupID, it.Envelope)
+		if err != nil {
+			results[i].Err = err
+			continue
+		}
+		for len(window) >= maxPending {
+			wait(window[0])
+			window = window[1:]
+		}
+		fut, err := p.js.PublishMsgAsync(msg,
+			jetstream.WithExpectStream(p.cfg.Stream), jetstream.WithRetryAttempts(0))
+		if err != nil {
+			if transient(err) || errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+				retry = append(retry, i)
+				continue
+			}
+			results[i].Err = fmt.Errorf("queue.PublishBatch(%q): %w", it.DedupID, err)
+			continue
+		}
+		window = append(window, pending{i: i, fut: fut, deadline: time.Now().Add(p.AttemptTimeout)})
+	}
+	for _, pd := range window {
+		wait(pd)
+	}
+	for _, i := range retry {
+		results[i].Duplicate, results[i].Err = p.Publish(ctx, items[i].DedupID, items[i].Envelope)
+	}
+	return results
+}
+
+// message builds the run message of env.
+func (p *Publisher) message(dedupID string, env Envelope) (*nats.Msg, error) {
+	if dedupID == "" {
+		return nil, errors.New("queue: empty dedup id")
+	}
+	if err := env.Validate(); err != nil {
+		return nil, fmt.Errorf("queue: dedup id %q: %w", dedupID, err)
+	}
+	body, err := json.Marshal(env)
+	if err != nil {
+		return nil, fmt.Errorf("queue: dedup id %q: %w", dedupID, err)
+	}
+	msg := nats.NewMsg(p.cfg.RunsSubject(env.SchemaID))
+	msg.Data = body
+	msg.Header.Set(jetstream.MsgIDHeader, dedupID)
+	return msg, nil
+}
+
+// transient reports whether a publish error may succeed when tried again.
+func transient(err error) bool {
+	return errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, jetstream.ErrAsyncPublishTimeout) ||
+		errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, nats.ErrConnectionReconnecting)
+}

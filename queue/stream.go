@@ -1,0 +1,128 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/extractq/extractq/config"
+)
+
+// errCodeStreamCreate is the server's "error creating store for stream".
+const errCodeStreamCreate jetstream.ErrorCode = 10049
+
+// maxBackOff caps one step of the consumer's redelivery schedule, unless
+// the ack wait itself is longer.
+const maxBackOff = 15 * time.Minute
+
+// EnsureStream creates the runs stream, or updates it to this
+// configuration: work-queue retention (a message is removed once acked),
+// subjects cfg.RunsWildcard(), dedup window cfg.DuplicateWindow, file
+// storage. It is idempotent. An existing stream whose retention or storage
+// differ cannot be updated and returns the server's error.
+//
+// A failure of the server to create the stream's store (error code 10049)
+// is retried a few times: nats-server 2.9 can lose a race between creating
+// one stream and deleting an account's last one.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg config.NATS) (jetstream.Stream, error) {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = 50 * time.Millisecond
+	bo.MaxInterval = time.Second
+	s, err := backoff.Retry(ctx, func() (jetstream.Stream, error) {
+		s, err := js.CreateOrUpdateStream(ctx, StreamConfig(cfg))
+		var apiErr *jetstream.APIError
+		if err != nil && !(errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeStreamCreate) {
+			return nil, backoff.Permanent(err)
+		}
+		return s, err
+	}, backoff.WithBackOff(bo), backoff.WithMaxTries(5), backoff.WithMaxElapsedTime(0))
+	if err != nil {
+		return nil, fmt.Errorf("queue.EnsureStream(%q): %w", cfg.Stream, err)
+	}
+	return s, nil
+}
+
+// StreamConfig returns the runs stream's configuration, as EnsureStream
+// applies it.
+func StreamConfig(cfg config.NATS) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        cfg.Stream,
+		Description: "extractq runs: one message per (message, run)",
+		Subjects:    []string{cfg.RunsWildcard()},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Discard:     jetstream.DiscardOld,
+		Duplicates:  cfg.DuplicateWindow,
+	}
+}
+
+// EnsureConsumer creates the durable pull consumer cfg.Consumer on the runs
+// stream, or updates it to this configuration (see ConsumerConfig). The
+// stream must exist (jetstream.ErrStreamNotFound otherwise). It is
+// idempotent.
+func EnsureConsumer(ctx context.Context, js jetstream.JetStream, cfg config.NATS, w config.Worker) (jetstream.Consumer, error) {
+	c, err := js.CreateOrUpdateConsumer(ctx, cfg.Stream, ConsumerConfig(cfg, w))
+	if err != nil {
+		return nil, fmt.Errorf("queue.EnsureConsumer(%q, %q): %w", cfg.Stream, cfg.Consumer, err)
+	}
+	return c, nil
+}
+
+// ConsumerConfig returns the worker consumer's configuration: durable pull,
+// explicit ack, filter cfg.RunsWildcard(), MaxDeliver w.MaxDeliver, and a
+// growing redelivery schedule BackOff (see BackOffSchedule) whose first
+// step is w.AckWait. AckWait is set equal to BackOff[0], as the server
+// requires (nats-server 2.9 silently replaces any other AckWait with it).
+//
+// MaxAckPending, which bounds the messages out for ack across every worker
+// sharing the consumer, is max(1000, 2*w.Concurrency): each worker bounds
+// its own in-flight work (see Run), so this is only a fleet-wide ceiling.
+func ConsumerConfig(cfg config.NATS, w config.Worker) jetstream.ConsumerConfig {
+	bo := BackOffSchedule(w.AckWait, w.MaxDeliver)
+	return jetstream.ConsumerConfig{
+		Durable:       cfg.Consumer,
+		Description:   "extractq workers",
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       bo[0],
+		MaxDeliver:    w.MaxDeliver,
+		BackOff:       bo,
+		FilterSubject: cfg.RunsWildcard(),
+		ReplayPolicy:  jetstream.ReplayInstantPolicy,
+		MaxAckPending: max(1000, 2*w.Concurrency),
+	}
+}
+
+// BackOffSchedule returns the ack wait of each delivery but the last:
+// ackWait, then doubling, each step at most max(ackWait, 15m). Its length is
+// maxDeliver-1 (at least 1), as the server requires fewer steps than
+// deliveries. A message not acked (nor kept alive with in-progress) within
+// its step is redelivered, so a message whose worker died is retried more
+// and more slowly. An explicit nak with a delay overrides the step.
+func BackOffSchedule(ackWait time.Duration, maxDeliver int) []time.Duration {
+	if ackWait <= 0 {
+		ackWait = 30 * time.Second
+	}
+	limit := max(ackWait, maxBackOff)
+	bo := make([]time.Duration, max(1, maxDeliver-1))
+	bo[0] = ackWait
+	for i := 1; i < len(bo); i++ {
+		bo[i] = min(2*bo[i-1], limit)
+	}
+	return bo
+}
+
+// Pending returns the consumer's backlog: messages not yet delivered
+// (NumPending) plus messages delivered and not yet acked (NumAckPending).
+// It asks the server each time, for progress display and autoscaling.
+func Pending(ctx context.Context, cons jetstream.Consumer) (uint64, error) {
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("queue.Pending: %w", err)
+	}
+	return info.NumPending + uint64(max(0, info.NumAckPending)), nil
+}

@@ -1,0 +1,90 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// BatchInsertParams names a new batch.
+type BatchInsertParams struct {
+	ID         string // batch id, unique; required
+	SchemaID   string // the schema its messages are extracted with; required
+	SourceName string // where the batch came from, such as a file name; may be empty
+}
+
+const batchInsertSQL = `
+INSERT INTO batches (id, schema_id, source_name)
+VALUES ($1, $2, $3)`
+
+// BatchInsert records a batch. A batch id already used returns an error
+// wrapping ErrConflict.
+func (s *Store) BatchInsert(ctx context.Context, db DBTX, p BatchInsertParams) error {
+	if p.ID == "" || p.SchemaID == "" {
+		return fmt.Errorf("store.BatchInsert(%q): id and schema id are required", p.ID)
+	}
+	if _, err := db.Exec(ctx, batchInsertSQL, p.ID, p.SchemaID, CleanText(p.SourceName)); err != nil {
+		return fmt.Errorf("store.BatchInsert(%q): %w", p.ID, interpretError(err))
+	}
+	return nil
+}
+
+// BatchSummary is where a batch stands: counts over the latest run of
+// each of its messages (the runs whose batch is this one), and the LLM
+// calls of those runs.
+type BatchSummary struct {
+	BatchID          string  `db:"batch_id"`
+	Messages         int     `db:"messages"`  // messages with a run in the batch
+	Queued           int     `db:"queued"`    // latest run still queued
+	Succeeded        int     `db:"succeeded"` // valid at the first pass
+	Repaired         int     `db:"repaired"`  // valid after the one repair
+	Failed           int     `db:"failed"`    // sent to triage
+	LLMCalls         int     `db:"llm_calls"`
+	PromptTokens     int     `db:"prompt_tokens"`
+	CompletionTokens int     `db:"completion_tokens"`
+	CostUSD          float64 `db:"cost_usd"` // US dollars
+}
+
+// Done reports whether every message of the batch has a final state for
+// its latest run.
+func (b BatchSummary) Done() bool { return b.Queued == 0 }
+
+const batchSummarySQL = `
+WITH latest AS (
+    SELECT DISTINCT ON (message_id) message_id, run_no, status
+    FROM runs
+    WHERE batch_id = $1
+    ORDER BY message_id, run_no DESC
+), counts AS (
+    SELECT count(*)                                     AS messages,
+           count(*) FILTER (WHERE status = 'queued')    AS queued,
+           count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
+           count(*) FILTER (WHERE status = 'repaired')  AS repaired,
+           count(*) FILTER (WHERE status = 'failed')    AS failed
+    FROM latest
+), calls AS (
+    SELECT count(*)                              AS llm_calls,
+           coalesce(sum(c.prompt_tokens), 0)     AS prompt_tokens,
+           coalesce(sum(c.completion_tokens), 0) AS completion_tokens,
+           coalesce(sum(c.cost_usd), 0)::float8  AS cost_usd
+    FROM llm_calls c
+    JOIN latest l ON l.message_id = c.message_id AND l.run_no = c.run_no
+)
+SELECT b.id AS batch_id, counts.*, calls.*
+FROM batches b, counts, calls
+WHERE b.id = $1`
+
+// BatchSummary returns the counts of batch batchID, or an error wrapping
+// ErrNotFound if there is no such batch.
+func (s *Store) BatchSummary(ctx context.Context, db DBTX, batchID string) (BatchSummary, error) {
+	rows, err := db.Query(ctx, batchSummarySQL, batchID)
+	if err != nil {
+		return BatchSummary{}, fmt.Errorf("store.BatchSummary(%q): %w", batchID, err)
+	}
+	sum, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[BatchSummary])
+	if err != nil {
+		return BatchSummary{}, fmt.Errorf("store.BatchSummary(%q): %w", batchID, interpretError(err))
+	}
+	return sum, nil
+}

@@ -1,0 +1,56 @@
+// Package store is the product's Postgres access: every query lives here.
+//
+// # Shape
+//
+// Methods are named noun first (MessageIngest, RunOutcomeInsert,
+// TriageItemList), as river's riverdriver names them. Each takes a ctx, a
+// DBTX to run on and, where it needs more than a key, a …Params struct, and
+// returns the package's own types, never pgx types. The SQL of each method
+// is a named constant beside it.
+//
+// DBTX is satisfied by both *pgxpool.Pool and pgx.Tx, so the caller decides
+// what is one transaction:
+//
+//	err := st.InTx(ctx, func(tx store.DBTX) error {
+//		run, err := st.RunLockForOutcome(ctx, tx, store.RunGetParams{MessageID: id, RunNo: no})
+//		if err != nil {
+//			return err
+//		}
+//		if run.Status != store.RunQueued {
+//			return nil // a redelivery: the outcome is already stored
+//		}
+//		return st.RunOutcomeInsert(ctx, tx, outcome)
+//	})
+//
+// # Errors
+//
+// Driver errors are translated at the boundary: no row becomes ErrNotFound,
+// a unique violation becomes ErrConflict or ErrOutcomeExists. Returned
+// errors wrap these with the operation and key, as in
+// `store.MessageIngest("crm", "A-1"): ...: conflict`; match them with
+// errors.Is.
+//
+// # Message life
+//
+// MessageIngest writes a message and its run 1 atomically, or reports a
+// duplicate (same content hash) or a conflict (different hash, never
+// overwritten). The run's dedup id (RunDedupID) is what the queue publish
+// carries. RunMarkPublished records the queue's acceptance and
+// RunListUnpublished finds runs a sweeper must publish again.
+// RunOutcomeInsert writes the outcome of a run once: calls, then the
+// extraction or the triage item, then the failure events.
+//
+// # Text Postgres refuses
+//
+// Text columns refuse NUL bytes and invalid UTF-8, jsonb also refuses the
+// escapes \u0000 and lone surrogates. The store replaces them with U+FFFD in
+// what it writes from replies and messages (see CleanText and CleanJSON), so
+// a bad model reply cannot make the outcome transaction fail.
+//
+// # Migrations
+//
+// Migrate, MigrateDown and MigrateStatus run the embedded migrations of
+// package migrations with goose, one transaction per version, into the
+// current schema (search_path); EnsureDatabase creates the database. The
+// storetest package gives each test a schema of its own.
+package store

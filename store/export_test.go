@@ -1,0 +1,4 @@
+package store
+
+// ReadMigrations exposes readMigrations to the tests of package store_test.
+var ReadMigrations = readMigrations

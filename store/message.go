@@ -1,0 +1,164 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Message is a customer message, stored once. Its key is (Source,
+// ExternalID).
+type Message struct {
+	ID          int64           // the store's id, used by runs and every outcome row
+	Source      string          // where the id is unique; may be empty
+	ExternalID  string          // the message's own id
+	Body        string          // the text, as stored (see CleanText)
+	ContentHash []byte          // the caller's hash of the body, compared on re-ingest
+	Metadata    json.RawMessage // a JSON object; {} when none
+	Flags       []string        // ingest's notes on the input, never nil after a read
+	BatchID     string          // the batch that first ingested it
+	ReceivedAt  time.Time
+}
+
+// messageColumns are the columns of Message, in field order, for the
+// table aliased m.
+const messageColumns = `m.id, m.source, m.external_id, m.body, m.content_hash,
+       m.metadata, m.flags, m.batch_id, m.received_at`
+
+func (m *Message) scanTargets() []any {
+	return []any{&m.ID, &m.Source, &m.ExternalID, &m.Body, &m.ContentHash,
+		&m.Metadata, &m.Flags, &m.BatchID, &m.ReceivedAt}
+}
+
+// IngestStatus is what MessageIngest did.
+type IngestStatus string
+
+// The ingest statuses.
+const (
+	// IngestInserted: the message and its run 1 were recorded.
+	IngestInserted IngestStatus = "inserted"
+	// IngestDuplicate: the message was already stored with the same
+	// content hash; nothing was written.
+	IngestDuplicate IngestStatus = "duplicate"
+	// IngestConflict: the message was already stored with a different
+	// content hash; nothing was written and the stored message is kept.
+	IngestConflict IngestStatus = "conflict"
+)
+
+// MessageIngestParams is a message to record, with the batch and schema
+// of its first run.
+type MessageIngestParams struct {
+	Source      string          // may be empty
+	ExternalID  string          // required
+	Body        string          // NUL and invalid UTF-8 become U+FFFD (see CleanText)
+	ContentHash []byte          // required; compared on re-ingest
+	Metadata    json.RawMessage // a JSON object; nil means {}
+	Flags       []string        // nil means none
+	BatchID     string          // required; the batch must exist (BatchInsert)
+	SchemaID    string          // required; the schema of run 1
+}
+
+// MessageIngestResult is the outcome of MessageIngest.
+type MessageIngestResult struct {
+	Status IngestStatus
+	// Message is the stored message: the new one, or the one found.
+	Message Message
+	// Run is run 1 when inserted, else the message's latest run, so the
+	// caller can publish again a run whose PublishedAt is nil.
+	Run Run
+}
+
+// RunDedupID returns the queue dedup id of a run, "msg-<id>-run-<no>". It
+// is stored on the run (dedup_id) and is the same for every publish of
+// the run, so the queue drops re-publishes.
+func RunDedupID(messageID int64, runNo int) string {
+	return fmt.Sprintf("msg-%d-run-%d", messageID, runNo)
+}
+
+// messageIngestSQL inserts the message and its run 1 in one statement,
+// so both or neither are written; a message that exists is left alone
+// and no row comes back. The dedup id is RunDedupID's format.
+const messageIngestSQL = `
+WITH m AS (
+    INSERT INTO messages (source, external_id, body, content_hash, metadata, flags, batch_id)
+    VALUES ($1, $2, $3, $4, $5, $6, $7)
+    ON CONFLICT (source, external_id) DO NOTHING
+    RETURNING *
+), r AS (
+    INSERT INTO runs (message_id, run_no, batch_id, schema_id, dedup_id)
+    SELECT m.id, 1, $7, $8, format('msg-%s-run-%s', m.id, 1)
+    FROM m
+    RETURNING *
+)
+SELECT ` + runColumns + `,
+       ` + messageColumns + `
+FROM r JOIN m ON m.id = r.message_id`
+
+// messageGetLatestRunSQL reads a message by key with its latest run.
+const messageGetLatestRunSQL = `
+SELECT ` + runColumns + `,
+       ` + messageColumns + `
+FROM messages m
+JOIN LATERAL (
+    SELECT * FROM runs WHERE runs.message_id = m.id ORDER BY run_no DESC LIMIT 1
+) r ON true
+WHERE m.source = $1 AND m.external_id = $2`
+
+// MessageIngest records a message and its run 1 (status queued, dedup id
+// RunDedupID(id, 1)) atomically if (Source, ExternalID) is new, returning
+// IngestInserted. If the message exists with the same content hash it
+// writes nothing and returns IngestDuplicate with the stored message and
+// its latest run. If it exists with a different hash it writes nothing and
+// returns IngestConflict with the stored message and an error wrapping
+// ErrConflict. Concurrent ingests of one key give one IngestInserted.
+func (s *Store) MessageIngest(ctx context.Context, db DBTX, p MessageIngestParams) (MessageIngestResult, error) {
+	if p.ExternalID == "" || len(p.ContentHash) == 0 || p.BatchID == "" || p.SchemaID == "" {
+		return MessageIngestResult{}, fmt.Errorf("store.MessageIngest(%q, %q): external id, content hash, batch id and schema id are required",
+			p.Source, p.ExternalID)
+	}
+	metadata := CleanJSON(p.Metadata)
+	if len(metadata) == 0 {
+		metadata = json.RawMessage(`{}`)
+	}
+	flags := make([]string, len(p.Flags))
+	for i, f := range p.Flags {
+		flags[i] = CleanText(f)
+	}
+	source, externalID := CleanText(p.Source), CleanText(p.ExternalID)
+
+	rows, err := db.Query(ctx, messageIngestSQL,
+		source, externalID, CleanText(p.Body), p.ContentHash, metadata, flags, p.BatchID, p.SchemaID)
+	if err != nil {
+		return MessageIngestResult{}, fmt.Errorf("store.MessageIngest(%q, %q): %w", p.Source, p.ExternalID, interpretError(err))
+	}
+	rm, err := pgx.CollectExactlyOneRow(rows, scanRunWithMessage)
+	if err == nil {
+		return MessageIngestResult{Status: IngestInserted, Message: rm.Message, Run: rm.Run}, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return MessageIngestResult{}, fmt.Errorf("store.MessageIngest(%q, %q): %w", p.Source, p.ExternalID, interpretError(err))
+	}
+
+	// The key exists. Under READ COMMITTED this statement sees a
+	// concurrent ingest's committed row (ON CONFLICT waited for it).
+	rows, err = db.Query(ctx, messageGetLatestRunSQL, source, externalID)
+	if err != nil {
+		return MessageIngestResult{}, fmt.Errorf("store.MessageIngest(%q, %q): read existing: %w", p.Source, p.ExternalID, err)
+	}
+	rm, err = pgx.CollectExactlyOneRow(rows, scanRunWithMessage)
+	if err != nil {
+		return MessageIngestResult{}, fmt.Errorf("store.MessageIngest(%q, %q): read existing: %w", p.Source, p.ExternalID, interpretError(err))
+	}
+	res := MessageIngestResult{Status: IngestDuplicate, Message: rm.Message, Run: rm.Run}
+	if !bytes.Equal(rm.Message.ContentHash, p.ContentHash) {
+		res.Status = IngestConflict
+		return res, fmt.Errorf("store.MessageIngest(%q, %q): stored with a different content hash: %w",
+			p.Source, p.ExternalID, ErrConflict)
+	}
+	return res, nil
+}

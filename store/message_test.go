@@ -1,0 +1,241 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/extractq/extractq/store"
+	"github.com/extractq/extractq/store/storetest"
+)
+
+func TestMessageIngest(t *testing.T) {
+	t.Parallel()
+
+	type testBundle struct {
+		st      *store.Store
+		batchID string
+	}
+	setup := func(t *testing.T) (context.Context, *testBundle) {
+		t.Helper()
+		ctx := t.Context()
+		st := storetest.NewStore(t)
+		return ctx, &testBundle{st: st, batchID: batchFixture(ctx, t, st)}
+	}
+
+	t.Run("Inserted", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		p := ingestParams(b.batchID, "A-1", "parcel 1Z999AA10123456784 never arrived")
+		p.Flags = []string{"trimmed"}
+		res, err := b.st.MessageIngest(ctx, b.st.Pool, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != store.IngestInserted {
+			t.Fatalf("status = %s, want inserted", res.Status)
+		}
+		m, r := res.Message, res.Run
+		if m.ID == 0 || m.Source != "fixture" || m.ExternalID != "A-1" || m.Body != p.Body ||
+			!bytes.Equal(m.ContentHash, p.ContentHash) || m.BatchID != b.batchID || m.ReceivedAt.IsZero() {
+			t.Errorf("message = %+v", m)
+		}
+		if string(m.Metadata) != `{"channel": "email"}` {
+			t.Errorf("metadata = %s", m.Metadata)
+		}
+		if len(m.Flags) != 1 || m.Flags[0] != "trimmed" {
+			t.Errorf("flags = %q", m.Flags)
+		}
+		if r.MessageID != m.ID || r.RunNo != 1 || r.Status != store.RunQueued || r.BatchID != b.batchID ||
+			r.SchemaID != "support_ticket" || r.PublishedAt != nil || r.FinishedAt != nil {
+			t.Errorf("run = %+v", r)
+		}
+		if want := store.RunDedupID(m.ID, 1); r.DedupID != want {
+			t.Errorf("dedup id = %q, want %q (RunDedupID and the SQL must agree)", r.DedupID, want)
+		}
+	})
+
+	t.Run("NilMetadataAndFlags", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		p := ingestParams(b.batchID, "A-2", "hello")
+		p.Metadata, p.Flags = nil, nil
+		res, err := b.st.MessageIngest(ctx, b.st.Pool, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(res.Message.Metadata) != `{}` || res.Message.Flags == nil || len(res.Message.Flags) != 0 {
+			t.Errorf("metadata = %s, flags = %#v; want {} and empty", res.Message.Metadata, res.Message.Flags)
+		}
+	})
+
+	t.Run("Duplicate", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		p := ingestParams(b.batchID, "A-1", "order 48213, please refund")
+		first, err := b.st.MessageIngest(ctx, b.st.Pool, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Same id and text from another batch, later: a duplicate.
+		p.BatchID = batchFixture(ctx, t, b.st)
+		res, err := b.st.MessageIngest(ctx, b.st.Pool, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != store.IngestDuplicate {
+			t.Fatalf("status = %s, want duplicate", res.Status)
+		}
+		if res.Message.ID != first.Message.ID || res.Message.BatchID != b.batchID {
+			t.Errorf("message = %+v, want the first one", res.Message)
+		}
+		if res.Run.RunNo != 1 || res.Run.DedupID != first.Run.DedupID || res.Run.PublishedAt != nil {
+			t.Errorf("run = %+v, want run 1 unpublished", res.Run)
+		}
+		if n := count(ctx, t, b.st, "runs", first.Message.ID); n != 1 {
+			t.Errorf("runs = %d, want 1", n)
+		}
+	})
+
+	t.Run("DuplicateReturnsLatestRun", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		p := ingestParams(b.batchID, "A-1", "text")
+		first, err := b.st.MessageIngest(ctx, b.st.Pool, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = b.st.Pool.Exec(ctx, `INSERT INTO runs (message_id, run_no, batch_id, schema_id, dedup_id)
+			VALUES ($1, 2, $2, 'support_ticket', $3)`, first.Message.ID, b.batchID, store.RunDedupID(first.Message.ID, 2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := b.st.MessageIngest(ctx, b.st.Pool, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != store.IngestDuplicate || res.Run.RunNo != 2 {
+			t.Errorf("status %s run %d, want duplicate with run 2", res.Status, res.Run.RunNo)
+		}
+	})
+
+	t.Run("ConflictNeverOverwrites", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		first, err := b.st.MessageIngest(ctx, b.st.Pool, ingestParams(b.batchID, "A-1", "the first text"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := b.st.MessageIngest(ctx, b.st.Pool, ingestParams(b.batchID, "A-1", "a different text"))
+		if !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("err = %v, want ErrConflict", err)
+		}
+		if res.Status != store.IngestConflict || res.Message.ID != first.Message.ID {
+			t.Errorf("result = %s %d, want conflict with the stored message", res.Status, res.Message.ID)
+		}
+		got, err := b.st.RunGetWithMessage(ctx, b.st.Pool, store.RunGetParams{MessageID: first.Message.ID, RunNo: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Message.Body != "the first text" || !bytes.Equal(got.Message.ContentHash, first.Message.ContentHash) {
+			t.Errorf("stored message changed: %q", got.Message.Body)
+		}
+	})
+
+	t.Run("SameIDOtherSource", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		p := ingestParams(b.batchID, "A-1", "text one")
+		if _, err := b.st.MessageIngest(ctx, b.st.Pool, p); err != nil {
+			t.Fatal(err)
+		}
+		p.Source, p.Body = "crm", "text two"
+		res, err := b.st.MessageIngest(ctx, b.st.Pool, p)
+		if err != nil || res.Status != store.IngestInserted {
+			t.Fatalf("status %s, err %v; want inserted (the key is source + id)", res.Status, err)
+		}
+	})
+
+	t.Run("NULInBodyStoredSafely", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		res, err := b.st.MessageIngest(ctx, b.st.Pool, ingestParams(b.batchID, "A-1", "a\x00b\xffc"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Message.Body != "a\uFFFDb\uFFFDc" {
+			t.Errorf("body = %q", res.Message.Body)
+		}
+	})
+
+	t.Run("UnknownBatch", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		if _, err := b.st.MessageIngest(ctx, b.st.Pool, ingestParams("no-such-batch", "A-1", "x")); err == nil {
+			t.Fatal("ingest into an unknown batch succeeded")
+		}
+	})
+
+	t.Run("MissingParams", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		p := ingestParams(b.batchID, "", "x")
+		if _, err := b.st.MessageIngest(ctx, b.st.Pool, p); err == nil {
+			t.Fatal("ingest without an external id succeeded")
+		}
+	})
+
+	t.Run("BatchIDTaken", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		err := b.st.BatchInsert(ctx, b.st.Pool, store.BatchInsertParams{ID: b.batchID, SchemaID: "x"})
+		if !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("err = %v, want ErrConflict", err)
+		}
+	})
+
+	t.Run("ConcurrentSameIDOneInserted", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		const n = 16
+		p := ingestParams(b.batchID, "RACE-1", "the same text")
+		var (
+			wg      sync.WaitGroup
+			start   = make(chan struct{})
+			results = make([]store.MessageIngestResult, n)
+			errs    = make([]error, n)
+		)
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				results[i], errs[i] = b.st.MessageIngest(ctx, b.st.Pool, p)
+			})
+		}
+		close(start)
+		wg.Wait()
+		inserted := 0
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("ingest %d: %v", i, errs[i])
+			}
+			switch results[i].Status {
+			case store.IngestInserted:
+				inserted++
+			case store.IngestDuplicate:
+			default:
+				t.Errorf("ingest %d: status %s", i, results[i].Status)
+			}
+			if results[i].Message.ID != results[0].Message.ID {
+				t.Errorf("ingest %d: message id %d, want %d", i, results[i].Message.ID, results[0].Message.ID)
+			}
+		}
+		if inserted != 1 {
+			t.Errorf("inserted %d times, want 1", inserted)
+		}
+		if c := count(ctx, t, b.st, "runs", results[0].Message.ID); c != 1 {
+			t.Errorf("runs = %d, want 1", c)
+		}
+	})
+}

@@ -1,0 +1,285 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+	"go.uber.org/zap"
+
+	"github.com/extractq/extractq/migrations"
+)
+
+// Migrations are pairs of files NNNNNN_name.up.sql and NNNNNN_name.down.sql
+// (pkgsite's numbering), embedded in package migrations. goose reads only
+// its own one-file format, so each pair is handed to a goose Provider as a
+// Go migration whose up and down run the file's SQL in one transaction;
+// goose keeps the version table (goose_db_version, in the current schema)
+// and a Postgres advisory lock so two migrators never run at once.
+
+// MigrationStatus is one migration version and whether it is applied.
+type MigrationStatus struct {
+	Version   int64
+	Name      string    // file name without .up.sql, such as "000001_core"
+	Applied   bool      // recorded in the version table
+	AppliedAt time.Time // zero if not applied
+}
+
+// Migrate applies every pending migration to the database and schema
+// (search_path) of pool, each version in its own transaction. Concurrent
+// migrators of the same schema wait for each other. The error names the
+// failing version and the direction. log may be nil.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, log *zap.Logger) error {
+	return withProvider(ctx, pool, func(p *goose.Provider) error {
+		results, err := p.Up(ctx)
+		logResults(log, results)
+		return migrateError("up", err)
+	})
+}
+
+// MigrateDown rolls back the latest applied migration, in one
+// transaction. The error names the version if that fails; if nothing is
+// applied it wraps goose.ErrNoNextVersion.
+func MigrateDown(ctx context.Context, pool *pgxpool.Pool, log *zap.Logger) error {
+	return withProvider(ctx, pool, func(p *goose.Provider) error {
+		res, err := p.Down(ctx)
+		if res != nil {
+			logResults(log, []*goose.MigrationResult{res})
+		}
+		if errors.Is(err, goose.ErrNoNextVersion) {
+			return fmt.Errorf("store.MigrateDown: no migration applied: %w", err)
+		}
+		return migrateError("down", err)
+	})
+}
+
+// MigrateStatus lists every known migration, oldest first, with whether it
+// is applied in pool's schema.
+func MigrateStatus(ctx context.Context, pool *pgxpool.Pool) ([]MigrationStatus, error) {
+	var out []MigrationStatus
+	err := withProvider(ctx, pool, func(p *goose.Provider) error {
+		st, err := p.Status(ctx)
+		if err != nil {
+			return fmt.Errorf("store.MigrateStatus: %w", err)
+		}
+		for _, s := range st {
+			out = append(out, MigrationStatus{
+				Version:   s.Source.Version,
+				Name:      migrationName(s.Source.Version),
+				Applied:   s.State == goose.StateApplied,
+				AppliedAt: s.AppliedAt,
+			})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// migrationFile is one version: the SQL of its up and down files.
+type migrationFile struct {
+	Version  int64
+	Name     string // file name stem, such as "000001_core"
+	Up, Down string
+}
+
+// loadMigrations reads the embedded migrations once.
+var loadMigrations = sync.OnceValues(func() ([]migrationFile, error) {
+	return readMigrations(migrations.FS)
+})
+
+// migrationName returns the file name stem of version v, or "".
+func migrationName(v int64) string {
+	files, _ := loadMigrations()
+	for _, f := range files {
+		if f.Version == v {
+			return f.Name
+		}
+	}
+	return ""
+}
+
+func withProvider(ctx context.Context, pool *pgxpool.Pool, fn func(*goose.Provider) error) error {
+	files, err := loadMigrations()
+	if err != nil {
+		return err
+	}
+	gms := make([]*goose.Migration, 0, len(files))
+	for _, f := range files {
+		gms = append(gms, goose.NewGoMigration(f.Version,
+			&goose.GoFunc{RunTx: execFile(f.Up)},
+			&goose.GoFunc{RunTx: execFile(f.Down)},
+		))
+	}
+	// Advisory locks are per database; key the lock by schema so tests
+	// migrating their own schemas in parallel do not wait for each other.
+	var schema string
+	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		return fmt.Errorf("store.Migrate: read current schema: %w", err)
+	}
+	h := fnv.New64a()
+	h.Write([]byte("extractq.migrate." + schema))
+	locker, err := lock.NewPostgresSessionLocker(
+		lock.WithLockID(int64(h.Sum64()>>1)),
+		lock.WithLockTimeout(1, 300), // poll each second, up to 5 minutes
+	)
+	if err != nil {
+		return fmt.Errorf("store.Migrate: %w", err)
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, db, nil,
+		goose.WithGoMigrations(gms...),
+		goose.WithDisableGlobalRegistry(true),
+		goose.WithSessionLocker(locker),
+		goose.WithLogger(goose.NopLogger()),
+	)
+	if err != nil {
+		return fmt.Errorf("store.Migrate: %w", err)
+	}
+	return fn(p)
+}
+
+// migrateError names the version and direction of a failed migration.
+func migrateError(direction string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var partial *goose.PartialError
+	if errors.As(err, &partial) && partial.Failed != nil && partial.Failed.Source != nil {
+		v := partial.Failed.Source.Version
+		return fmt.Errorf("store.Migrate: migration %d (%s) %s failed: %w",
+			v, migrationName(v), direction, partial.Err)
+	}
+	return fmt.Errorf("store.Migrate %s: %w", direction, err)
+}
+
+func logResults(log *zap.Logger, results []*goose.MigrationResult) {
+	if log == nil {
+		return
+	}
+	for _, r := range results {
+		if r.Error != nil {
+			continue
+		}
+		log.Info("migration done",
+			zap.Int64("version", r.Source.Version),
+			zap.String("name", migrationName(r.Source.Version)),
+			zap.String("direction", r.Direction),
+			zap.Duration("duration", r.Duration))
+	}
+}
+
+// readMigrations reads the NNNNNN_name.up.sql / .down.sql pairs of fsys,
+// oldest first. It returns an error for a file that is not part of a
+// pair, a number used twice, or a version below 1: the checks pkgsite's
+// check_bad_migrations makes.
+func readMigrations(fsys fs.FS) ([]migrationFile, error) {
+	files, err := fs.Glob(fsys, "*.sql")
+	if err != nil {
+		return nil, fmt.Errorf("store: list migrations: %w", err)
+	}
+	byVersion := map[int64]*migrationFile{}
+	for _, f := range files {
+		stem, dir, ok := strings.Cut(path.Base(f), ".")
+		if !ok || (dir != "up.sql" && dir != "down.sql") {
+			return nil, fmt.Errorf("store: migration %q: want NNNNNN_name.up.sql or .down.sql", f)
+		}
+		num, _, ok := strings.Cut(stem, "_")
+		v, err := strconv.ParseInt(num, 10, 64)
+		if !ok || err != nil || v < 1 {
+			return nil, fmt.Errorf("store: migration %q: want a version number >= 1 before '_'", f)
+		}
+		m := byVersion[v]
+		if m == nil {
+			m = &migrationFile{Version: v, Name: stem}
+			byVersion[v] = m
+		}
+		if m.Name != stem {
+			return nil, fmt.Errorf("store: duplicate migration version %d: %s and %s", v, m.Name, stem)
+		}
+		body, err := fs.ReadFile(fsys, f)
+		if err != nil {
+			return nil, fmt.Errorf("store: read migration %q: %w", f, err)
+		}
+		if dir == "up.sql" {
+			m.Up = string(body)
+		} else {
+			m.Down = string(body)
+		}
+	}
+	out := make([]migrationFile, 0, len(byVersion))
+	for _, m := range byVersion {
+		if strings.TrimSpace(m.Up) == "" || strings.TrimSpace(m.Down) == "" {
+			return nil, fmt.Errorf("store: migration %s: want both .up.sql and .down.sql, non-empty", m.Name)
+		}
+		out = append(out, *m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	return out, nil
+}
+
+// execFile runs a whole migration file as one multi-statement Exec (pgx
+// sends it with the simple protocol as it has no arguments).
+func execFile(body string) func(context.Context, *sql.Tx) error {
+	return func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, body)
+		return err
+	}
+}
+
+// EnsureDatabase creates the database named in url if it does not exist,
+// by connecting to the "postgres" database of the same server with the
+// same credentials. A database created concurrently by someone else is
+// not an error.
+func EnsureDatabase(ctx context.Context, url string) error {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return fmt.Errorf("store.EnsureDatabase: parse database URL: %w", err)
+	}
+	name := cfg.Database
+	where := fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)
+	if name == "" || name == "postgres" {
+		return nil
+	}
+	cfg.Database = "postgres"
+	// Session settings such as search_path name objects of the target
+	// database; they mean nothing here.
+	delete(cfg.RuntimeParams, "search_path")
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("store.EnsureDatabase(%q): connect to %s/postgres: %w", name, where, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists)
+	if err != nil {
+		return fmt.Errorf("store.EnsureDatabase(%q) on %s: %w", name, where, err)
+	}
+	if exists {
+		return nil
+	}
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == pgDuplicateDatabase {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("store.EnsureDatabase(%q) on %s: create: %w", name, where, err)
+	}
+	return nil
+}

@@ -1,0 +1,124 @@
+package store_test
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/extractq/extractq/store"
+	"github.com/extractq/extractq/store/storetest"
+)
+
+func TestBatchSummary(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := storetest.NewStore(t)
+	batchID := batchFixture(ctx, t, st)
+	other := batchFixture(ctx, t, st)
+
+	succeeded := messageFixture(ctx, t, st, batchID)
+	repaired := messageFixture(ctx, t, st, batchID)
+	failed := messageFixture(ctx, t, st, batchID)
+	queued := messageFixture(ctx, t, st, batchID)
+	_ = queued
+	otherRun := messageFixture(ctx, t, st, other)
+
+	if err := st.RunOutcomeInsert(ctx, st.Pool, succeededOutcome(succeeded)); err != nil {
+		t.Fatal(err)
+	}
+	rp := succeededOutcome(repaired)
+	rp.Status = store.RunRepaired
+	rp.Calls = append(rp.Calls, store.LLMCall{Attempt: 2, PromptTokens: 150, CompletionTokens: 10, CostUSD: 0.0002, Valid: true})
+	if err := st.RunOutcomeInsert(ctx, st.Pool, rp); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RunOutcomeInsert(ctx, st.Pool, failedOutcome(failed)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RunOutcomeInsert(ctx, st.Pool, succeededOutcome(otherRun)); err != nil {
+		t.Fatal(err)
+	}
+
+	sum, err := st.BatchSummary(ctx, st.Pool, batchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Calls: 1 (succeeded) + 2 (repaired) + 2 (failed); the other batch's
+	// call is not counted.
+	want := store.BatchSummary{
+		BatchID: batchID, Messages: 4, Queued: 1, Succeeded: 1, Repaired: 1, Failed: 1,
+		LLMCalls: 5, PromptTokens: 100 + 100 + 150 + 300 + 400, CompletionTokens: 20 + 20 + 10 + 50 + 30,
+	}
+	wantCost := 0.00012 + 0.00012 + 0.0002 + 0.001 + 0.002
+	if math.Abs(sum.CostUSD-wantCost) > 1e-9 {
+		t.Errorf("cost = %v, want %v", sum.CostUSD, wantCost)
+	}
+	sum.CostUSD = 0
+	if sum != want {
+		t.Errorf("summary = %+v\nwant      %+v", sum, want)
+	}
+	if sum.Done() {
+		t.Error("Done with a queued run")
+	}
+
+	empty := batchFixture(ctx, t, st)
+	sum, err = st.BatchSummary(ctx, st.Pool, empty)
+	if err != nil || sum.Messages != 0 || sum.LLMCalls != 0 || !sum.Done() {
+		t.Errorf("empty batch: %+v, %v", sum, err)
+	}
+	if _, err := st.BatchSummary(ctx, st.Pool, "no-such-batch"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("unknown batch: err = %v, want ErrNotFound", err)
+	}
+}
+
+func TestFailingFieldList(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := storetest.NewStore(t)
+	batchID := batchFixture(ctx, t, st)
+
+	// Two failed runs flag /items/*/sku at both attempts and /order_id at
+	// the first; one repaired run flags /order_id at the first attempt.
+	for range 2 {
+		if err := st.RunOutcomeInsert(ctx, st.Pool, failedOutcome(messageFixture(ctx, t, st, batchID))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := messageFixture(ctx, t, st, batchID)
+	rp := failedOutcome(r)
+	rp.Status, rp.Triage = store.RunRepaired, nil
+	rp.Extraction = &store.ExtractionParams{Data: []byte(`{}`)}
+	rp.Failures = rp.Failures[1:2] // the /order_id error at attempt 1
+	if err := st.RunOutcomeInsert(ctx, st.Pool, rp); err != nil {
+		t.Fatal(err)
+	}
+
+	got, err := st.FailingFieldList(ctx, st.Pool, store.FailingFieldListParams{SchemaID: "support_ticket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("failing fields = %+v, want 2 rows", got)
+	}
+	sku, order := got[0], got[1]
+	if sku.PathPattern != "/items/*/sku" || sku.Kind != "schema" || sku.Errors != 4 || sku.Runs != 2 ||
+		sku.FirstPassErrors != 2 || sku.RunsRepaired != 0 || sku.RunsFailed != 2 {
+		t.Errorf("first row = %+v", sku)
+	}
+	if order.PathPattern != "/order_id" || order.Kind != "rule" || order.Errors != 3 || order.Runs != 3 ||
+		order.FirstPassErrors != 3 || order.RunsRepaired != 1 || order.RunsFailed != 2 {
+		t.Errorf("second row = %+v", order)
+	}
+	if sku.FirstSeen.IsZero() || sku.LastSeen.Before(sku.FirstSeen) {
+		t.Errorf("seen %v .. %v", sku.FirstSeen, sku.LastSeen)
+	}
+
+	got, err = st.FailingFieldList(ctx, st.Pool, store.FailingFieldListParams{SchemaID: "other", Limit: 1})
+	if err != nil || len(got) != 0 {
+		t.Errorf("other schema: %+v, %v", got, err)
+	}
+	got, err = st.FailingFieldList(ctx, st.Pool, store.FailingFieldListParams{Limit: 1})
+	if err != nil || len(got) != 1 {
+		t.Errorf("limit 1: %d rows, %v", len(got), err)
+	}
+}

@@ -1,0 +1,179 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
+)
+
+// Errors returned by the store. Callers match them with errors.Is; the
+// returned errors wrap them with the operation and key.
+var (
+	// ErrNotFound means the row asked for does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict means a row with the same key exists with different
+	// content, such as a message id re-ingested with a different text. The
+	// stored row is never changed.
+	ErrConflict = errors.New("conflict")
+	// ErrOutcomeExists means the run already has an outcome (it is no longer
+	// queued); nothing was written.
+	ErrOutcomeExists = errors.New("run outcome already recorded")
+)
+
+// DBTX is what every store method runs its SQL on. It is satisfied by
+// *pgxpool.Pool (each statement on its own) and pgx.Tx (inside the
+// caller's transaction).
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+var (
+	_ DBTX = (*pgxpool.Pool)(nil)
+	_ DBTX = pgx.Tx(nil)
+)
+
+// beginner is a DBTX that can start a transaction, such as *pgxpool.Pool.
+type beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Store is the product's Postgres access. Every method takes the DBTX to
+// run on, so callers choose between the pool and a transaction (see InTx).
+type Store struct {
+	// Pool is the connection pool. Pass it as the DBTX for work that needs
+	// no transaction of the caller's.
+	Pool *pgxpool.Pool
+
+	log *zap.Logger
+}
+
+// openPingTimeout bounds how long Open waits for the server to answer.
+const openPingTimeout = 30 * time.Second
+
+// Open connects a pool to url (a Postgres URL or keyword/value string, as
+// pgx accepts; unknown URL parameters such as search_path become session
+// settings) and pings the server, retrying with exponential backoff for up
+// to 30s so a server that is still starting is waited for. The error names
+// the host and database, never the password. log may be nil.
+func Open(ctx context.Context, url string, log *zap.Logger) (*Store, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	log = log.Named("store")
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// The parse error may quote the URL; do not repeat it here.
+		return nil, fmt.Errorf("store.Open: parse database URL: %w", err)
+	}
+	where := fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store.Open(%s): %w", where, err)
+	}
+	_, err = backoff.Retry(ctx, func() (struct{}, error) {
+		pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		err := pool.Ping(pingCtx)
+		if permanentConnectError(err) {
+			return struct{}{}, backoff.Permanent(err)
+		}
+		return struct{}{}, err
+	},
+		backoff.WithBackOff(backoff.NewExponentialBackOff()),
+		backoff.WithMaxElapsedTime(openPingTimeout),
+		backoff.WithNotify(func(err error, next time.Duration) {
+			log.Info("database not ready, retrying",
+				zap.String("server", where), zap.Duration("retry_in", next), zap.Error(err))
+		}),
+	)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("store.Open: cannot reach Postgres at %s: %w", where, err)
+	}
+	log.Debug("connected", zap.String("server", where))
+	return &Store{Pool: pool, log: log}, nil
+}
+
+// permanentConnectError reports whether err will not go away by waiting:
+// bad credentials, an unknown database or role.
+func permanentConnectError(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch {
+	case strings.HasPrefix(pgErr.Code, "28"): // invalid authorization
+		return true
+	case pgErr.Code == "3D000": // invalid_catalog_name: no such database
+		return true
+	}
+	return false
+}
+
+// Close closes the pool, waiting for connections in use to be released.
+func (s *Store) Close() {
+	s.Pool.Close()
+}
+
+// InTx runs fn in one transaction on the pool: it commits if fn returns
+// nil and rolls back otherwise, returning fn's error.
+func (s *Store) InTx(ctx context.Context, fn func(tx DBTX) error) error {
+	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error { return fn(tx) })
+}
+
+// inTx runs fn in a transaction on db: db itself if it already is one,
+// else a new one begun on db.
+func inTx(ctx context.Context, db DBTX, fn func(tx DBTX) error) error {
+	if _, ok := db.(pgx.Tx); ok {
+		return fn(db)
+	}
+	if b, ok := db.(beginner); ok {
+		return pgx.BeginFunc(ctx, b, func(tx pgx.Tx) error { return fn(tx) })
+	}
+	// An executor that can neither begin nor is a pgx.Tx: run as given.
+	return fn(db)
+}
+
+// Postgres error codes the store translates.
+const (
+	pgUniqueViolation   = "23505"
+	pgDuplicateDatabase = "42P04"
+)
+
+// outcomeConstraints are the unique constraints that mean "this run
+// already has an outcome".
+var outcomeConstraints = map[string]bool{
+	"extractions_run_key":  true,
+	"triage_items_run_key": true,
+}
+
+// interpretError translates driver errors into the store's errors at the
+// boundary: pgx.ErrNoRows becomes ErrNotFound and a unique violation
+// becomes ErrOutcomeExists or ErrConflict (naming the constraint). Other
+// errors are returned unchanged.
+func interpretError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == pgUniqueViolation {
+		if outcomeConstraints[pgErr.ConstraintName] {
+			return fmt.Errorf("%w (constraint %s)", ErrOutcomeExists, pgErr.ConstraintName)
+		}
+		return fmt.Errorf("%w (constraint %s)", ErrConflict, pgErr.ConstraintName)
+	}
+	return err
+}

@@ -1,0 +1,147 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/extractq/extractq/queue"
+	"github.com/extractq/extractq/store"
+)
+
+// ServiceConfig configures RunService.
+type ServiceConfig struct {
+	Worker    *Worker
+	Store     *store.Store
+	Conn      *nats.Conn
+	Consumer  jetstream.Consumer
+	Publisher *queue.Publisher
+	// Consumer options: see queue.ConsumerOptions.
+	Concurrency     int
+	InProgressEvery time.Duration
+	ShutdownGrace   time.Duration
+	TermWithReason  bool
+	// HealthAddr serves /healthz and /readyz; empty means none.
+	HealthAddr string
+	// SweepEvery is how often runs recorded but never published (an ingest
+	// that died between its write and its publish) are published again.
+	// Default 30s; negative means never.
+	SweepEvery time.Duration
+	// SweepAge is how old an unpublished run must be to be swept. Default 1m.
+	SweepAge time.Duration
+	Logger   *zap.Logger
+}
+
+// RunService consumes run messages until ctx ends, with the health
+// endpoints and the publish sweeper beside it. It returns nil after a
+// clean shutdown: fetching stops, in-flight runs finish or are nak'ed
+// within ShutdownGrace.
+func RunService(ctx context.Context, cfg ServiceConfig) error {
+	log := cfg.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	var consuming atomic.Bool
+	var wg sync.WaitGroup
+	var srv *http.Server
+	if cfg.HealthAddr != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+			rctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+			defer cancel()
+			switch {
+			case !consuming.Load():
+				http.Error(w, "not consuming", http.StatusServiceUnavailable)
+			case cfg.Conn != nil && !cfg.Conn.IsConnected():
+				http.Error(w, "nats disconnected", http.StatusServiceUnavailable)
+			case cfg.Store.Pool.Ping(rctx) != nil:
+				http.Error(w, "postgres unreachable", http.StatusServiceUnavailable)
+			default:
+				w.Write([]byte("ready\n"))
+			}
+		})
+		ln, err := net.Listen("tcp", cfg.HealthAddr)
+		if err != nil {
+			return err
+		}
+		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("health server stopped", zap.Error(err))
+			}
+		}()
+		log.Info("health endpoints listening", zap.String("addr", ln.Addr().String()))
+	}
+	if cfg.SweepEvery == 0 {
+		cfg.SweepEvery = 30 * time.Second
+	}
+	if cfg.SweepAge == 0 {
+		cfg.SweepAge = time.Minute
+	}
+	if cfg.SweepEvery > 0 && cfg.Publisher != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(cfg.SweepEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					if n, err := Sweep(ctx, cfg.Store, cfg.Publisher, cfg.SweepAge); err != nil {
+						log.Warn("publish sweep failed", zap.Error(err))
+					} else if n > 0 {
+						log.Info("published runs that had not been published", zap.Int("runs", n))
+					}
+				}
+			}
+		}()
+	}
+
+	consuming.Store(true)
+	err := queue.Run(ctx, cfg.Consumer, cfg.Worker.Handle, queue.ConsumerOptions{
+		Concurrency: cfg.Concurrency, InProgressEvery: cfg.InProgressEvery, ShutdownGrace: cfg.ShutdownGrace,
+		TermWithReason: cfg.TermWithReason, Log: log,
+	})
+	consuming.Store(false)
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		srv.Shutdown(sctx)
+		cancel()
+	}
+	wg.Wait()
+	return err
+}
+
+// Sweep publishes runs recorded more than age ago that were never
+// published, and marks them published. It returns how many it published.
+func Sweep(ctx context.Context, st *store.Store, pub *queue.Publisher, age time.Duration) (int, error) {
+	runs, err := st.RunListUnpublished(ctx, st.Pool, store.RunListUnpublishedParams{OlderThan: time.Now().Add(-age), Limit: 1000})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, r := range runs {
+		env := queue.Envelope{MessageID: r.MessageID, RunNo: r.RunNo, BatchID: r.BatchID, SchemaID: r.SchemaID}
+		if _, err := pub.Publish(ctx, r.DedupID, env); err != nil {
+			return n, err
+		}
+		if err := st.RunMarkPublished(ctx, st.Pool, store.RunMarkPublishedParams{MessageID: r.MessageID, RunNo: r.RunNo}); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}

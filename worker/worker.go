@@ -1,0 +1,248 @@
+// Package worker runs the extraction of each run message taken from the
+// stream: it reads the message from Postgres, runs the pipeline, writes the
+// outcome in one transaction and acks only after the commit.
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/queue"
+	"github.com/extractq/extractq/store"
+)
+
+// SchemaEntry is one configured schema the worker can extract.
+type SchemaEntry struct {
+	Schema *pipeline.Schema
+	Prompt *pipeline.Prompt
+	// Repair is pipeline.RepairRegenerate or pipeline.RepairPatch.
+	Repair string
+}
+
+// Config configures a Worker. Store, Extractor and Schemas are required.
+type Config struct {
+	Store     *store.Store
+	Extractor *pipeline.Extractor
+	// Schemas maps a schema id (runs.schema_id) to its entry.
+	Schemas map[string]SchemaEntry
+	// Model is recorded on failure events that belong to no call.
+	Model string
+	// NakDelay is the first redelivery delay after a transport failure; it
+	// doubles with each delivery up to MaxNakDelay. Defaults 2s and 1m.
+	NakDelay, MaxNakDelay time.Duration
+	// DBTimeout bounds each database step. It must stay below the
+	// consumer's ack wait. Default 15s.
+	DBTimeout time.Duration
+	// Logger is required in spirit; nil means no logs.
+	Logger *zap.Logger
+}
+
+// Worker handles run messages. It is stateless: all state is in the
+// stream and in Postgres, so any number of workers may run.
+type Worker struct {
+	cfg Config
+	log *zap.Logger
+}
+
+// New returns a Worker.
+func New(cfg Config) (*Worker, error) {
+	if cfg.Store == nil || cfg.Extractor == nil || len(cfg.Schemas) == 0 {
+		return nil, errors.New("worker: Store, Extractor and Schemas are required")
+	}
+	if cfg.NakDelay <= 0 {
+		cfg.NakDelay = 2 * time.Second
+	}
+	if cfg.MaxNakDelay <= 0 {
+		cfg.MaxNakDelay = time.Minute
+	}
+	if cfg.DBTimeout <= 0 {
+		cfg.DBTimeout = 15 * time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Worker{cfg: cfg, log: log.Named("worker")}, nil
+}
+
+// Handle processes one delivery and says what to do with the message:
+//
+//   - Ack when the run's outcome is committed, or was already (a
+//     redelivery costs no tokens).
+//   - Nak with a growing delay when the provider or the database failed in
+//     a way that is not the message's fault, unless this is the last
+//     delivery: then the run fails with kind delivery and goes to triage.
+//   - Term when the message names no stored run.
+func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
+	env := d.Envelope
+	log := w.log.With(zap.Int64("message_id", env.MessageID), zap.Int("run_no", env.RunNo),
+		zap.Uint64("delivery", d.NumDelivered))
+
+	rctx, cancel := context.WithTimeout(ctx, w.cfg.DBTimeout)
+	rw, err := w.cfg.Store.RunGetWithMessage(rctx, w.cfg.Store.Pool, store.RunGetParams{MessageID: env.MessageID, RunNo: env.RunNo})
+	cancel()
+	if errors.Is(err, store.ErrNotFound) {
+		log.Error("run message names no stored run; terminating it")
+		return queue.Term("no such run")
+	}
+	if err != nil {
+		log.Warn("reading run failed; will retry", zap.Error(err))
+		return queue.Nak(w.nakDelay(d))
+	}
+	if rw.Run.Status != store.RunQueued {
+		log.Debug("run already has an outcome; acking redelivery", zap.String("status", rw.Run.Status))
+		return queue.Ack()
+	}
+
+	entry, ok := w.cfg.Schemas[rw.Run.SchemaID]
+	if !ok {
+		// Not the message's fault, but no worker of this configuration can
+		// run it: record it for people rather than loop.
+		res := &pipeline.Result{Outcome: pipeline.OutcomeFailed, Errors: pipeline.ErrorList{{
+			Kind: pipeline.KindInput, Keyword: "schema", Message: "schema " + rw.Run.SchemaID + " is not configured on the worker"}}}
+		return w.commit(ctx, log, d, rw, SchemaEntry{Schema: &pipeline.Schema{ID: rw.Run.SchemaID, Version: "unknown"}}, res)
+	}
+
+	res, err := w.cfg.Extractor.Process(ctx, pipeline.Input{
+		Text: rw.Message.Body, Schema: entry.Schema, Prompt: entry.Prompt, Repair: entry.Repair,
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			log.Info("shutting down during the run; it will be redelivered")
+			return queue.Nak(0)
+		}
+		var te *pipeline.TransportError
+		if errors.As(err, &te) && !te.Retryable() {
+			// The provider rejected the request itself (4xx): retrying will not
+			// mend it.
+			res.Outcome = pipeline.OutcomeFailed
+			res.Errors = pipeline.ErrorList{{Kind: pipeline.KindTransport, Keyword: fmt.Sprint(te.StatusCode),
+				Message: fmt.Sprintf("provider rejected the request with HTTP %d", te.StatusCode)}}
+			return w.commit(ctx, log, d, rw, entry, res)
+		}
+		if d.LastDelivery() {
+			res.Outcome = pipeline.OutcomeFailed
+			res.Data = nil
+			res.Errors = pipeline.ErrorList{{Kind: pipeline.KindDelivery, Keyword: "max_deliver",
+				Message: fmt.Sprintf("provider failed on all %d deliveries; last: %s", d.NumDelivered, shortErr(err))}}
+			log.Warn("provider failed on the last delivery; sending to triage", zap.Error(err))
+			return w.commit(ctx, log, d, rw, entry, res)
+		}
+		log.Warn("provider failed; will retry", zap.Error(err))
+		return queue.Nak(w.nakDelay(d))
+	}
+	return w.commit(ctx, log, d, rw, entry, res)
+}
+
+func shortErr(err error) string {
+	s := err.Error()
+	if len(s) > 160 {
+		s = s[:160]
+	}
+	return s
+}
+
+// nakDelay doubles the delay with each delivery.
+func (w *Worker) nakDelay(d *queue.Delivery) time.Duration {
+	delay := w.cfg.NakDelay
+	for i := uint64(1); i < d.NumDelivered && delay < w.cfg.MaxNakDelay; i++ {
+		delay *= 2
+	}
+	return min(delay, w.cfg.MaxNakDelay)
+}
+
+// commit writes the run's outcome in one transaction and acks after it.
+func (w *Worker) commit(ctx context.Context, log *zap.Logger, d *queue.Delivery, rw store.RunWithMessage, entry SchemaEntry, res *pipeline.Result) queue.Decision {
+	params, err := OutcomeParams(rw.Run.MessageID, rw.Run.RunNo, entry.Schema, w.cfg.Model, res)
+	if err != nil {
+		log.Error("building outcome failed", zap.Error(err))
+		return queue.Nak(w.nakDelay(d))
+	}
+	// The commit must finish even while shutting down: it is what lets the
+	// ack happen.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.DBTimeout)
+	defer cancel()
+	err = w.cfg.Store.InTx(cctx, func(tx store.DBTX) error {
+		return w.cfg.Store.RunOutcomeInsert(cctx, tx, params)
+	})
+	switch {
+	case errors.Is(err, store.ErrOutcomeExists):
+		log.Info("run outcome was committed by another delivery; acking")
+		return queue.Ack()
+	case err != nil:
+		log.Error("writing outcome failed; will retry", zap.Error(err))
+		return queue.Nak(w.nakDelay(d))
+	}
+	log.Info("run done", zap.String("outcome", res.Outcome), zap.Int("llm_calls", len(res.Calls)),
+		zap.String("reason", string(res.Reason())), zap.Int("errors", len(res.Errors)))
+	return queue.Ack()
+}
+
+// OutcomeParams maps a pipeline result to the store's outcome write: every
+// call, the extraction or the triage item, and one failure event per error
+// per call (plus one per final error that no call produced, such as a
+// budget or delivery failure).
+func OutcomeParams(messageID int64, runNo int, schema *pipeline.Schema, model string, res *pipeline.Result) (store.RunOutcomeParams, error) {
+	p := store.RunOutcomeParams{
+		MessageID: messageID, RunNo: runNo, SchemaID: schema.ID, SchemaVersion: schema.Version, Status: res.Outcome,
+	}
+	for i, c := range res.Calls {
+		p.Calls = append(p.Calls, store.LLMCall{
+			Attempt: c.Attempt, Purpose: c.Purpose, Model: c.Model, PromptVersion: c.PromptVersion,
+			SchemaID: schema.ID, SchemaVersion: c.SchemaVersion, RequestMode: c.RequestMode,
+			RepairStrategy: c.RepairStrategy, PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens,
+			CostUSD: c.CostUSD, PriceVersion: c.PriceVersion, LatencyMS: int(c.Latency.Milliseconds()),
+			FinishReason: c.FinishReason, Reply: c.Reply, Stripped: c.Stripped, Valid: c.Valid(), ErrorCount: len(c.Errors),
+		})
+		for _, e := range c.Errors {
+			p.Failures = append(p.Failures, store.FailureEvent{CallIndex: i, Err: e})
+		}
+	}
+	switch res.Outcome {
+	case pipeline.OutcomeSucceeded, pipeline.OutcomeRepaired:
+		if len(res.Data) == 0 {
+			return p, errors.New("valid outcome without data")
+		}
+		ev, err := json.Marshal(res.Evidence)
+		if err != nil {
+			return p, err
+		}
+		if res.Evidence == nil {
+			ev = []byte("[]")
+		}
+		p.Extraction = &store.ExtractionParams{Data: res.Data, Evidence: ev, Outcome: res.Outcome, CreatedBy: "model"}
+	case pipeline.OutcomeFailed:
+		if len(res.Errors) == 0 {
+			return p, errors.New("failed outcome without errors")
+		}
+		p.Triage = &store.TriageParams{Reason: string(res.Reason()), Errors: res.Errors, LastReply: res.LastReply}
+		// Final errors no call produced.
+		var last pipeline.ErrorList
+		if n := len(res.Calls); n > 0 {
+			last = res.Calls[n-1].Errors
+		}
+		for _, e := range res.Errors {
+			if !contains(last, e) {
+				p.Failures = append(p.Failures, store.FailureEvent{CallIndex: -1, Attempt: len(res.Calls) + 1, Model: model, Err: e})
+			}
+		}
+	default:
+		return p, fmt.Errorf("unknown outcome %q", res.Outcome)
+	}
+	return p, nil
+}
+
+func contains(l pipeline.ErrorList, e pipeline.Error) bool {
+	for _, x := range l {
+		if x == e {
+			return true
+		}
+	}
+	return false
+}
