@@ -21,7 +21,9 @@ type scripted struct {
 	requests []openai.ChatCompletionRequest
 }
 
-func content(s string) func(w http.ResponseWriter) { return reply(openai.ChatCompletionMessage{Role: "assistant", Content: s}, "stop") }
+func content(s string) func(w http.ResponseWriter) {
+	return reply(openai.ChatCompletionMessage{Role: "assistant", Content: s}, "stop")
+}
 
 func reply(m openai.ChatCompletionMessage, finish openai.FinishReason) func(w http.ResponseWriter) {
 	return func(w http.ResponseWriter) {
