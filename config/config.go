@@ -155,7 +155,7 @@ type Simulator struct {
 	// TruncatedRate: a reply cut off with finish_reason length.
 	TruncatedRate float64 `yaml:"truncated_rate"`
 	// RepairFixRate: the chance each listed error is fixed by a repair.
-	// Default 0.75.
+	// Default 0.75 (default.yaml); 0 means repairs fix nothing.
 	RepairFixRate float64 `yaml:"repair_fix_rate"`
 	// Latency is the simulated mean latency per call. Default 0.
 	Latency time.Duration `yaml:"latency"`
@@ -236,7 +236,6 @@ func (c Config) WithDefaults() Config {
 	c.NATS.DuplicateWindow = cmp.Or(c.NATS.DuplicateWindow, 2*time.Minute)
 	c.Ingest.MaxTextBytes = cmp.Or(c.Ingest.MaxTextBytes, 32768)
 	c.Simulator.Addr = cmp.Or(c.Simulator.Addr, "127.0.0.1:8089")
-	c.Simulator.RepairFixRate = cmp.Or(c.Simulator.RepairFixRate, 0.75)
 	return c
 }
 

@@ -280,3 +280,58 @@ func TestExtractor(t *testing.T) {
 		}
 	})
 }
+
+func TestApplyRepairPatch(t *testing.T) {
+	t.Parallel()
+	doc := decode(t, `{"a":1,"b":{"c":[1,2]},"d":"x"}`)
+	flagged := ErrorList{{Kind: KindSchema, Path: "/b/c"}, {Kind: KindRule, Path: "/d"}}
+	for name, tc := range map[string]struct {
+		patch string
+		ok    bool
+	}{
+		"ReplaceWithNull":   {`[{"op":"replace","path":"/d","value":null}]`, true},
+		"AddBelowFlagged":   {`[{"op":"add","path":"/b/c/-","value":3}]`, true},
+		"RemoveFlagged":     {`[{"op":"remove","path":"/d"}]`, true},
+		"EmptyIsNoOp":       {`[]`, true},
+		"OtherField":        {`[{"op":"replace","path":"/a","value":2}]`, false},
+		"WholeDocument":     {`[{"op":"replace","path":"","value":{}}]`, false},
+		"Move":              {`[{"op":"move","from":"/d","path":"/b/c"}]`, false},
+		"ReplaceNoValue":    {`[{"op":"replace","path":"/d"}]`, false},
+		"BadPointer":        {`[{"op":"replace","path":"d","value":1}]`, false},
+		"BadEscape":         {`[{"op":"replace","path":"/d~2","value":1}]`, false},
+		"NegativeIndex":     {`[{"op":"replace","path":"/b/c/-1","value":1}]`, false},
+		"DoesNotApply":      {`[{"op":"remove","path":"/b/c/9"}]`, false},
+		"NotAnArray":        {`{"op":"remove","path":"/d"}`, false},
+		"PrefixIsNotParent": {`[{"op":"replace","path":"/dd","value":1}]`, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, errs := ApplyRepairPatch(doc, []byte(tc.patch), flagged)
+			if tc.ok != (len(errs) == 0) {
+				t.Fatalf("errs %v", errs)
+			}
+			if !tc.ok && errs[0].Kind != KindPatchInvalid {
+				t.Fatalf("kind %s", errs[0].Kind)
+			}
+		})
+	}
+}
+
+func FuzzApplyRepairPatch(f *testing.F) {
+	for _, s := range []string{`[{"op":"replace","path":"/d","value":null}]`, `[]`, `[{"op":"add","path":"/b/c/0","value":{"x":[1]}}]`, `[{"op":"remove","path":"/b"}]`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, patch string) {
+		doc := map[string]any{"a": json.Number("1"), "b": map[string]any{"c": []any{json.Number("1")}}, "d": "x"}
+		out, errs := ApplyRepairPatch(doc, []byte(patch), ErrorList{{Path: "/b"}, {Path: "/d"}})
+		if len(errs) == 0 {
+			m, ok := out.(map[string]any)
+			if !ok {
+				t.Fatalf("patched document is %T", out)
+			}
+			if m["a"] != json.Number("1") {
+				t.Fatalf("unflagged field changed: %v", m["a"])
+			}
+		}
+	})
+}

@@ -20,10 +20,30 @@ const (
 )
 
 type patchOp struct {
-	Op    string           `json:"op"`
-	Path  *string          `json:"path"`
-	Value *json.RawMessage `json:"value,omitempty"`
-	From  *string          `json:"from,omitempty"`
+	Op    string
+	Path  *string
+	Value json.RawMessage // nil when absent; "null" for a JSON null
+}
+
+func (o *patchOp) UnmarshalJSON(b []byte) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	if raw, ok := m["op"]; ok {
+		if err := json.Unmarshal(raw, &o.Op); err != nil {
+			return err
+		}
+	}
+	if raw, ok := m["path"]; ok {
+		var p string
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return err
+		}
+		o.Path = &p
+	}
+	o.Value = m["value"]
+	return nil
 }
 
 // ApplyRepairPatch applies an RFC 6902 repair patch to doc. Only add,
@@ -46,7 +66,8 @@ func ApplyRepairPatch(doc any, patch []byte, flagged ErrorList) (any, ErrorList)
 		return bad("patch is not a JSON array of operations")
 	}
 	if len(ops) == 0 {
-		return bad("patch has no operations")
+		// Nothing fixed: the document is validated as it was.
+		return doc, nil
 	}
 	if len(ops) > MaxPatchOps {
 		return bad("patch has %d operations; at most %d", len(ops), MaxPatchOps)

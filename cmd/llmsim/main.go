@@ -1,0 +1,68 @@
+// Command llmsim runs the extractq LLM simulator: an OpenAI-compatible
+// chat completions endpoint that fills the requested JSON Schema from the
+// customer message with simple heuristics and injects faults at seeded
+// rates. It is not a model. See package llmsim.
+//
+// Usage:
+//
+//	llmsim [-config file] [-addr host:port] [-seed n]
+//
+// The configuration file comes from -config, else the CONFIG environment
+// variable, else the embedded defaults; its "simulator" section holds the
+// rates. SIGINT or SIGTERM shuts it down gracefully.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"go.uber.org/zap"
+
+	"github.com/extractq/extractq/config"
+	"github.com/extractq/extractq/llmsim"
+)
+
+func main() {
+	configPath := flag.String("config", os.Getenv("CONFIG"), "configuration file (default: $CONFIG, else the embedded defaults)")
+	addr := flag.String("addr", "", "listen address (default: simulator.addr)")
+	seed := flag.Int64("seed", 0, "fault seed (default: simulator.seed)")
+	flag.Parse()
+
+	log, err := zap.NewProduction()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "llmsim:", err)
+		os.Exit(1)
+	}
+	defer func() { _ = log.Sync() }()
+
+	cfg, err := config.Load(*configPath)
+	if err != nil {
+		log.Fatal("load config", zap.Error(err))
+	}
+	sim := cfg.Simulator
+	flag.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "addr":
+			sim.Addr = *addr
+		case "seed":
+			sim.Seed = *seed
+		}
+	})
+	log.Info("extractq LLM simulator — not a model",
+		zap.String("config", *configPath), zap.String("addr", sim.Addr), zap.Int64("seed", sim.Seed),
+		zap.Float64("invalid_json_rate", sim.InvalidJSONRate), zap.Float64("fenced_rate", sim.FencedRate),
+		zap.Float64("prose_rate", sim.ProseRate), zap.Float64("wrong_type_rate", sim.WrongTypeRate),
+		zap.Float64("missing_required_rate", sim.MissingRequiredRate), zap.Float64("ungrounded_rate", sim.UngroundedRate),
+		zap.Float64("truncated_rate", sim.TruncatedRate), zap.Float64("repair_fix_rate", sim.RepairFixRate),
+		zap.Duration("latency", sim.Latency))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := llmsim.New(sim, log).ListenAndServe(ctx, sim.Addr); err != nil {
+		log.Fatal("llmsim", zap.Error(err))
+	}
+}

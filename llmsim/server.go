@@ -1,0 +1,417 @@
+package llmsim
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+
+	"github.com/extractq/extractq/config"
+)
+
+// DefaultModel is the model name GET /v1/models lists. Chat calls accept
+// any model name and echo it.
+const DefaultModel = "extractq-sim-1"
+
+// maxBodyBytes bounds a request body.
+const maxBodyBytes = 8 << 20
+
+// Server is the simulator: an http.Handler serving POST
+// /v1/chat/completions, GET /v1/models and GET /healthz. It is safe for
+// concurrent use.
+type Server struct {
+	cfg   config.Simulator
+	log   *zap.Logger
+	mux   *http.ServeMux
+	re    regexCache
+	calls atomic.Int64
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// New returns a simulator using cfg as given: its rates are probabilities
+// in [0, 1] and are not defaulted here, so RepairFixRate 0 means a repair
+// fixes nothing (config.Load fills the file's defaults, 0.75 for
+// repair_fix_rate). Addr is not used by the handler. A nil log logs
+// nothing.
+func New(cfg config.Simulator, log *zap.Logger) *Server {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	s := &Server{cfg: cfg, log: log.Named("llmsim")}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", s.chatCompletions)
+	mux.HandleFunc("GET /v1/models", s.models)
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("/", s.notFound)
+	s.mux = mux
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// ListenAndServe serves on addr until ctx is done, then shuts down
+// gracefully, waiting up to 10s for calls in flight. It returns nil after a
+// clean shutdown and an error naming addr when it cannot listen.
+func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("llmsim: listen %s: %w", addr, err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve is ListenAndServe on an open listener, which it closes.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	s.log.Info("extractq LLM simulator listening (not a model)", zap.String("addr", ln.Addr().String()))
+	select {
+	case err := <-errc:
+		return fmt.Errorf("llmsim: serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		return fmt.Errorf("llmsim: shutdown: %w", err)
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("llmsim: serve: %w", err)
+	}
+	s.log.Info("extractq LLM simulator stopped")
+	return nil
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "simulator": true})
+}
+
+func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, modelList{Object: "list", Data: []modelInfo{
+		{ID: DefaultModel, Object: "model", Created: 0, OwnedBy: "extractq-llmsim"},
+	}})
+}
+
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/v1/chat/completions", "/v1/models", "/healthz":
+		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", "",
+			r.Method+" is not allowed on "+r.URL.Path)
+		return
+	}
+	writeError(w, http.StatusNotFound, "invalid_request_error", "unknown_url", "",
+		"unknown URL "+r.URL.Path+"; the simulator serves /v1/chat/completions, /v1/models and /healthz")
+}
+
+// target is what a request asks the reply to fill.
+type target struct {
+	schema   []byte // the JSON Schema, nil for none
+	toolName string // the forced tool, "" for content replies
+}
+
+// badRequest is a 400 with an OpenAI error body.
+type badRequest struct{ code, param, msg string }
+
+func (e *badRequest) Error() string { return e.msg }
+
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	var req chatRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes)).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_json", "",
+			"request body is not valid JSON: "+err.Error())
+		return
+	}
+	tg, conv, err := checkRequest(&req)
+	var br *badRequest
+	if errors.As(err, &br) {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", br.code, br.param, br.msg)
+		return
+	}
+	var sd *schemaDoc
+	if tg.schema != nil {
+		if sd, err = parseSchema(tg.schema); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_schema", "response_format",
+				"the JSON schema is not valid JSON: "+err.Error())
+			return
+		}
+	}
+	if err := s.sleep(r.Context(), req.Seed, conv); err != nil {
+		return // the caller is gone
+	}
+	f := &filler{d: sd, re: &s.re}
+	rng := s.rand(req.Seed, conv, "reply")
+	honest := f.fill(conv.text)
+
+	content, finish := "", "stop"
+	fault, faultPath, fixed := FaultNone, "", []string(nil)
+	if !conv.repair {
+		var cut bool
+		content, cut, fault, faultPath = f.inject(pickFault(s.cfg, rng), honest, conv.text, rng)
+		if cut {
+			finish = "length"
+		}
+	} else {
+		rr := f.repair(conv, honest, s.cfg.RepairFixRate, rng)
+		fixed = rr.fixed
+		switch {
+		case rr.raw != "":
+			content = rr.raw
+		case conv.patch && rr.patchOK:
+			content = compactJSON(wrapPatch(sd, rr.ops))
+		default:
+			content = compactJSON(rr.doc)
+		}
+	}
+	if limit := cmp.Or(req.MaxCompletionTokens, req.MaxTokens); limit > 0 && estimateTokens(content) > limit {
+		content = string([]rune(content)[:limit*4])
+		finish = "length"
+	}
+
+	n := s.calls.Add(1)
+	msg := replyMessage{Role: "assistant"}
+	if tg.toolName != "" {
+		msg.ToolCalls = []toolCall{{
+			ID:       fmt.Sprintf("call_sim_%016x", rng.Uint64()),
+			Type:     "function",
+			Function: functionCall{Name: tg.toolName, Arguments: content},
+		}}
+		if finish == "stop" {
+			finish = "tool_calls"
+		}
+	} else {
+		msg.Content = &content
+	}
+	promptTok := estimateTokens(promptText(req, tg))
+	complTok := estimateTokens(content)
+	resp := chatResponse{
+		ID:                fmt.Sprintf("chatcmpl-sim-%s-%d", hashHex(conv.text)[:12], n),
+		Object:            "chat.completion",
+		Created:           time.Now().Unix(),
+		Model:             req.Model,
+		SystemFingerprint: "extractq-llmsim",
+		Choices:           []choice{{Index: 0, Message: msg, FinishReason: finish}},
+		Usage:             usage{PromptTokens: promptTok, CompletionTokens: complTok, TotalTokens: promptTok + complTok},
+	}
+	h := w.Header()
+	h.Set("X-Llmsim-Fault", string(fault))
+	h.Set("X-Llmsim-Attempt", strconv.Itoa(conv.attempt))
+	if faultPath != "" {
+		h.Set("X-Llmsim-Fault-Path", faultPath)
+	}
+	if conv.repair {
+		h.Set("X-Llmsim-Fixed", strings.Join(fixed, ","))
+	}
+	s.log.Debug("chat completion",
+		zap.Int("attempt", conv.attempt),
+		zap.Bool("repair", conv.repair),
+		zap.Bool("patch", conv.repair && conv.patch),
+		zap.Bool("tools", tg.toolName != ""),
+		zap.String("fault", string(fault)),
+		zap.String("fault_path", faultPath),
+		zap.Int("errors_listed", len(conv.errs)),
+		zap.Int("errors_fixed", len(fixed)),
+		zap.String("finish_reason", finish),
+		zap.Int("prompt_tokens", promptTok),
+		zap.Int("completion_tokens", complTok),
+	)
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// checkRequest validates req and reads what it asks for.
+func checkRequest(req *chatRequest) (target, conversation, error) {
+	var tg target
+	bad := func(code, param, format string, a ...any) (target, conversation, error) {
+		return tg, conversation{}, &badRequest{code: code, param: param, msg: fmt.Sprintf(format, a...)}
+	}
+	if req.Model == "" {
+		return bad("missing_model", "model", "you must provide a model parameter")
+	}
+	if len(req.Messages) == 0 {
+		return bad("missing_messages", "messages", "messages must hold at least one message")
+	}
+	for i, m := range req.Messages {
+		switch m.Role {
+		case "system", "developer", "user", "assistant", "tool":
+		default:
+			return bad("invalid_role", fmt.Sprintf("messages[%d].role", i), "messages[%d].role %q is not system, user, assistant or tool", i, m.Role)
+		}
+	}
+	if req.Stream {
+		return bad("stream_unsupported", "stream", "the simulator does not stream; send stream: false")
+	}
+	if req.N > 1 {
+		return bad("n_unsupported", "n", "the simulator returns one choice; n must be 1")
+	}
+	var err error
+	if tg, err = pickTarget(req); err != nil {
+		return tg, conversation{}, err
+	}
+	conv, err := readConversation(req.Messages)
+	if err != nil {
+		return bad("missing_user_message", "messages", "%s", err.Error())
+	}
+	return tg, conv, nil
+}
+
+// pickTarget chooses the tool or the response format the reply fills.
+func pickTarget(req *chatRequest) (target, error) {
+	bad := func(code, param, msg string) (target, error) {
+		return target{}, &badRequest{code: code, param: param, msg: msg}
+	}
+	choice := "auto"
+	named := ""
+	if len(req.ToolChoice) > 0 && string(req.ToolChoice) != "null" {
+		var sc string
+		if err := json.Unmarshal(req.ToolChoice, &sc); err == nil {
+			choice = sc
+		} else {
+			var oc struct {
+				Type     string `json:"type"`
+				Function struct {
+					Name string `json:"name"`
+				} `json:"function"`
+			}
+			if err := json.Unmarshal(req.ToolChoice, &oc); err != nil || oc.Function.Name == "" {
+				return bad("invalid_tool_choice", "tool_choice", `tool_choice must be "none", "auto", "required" or {"type":"function","function":{"name":...}}`)
+			}
+			choice, named = "function", oc.Function.Name
+		}
+	}
+	var fns []*functionDef
+	for _, t := range req.Tools {
+		if t.Type == "function" && t.Function != nil {
+			fns = append(fns, t.Function)
+		}
+	}
+	if len(fns) > 0 && choice != "none" {
+		var fn *functionDef
+		switch {
+		case named != "":
+			for _, f := range fns {
+				if f.Name == named {
+					fn = f
+				}
+			}
+			if fn == nil {
+				return bad("invalid_tool_choice", "tool_choice", "tool_choice names "+named+", which is not in tools")
+			}
+		case len(fns) == 1:
+			fn = fns[0]
+		default:
+			return bad("ambiguous_tool", "tool_choice", "the simulator calls one tool: send one tool or name it in tool_choice")
+		}
+		tg := target{toolName: fn.Name}
+		if len(fn.Parameters) > 0 && string(fn.Parameters) != "null" {
+			tg.schema = fn.Parameters
+		}
+		return tg, nil
+	}
+	if rf := req.ResponseFormat; rf != nil && rf.Type == "json_schema" {
+		if rf.JSONSchema == nil || len(rf.JSONSchema.Schema) == 0 || string(rf.JSONSchema.Schema) == "null" {
+			return bad("missing_schema", "response_format.json_schema.schema", "response_format json_schema needs json_schema.schema")
+		}
+		return target{schema: rf.JSONSchema.Schema}, nil
+	}
+	return target{}, nil
+}
+
+// rand returns the generator of one reply, seeded from a hash of the
+// configured seed, the request's seed (if any), the attempt, the message
+// text and a purpose, so the same inputs always give the same reply.
+func (s *Server) rand(reqSeed *int64, conv conversation, purpose string) *rand.Rand {
+	h := sha256.New()
+	var b [8]byte
+	put := func(u uint64) {
+		binary.LittleEndian.PutUint64(b[:], u)
+		h.Write(b[:])
+	}
+	put(uint64(s.cfg.Seed))
+	if reqSeed != nil {
+		put(1)
+		put(uint64(*reqSeed))
+	} else {
+		put(0)
+	}
+	put(uint64(conv.attempt))
+	h.Write([]byte(purpose))
+	h.Write([]byte{0})
+	h.Write([]byte(conv.text))
+	sum := h.Sum(nil)
+	return rand.New(rand.NewPCG(binary.LittleEndian.Uint64(sum[:8]), binary.LittleEndian.Uint64(sum[8:16])))
+}
+
+// sleep waits the simulated latency: uniform in [0.5, 1.5] × the mean. It
+// returns ctx's error when the caller goes away first.
+func (s *Server) sleep(ctx context.Context, reqSeed *int64, conv conversation) error {
+	if s.cfg.Latency <= 0 {
+		return nil
+	}
+	rng := s.rand(reqSeed, conv, "latency")
+	d := time.Duration(float64(s.cfg.Latency) * (0.5 + rng.Float64()))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// estimateTokens is the simulator's token estimate: ceil(code points / 4).
+// It is not a tokenizer.
+func estimateTokens(s string) int {
+	return (utf8.RuneCountInString(s) + 3) / 4
+}
+
+// promptText is what the prompt estimate counts: every message's text and
+// tool call arguments, and the schema.
+func promptText(req chatRequest, tg target) string {
+	var b strings.Builder
+	for _, m := range req.Messages {
+		b.WriteString(m.text())
+		for _, tc := range m.ToolCalls {
+			b.WriteString(tc.Function.Arguments)
+		}
+	}
+	b.Write(tg.schema)
+	return b.String()
+}
+
+func hashHex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, typ, code, param, msg string) {
+	body := apiError{Error: apiErrorBody{Message: msg, Type: typ, Code: code}}
+	if param != "" {
+		body.Error.Param = &param
+	}
+	writeJSON(w, status, body)
+}
