@@ -1,0 +1,314 @@
+package worker_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/extractq/extractq/config"
+	"github.com/extractq/extractq/ingest"
+	"github.com/extractq/extractq/llmsim"
+	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/queue"
+	"github.com/extractq/extractq/queue/queuetest"
+	"github.com/extractq/extractq/schemas"
+	"github.com/extractq/extractq/store"
+	"github.com/extractq/extractq/store/storetest"
+	"github.com/extractq/extractq/worker"
+)
+
+// testBundle is one private pipeline: its own Postgres schema, stream,
+// simulator and worker.
+type testBundle struct {
+	st      *store.Store
+	q       *queuetest.Bundle
+	schema  *pipeline.Schema
+	calls   *atomic.Int64 // chat completion requests the simulator served
+	pub     *queue.Publisher
+	workCfg config.Worker
+}
+
+type setupOpts struct {
+	sim        config.Simulator
+	handler    http.Handler // replaces the simulator when set
+	maxDeliver int
+}
+
+func setup(t *testing.T, o setupOpts) *testBundle {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+
+	b := &testBundle{st: storetest.NewStore(t), q: queuetest.NewStream(t), calls: new(atomic.Int64)}
+	h := o.handler
+	if h == nil {
+		h = llmsim.New(o.sim, log)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/chat/completions") {
+			b.calls.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+
+	cfg := config.Default()
+	var err error
+	b.schema, err = pipeline.LoadSchema(schemas.FS, "customer_message", "customer_message.v1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt, err := pipeline.LoadPrompt("extract.v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oc := openai.DefaultConfig("test")
+	oc.BaseURL = srv.URL + "/v1"
+	price := cfg.Prices.Models[cfg.LLM.Model]
+	ext := pipeline.NewExtractor(openai.NewClientWithConfig(oc), pipeline.ExtractorConfig{
+		Model: cfg.LLM.Model, MaxCompletionTokens: cfg.LLM.MaxCompletionTokens, ContextWindowTokens: cfg.LLM.ContextWindowTokens,
+		Budget: pipeline.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCostUSD: cfg.Budget.MaxCostUSD},
+		Price:  pipeline.Price{InputPerMTok: price.InputPerMTok, OutputPerMTok: price.OutputPerMTok}, PriceVersion: cfg.Prices.Version,
+	})
+	w, err := worker.New(worker.Config{
+		Store: b.st, Extractor: ext, Model: cfg.LLM.Model, NakDelay: 20 * time.Millisecond, MaxNakDelay: 50 * time.Millisecond,
+		Schemas: map[string]worker.SchemaEntry{"customer_message": {Schema: b.schema, Prompt: prompt, Repair: pipeline.RepairRegenerate}},
+		Logger:  log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.workCfg = cfg.Worker
+	b.workCfg.Concurrency = 4
+	b.workCfg.AckWait = 5 * time.Second
+	if o.maxDeliver > 0 {
+		b.workCfg.MaxDeliver = o.maxDeliver
+	}
+	cons, err := queue.EnsureConsumer(ctx, b.q.JS, b.q.NATS, b.workCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.pub = queue.NewPublisher(b.q.JS, b.q.NATS)
+	done := make(chan error, 1)
+	go func() {
+		done <- worker.RunService(ctx, worker.ServiceConfig{
+			Worker: w, Store: b.st, Conn: b.q.Conn, Consumer: cons, Publisher: b.pub,
+			Concurrency: b.workCfg.Concurrency, ShutdownGrace: 2 * time.Second, SweepEvery: -1, Logger: log,
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("RunService: %v", err)
+		}
+	})
+	return b
+}
+
+// ingestFile ingests path as one batch and returns its summary.
+func (b *testBundle) ingestFile(t *testing.T, path string) ingest.Summary {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	return b.ingestReader(t, f)
+}
+
+func (b *testBundle) ingestReader(t *testing.T, r interface{ Read([]byte) (int, error) }) ingest.Summary {
+	t.Helper()
+	in, err := ingest.New(ingest.Config{Store: b.st, Publisher: b.pub, SchemaID: "customer_message", MaxTextBytes: 32768})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := in.Run(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
+// wait polls the batch until no run is queued.
+func (b *testBundle) wait(t *testing.T, batchID string) store.BatchSummary {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		bs, err := b.st.BatchSummary(context.Background(), b.st.Pool, batchID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bs.Done() {
+			return bs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("batch %s not done: %+v", batchID, bs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (b *testBundle) count(t *testing.T, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := b.st.Pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+func TestPipelineEndToEnd(t *testing.T) {
+	t.Parallel()
+
+	t.Run("RealSampleAddsUp", func(t *testing.T) {
+		t.Parallel()
+		// Fault rates far above the demo's, so every path is taken.
+		b := setup(t, setupOpts{sim: config.Simulator{Seed: 7, InvalidJSONRate: 0.1, FencedRate: 0.1, ProseRate: 0.1,
+			WrongTypeRate: 0.1, MissingRequiredRate: 0.1, UngroundedRate: 0.15, TruncatedRate: 0.05, RepairFixRate: 0.75}})
+		sum := b.ingestFile(t, "../testdata/abcd/small.jsonl")
+		if sum.Published != 40 || sum.Rejected != 0 {
+			t.Fatalf("ingest %+v", sum)
+		}
+		bs := b.wait(t, sum.BatchID)
+		if bs.Succeeded+bs.Repaired+bs.Failed != sum.Published {
+			t.Fatalf("outcomes %+v do not add up to %d published", bs, sum.Published)
+		}
+		if bs.Succeeded == 0 || bs.Repaired == 0 || bs.Failed == 0 {
+			t.Fatalf("want every outcome at these fault rates: %+v", bs)
+		}
+		// Every call the simulator served is recorded, and no more.
+		if got := int64(b.count(t, `SELECT count(*) FROM llm_calls`)); got != b.calls.Load() || got != int64(bs.LLMCalls) {
+			t.Fatalf("llm_calls rows %d, summary %d, simulator served %d", got, bs.LLMCalls, b.calls.Load())
+		}
+		// One repair at most per run.
+		if n := b.count(t, `SELECT count(*) FROM (SELECT 1 FROM llm_calls GROUP BY message_id, run_no HAVING count(*) > 2) x`); n != 0 {
+			t.Fatalf("%d runs with more than two calls", n)
+		}
+
+		// Every stored result validates against its schema now.
+		exts, err := b.st.ExtractionList(context.Background(), b.st.Pool, store.ExtractionListParams{BatchID: sum.BatchID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(exts) != bs.Succeeded+bs.Repaired {
+			t.Fatalf("%d extractions for %d valid runs", len(exts), bs.Succeeded+bs.Repaired)
+		}
+		for _, e := range exts {
+			rw, err := b.st.RunGetWithMessage(context.Background(), b.st.Pool, store.RunGetParams{MessageID: e.MessageID, RunNo: e.RunNo})
+			if err != nil {
+				t.Fatal(err)
+			}
+			inst, err := pipeline.DecodeStrict(e.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if errs, _ := b.schema.Validate(inst, rw.Message.Body); len(errs) > 0 {
+				t.Errorf("stored result of %s does not validate: %v", e.ExternalID, errs)
+			}
+		}
+
+		// Every failed run has a triage item with its errors, and every
+		// error of every call is a failure event.
+		items, err := b.st.TriageItemList(context.Background(), b.st.Pool, store.TriageItemListParams{BatchID: sum.BatchID, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(items) != bs.Failed {
+			t.Fatalf("%d triage items for %d failed runs", len(items), bs.Failed)
+		}
+		for _, it := range items {
+			if len(it.Errors) == 0 || it.Reason != string(it.Errors[0].Kind) {
+				t.Errorf("triage item %d: reason %q errors %v", it.ID, it.Reason, it.Errors)
+			}
+		}
+		if got, want := b.count(t, `SELECT count(*) FROM failure_events WHERE llm_call_id IS NOT NULL`),
+			b.count(t, `SELECT coalesce(sum(error_count), 0) FROM llm_calls`); got != want {
+			t.Fatalf("%d failure events for %d call errors", got, want)
+		}
+		if n := b.count(t, `SELECT count(*) FROM llm_calls WHERE purpose = 'repair'`); n != bs.Repaired+b.count(t,
+			`SELECT count(*) FROM triage_items t WHERE EXISTS (SELECT 1 FROM llm_calls c WHERE c.message_id = t.message_id AND c.run_no = t.run_no AND c.attempt = 2)`) {
+			t.Fatalf("%d repair calls do not match repaired runs plus failed runs that were repaired", n)
+		}
+
+		// Ingesting the same file again publishes nothing.
+		again := b.ingestFile(t, "../testdata/abcd/small.jsonl")
+		if again.Published != 0 || again.Duplicates != 40 {
+			t.Fatalf("re-ingest %+v", again)
+		}
+
+		// A redelivered run that has an outcome costs no tokens: publish run 1
+		// of the first message again under a new dedup key.
+		before := b.calls.Load()
+		if _, err := b.pub.Publish(context.Background(), "redeliver-test", queue.Envelope{MessageID: exts[0].MessageID, RunNo: 1, BatchID: sum.BatchID, SchemaID: "customer_message"}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for b.q.Messages(t) > 0 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if b.q.Messages(t) != 0 {
+			t.Fatal("redelivered run not acked")
+		}
+		if b.calls.Load() != before {
+			t.Fatalf("redelivery called the LLM %d times", b.calls.Load()-before)
+		}
+	})
+
+	t.Run("ConflictingIDIsRejected", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{sim: config.Simulator{Seed: 1, RepairFixRate: 0.75}})
+		first := b.ingestReader(t, strings.NewReader(`{"id":"m1","text":"my order 4821300017 never came"}`+"\n"))
+		b.wait(t, first.BatchID)
+		second := b.ingestReader(t, strings.NewReader(`{"id":"m1","text":"a different text"}`+"\n"))
+		if second.Rejected != 1 || second.Published != 0 || !strings.Contains(second.Errors[0].Reason, "conflict") || second.Errors[0].Line != 1 {
+			t.Fatalf("%+v", second)
+		}
+		if n := b.count(t, `SELECT count(*) FROM messages WHERE external_id = 'm1' AND body = 'my order 4821300017 never came'`); n != 1 {
+			t.Fatal("stored message changed")
+		}
+	})
+
+	t.Run("ProviderDownGoesToTriageAfterDeliveryLimit", func(t *testing.T) {
+		t.Parallel()
+		down := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte(`{"error":{"message":"overloaded","type":"server_error"}}`))
+		})
+		b := setup(t, setupOpts{handler: down, maxDeliver: 2})
+		sum := b.ingestReader(t, strings.NewReader(`{"id":"m1","text":"where is order 4821300017?"}`+"\n"))
+		bs := b.wait(t, sum.BatchID)
+		if bs.Failed != 1 {
+			t.Fatalf("%+v", bs)
+		}
+		items, err := b.st.TriageItemList(context.Background(), b.st.Pool, store.TriageItemListParams{BatchID: sum.BatchID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(items) != 1 || items[0].Reason != string(pipeline.KindDelivery) {
+			t.Fatalf("%+v", items)
+		}
+		if got := b.calls.Load(); got != 2 {
+			t.Fatalf("provider called %d times, want one per delivery (2)", got)
+		}
+	})
+
+	t.Run("EmptyTextNeverReachesTheModel", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{sim: config.Simulator{Seed: 1}})
+		sum := b.ingestReader(t, strings.NewReader("{\"id\":\"e1\",\"text\":\"  \"}\n{\"id\":\"ok\",\"text\":\"hello, my order is 4821300017\"}\n"))
+		if sum.Rejected != 1 || sum.Errors[0].Line != 1 || sum.Published != 1 {
+			t.Fatalf("%+v", sum)
+		}
+		b.wait(t, sum.BatchID)
+	})
+}
