@@ -37,8 +37,13 @@ func Connect(ctx context.Context, url, name string, log *zap.Logger) (*nats.Conn
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second),
 		nats.ReconnectJitter(500*time.Millisecond, time.Second),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			log.Warn("nats disconnected", zap.Error(err))
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if err == nil || nc.IsClosed() {
+				// Our own Close or Drain: not worth a warning.
+				log.Debug("nats disconnected", zap.Error(err))
+				return
+			}
+			log.Warn("nats disconnected; reconnecting", zap.Error(err))
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("nats reconnected", zap.String("server_url", nc.ConnectedUrlRedacted()))

@@ -22,6 +22,8 @@ import (
 	"os"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/extractq/extractq/ingest"
 	"github.com/extractq/extractq/internal/app"
 )
@@ -35,7 +37,7 @@ func main() {
 	flag.BoolVar(&o.Wait, "wait", false, "wait until every message of the batch has an outcome")
 	flag.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "with -wait, give up after this long (exit 3)")
 	flag.BoolVar(&o.JSON, "json", false, "print the batch summary as one JSON object on stdout")
-	flag.BoolVar(&o.Quiet, "quiet", false, "no progress bars")
+	flag.BoolVar(&o.Quiet, "quiet", !term.IsTerminal(int(os.Stderr.Fd())), "no progress bars (default when stderr is not a terminal)")
 	logLevel := flag.String("log-level", app.GetEnv("LOG_LEVEL", "warn"), "debug, info, warn or error")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: ingest [flags] FILE   (FILE - reads stdin)\n")
