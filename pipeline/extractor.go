@@ -128,6 +128,8 @@ type Call struct {
 	Stripped string
 	// Errors is what validation found in this call's reply.
 	Errors ErrorList
+	// Patch is the RFC 6902 patch applied by a patch-strategy repair.
+	Patch json.RawMessage
 }
 
 // Valid reports whether the call's reply validated.
@@ -238,6 +240,7 @@ func (e *Extractor) Process(ctx context.Context, in Input) (*Result, error) {
 	var errs2 ErrorList
 	if in.Repair == RepairPatch {
 		inst2, errs2, res.Patch = e.checkPatch(resp2, inst, errs, in)
+		call2.Patch = res.Patch
 	} else {
 		inst2, errs2, call2.Stripped = e.check(resp2, in)
 	}

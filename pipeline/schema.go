@@ -125,6 +125,7 @@ func stripAnnotations(v any) any {
 // instance, the evidence span of every grounded value.
 func (s *Schema) Validate(instance any, text string) (ErrorList, []Evidence) {
 	errs := s.validateSchema(instance)
+	errs = append(errs, s.checkKeyCase(s.doc, instance, "", 0)...)
 	gerrs, evidence := s.Ground(instance, text)
 	errs = append(errs, gerrs...)
 	errs.Sort()
@@ -202,14 +203,9 @@ func (s *Schema) leafErrors(v *jsonschema.ValidationError, instance any) ErrorLi
 		props, _ := parent.(map[string]any)["properties"].(map[string]any)
 		var out ErrorList
 		for k := range m {
-			if _, ok := props[k]; !ok {
-				msg := "property is not in the schema"
-				for p := range props {
-					if strings.EqualFold(p, k) {
-						msg = "property is not in the schema; did you mean " + p + "?"
-					}
-				}
-				out = append(out, Error{Kind: KindSchema, Path: path + "/" + escapeToken(k), Keyword: keyword, Message: msg})
+			if _, ok := props[k]; !ok && caseTwin(props, k) == "" {
+				out = append(out, Error{Kind: KindSchema, Path: path + "/" + escapeToken(k), Keyword: keyword,
+					Message: "property is not in the schema"})
 			}
 		}
 		return out
@@ -297,6 +293,51 @@ func (s *Schema) PropertyNames() []string {
 	out := make([]string, 0, len(props))
 	for k := range props {
 		out = append(out, k)
+	}
+	return out
+}
+
+// caseTwin returns the property of props that k matches only when case is
+// ignored, or "".
+func caseTwin(props map[string]any, k string) string {
+	for p := range props {
+		if p != k && strings.EqualFold(p, k) {
+			return p
+		}
+	}
+	return ""
+}
+
+// checkKeyCase reports keys that differ from a schema property only by
+// case ("Order_ID" for "order_id"), wherever the schema describes the
+// object: such keys are never merged into the property.
+func (s *Schema) checkKeyCase(schema any, inst any, path string, depth int) ErrorList {
+	sm, _ := schema.(map[string]any)
+	if sm == nil || depth > MaxJSONDepth {
+		return nil
+	}
+	if ref, ok := sm["$ref"].(string); ok && strings.HasPrefix(ref, "#") {
+		if target, ok := resolvePointer(s.doc, ref[1:]); ok {
+			return s.checkKeyCase(target, inst, path, depth+1)
+		}
+	}
+	var out ErrorList
+	switch v := inst.(type) {
+	case map[string]any:
+		props, _ := sm["properties"].(map[string]any)
+		for k, child := range v {
+			p := path + "/" + escapeToken(k)
+			if _, ok := props[k]; ok {
+				out = append(out, s.checkKeyCase(props[k], child, p, depth+1)...)
+			} else if twin := caseTwin(props, k); twin != "" {
+				out = append(out, Error{Kind: KindSchema, Path: p, Keyword: "property_case",
+					Message: "key differs from property " + twin + " only by case; use " + twin})
+			}
+		}
+	case []any:
+		for i, child := range v {
+			out = append(out, s.checkKeyCase(sm["items"], child, path+"/"+itoa(i), depth+1)...)
+		}
 	}
 	return out
 }

@@ -82,6 +82,14 @@ func TestSchemaValidate(t *testing.T) {
 		}
 	})
 
+	t.Run("KeyDiffersOnlyByCase", func(t *testing.T) {
+		t.Parallel()
+		errs, _ := s.Validate(decode(t, `{"intent":"status","Order_ID":"4821300017","order_id":null,"account_id":null,"email":null,"items":[{"SKU":"ab12345","sku":"ab12345","qty":1}]}`), orderText)
+		if len(errs) != 2 || errs[0].Path != "/Order_ID" || errs[0].Keyword != "property_case" || errs[1].Path != "/items/0/SKU" {
+			t.Fatalf("got %v", errs)
+		}
+	})
+
 	t.Run("WrongType", func(t *testing.T) {
 		t.Parallel()
 		errs, _ := s.Validate(decode(t, `{"intent":"status","order_id":4821300017,"account_id":null,"email":null,"items":[]}`), orderText)

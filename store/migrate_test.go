@@ -29,8 +29,14 @@ func TestMigrate(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
 		st := storetest.NewStore(t)
-		if err := store.MigrateDown(ctx, st.Pool, nil); err != nil {
-			t.Fatal(err)
+		all, err := store.MigrateStatus(ctx, st.Pool)
+		if err != nil || len(all) < 2 {
+			t.Fatalf("status = %+v, %v", all, err)
+		}
+		for range all {
+			if err := store.MigrateDown(ctx, st.Pool, nil); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if tableExists(ctx, t, st, "messages") {
 			t.Fatal("messages still exists after down")

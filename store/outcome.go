@@ -29,6 +29,9 @@ type LLMCall struct {
 	Stripped         string // the JSON taken from the reply; cleaned as Reply
 	Valid            bool   // the reply passed validation
 	ErrorCount       int    // errors found in the reply
+	// Patch is the RFC 6902 patch a patch-strategy repair applied; nil
+	// for other calls.
+	Patch json.RawMessage
 }
 
 // FailureEvent is one error for failure analytics (failure_events: one row
@@ -119,8 +122,8 @@ const llmCallInsertSQL = `
 INSERT INTO llm_calls (
     message_id, run_no, attempt, purpose, model, prompt_version, schema_id, schema_version,
     request_mode, repair_strategy, prompt_tokens, completion_tokens, cost_usd, price_version,
-    latency_ms, finish_reason, reply, stripped, valid, error_count)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+    latency_ms, finish_reason, reply, stripped, valid, error_count, patch)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
 RETURNING id`
 
 const extractionInsertSQL = `
@@ -188,7 +191,7 @@ func (s *Store) RunOutcomeInsert(ctx context.Context, db DBTX, p RunOutcomeParam
 				cmp.Or(c.SchemaID, p.SchemaID), cmp.Or(c.SchemaVersion, p.SchemaVersion),
 				c.RequestMode, c.RepairStrategy, c.PromptTokens, c.CompletionTokens, c.CostUSD,
 				c.PriceVersion, c.LatencyMS, CleanText(c.FinishReason), CleanText(c.Reply),
-				CleanText(c.Stripped), c.Valid, c.ErrorCount,
+				CleanText(c.Stripped), c.Valid, c.ErrorCount, nullJSON(CleanJSON(c.Patch)),
 			).Scan(&callIDs[i])
 			if err != nil {
 				return fmt.Errorf("insert call %d (attempt %d): %w", i, c.Attempt, interpretError(err))
@@ -291,4 +294,12 @@ func marshalErrorList(l pipeline.ErrorList) ([]byte, error) {
 		return nil, fmt.Errorf("encode error list: %w", err)
 	}
 	return b, nil
+}
+
+// nullJSON returns nil (SQL NULL) for an empty document.
+func nullJSON(doc json.RawMessage) any {
+	if len(doc) == 0 {
+		return nil
+	}
+	return doc
 }

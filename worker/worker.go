@@ -199,6 +199,7 @@ func OutcomeParams(messageID int64, runNo int, schema *pipeline.Schema, model st
 			RepairStrategy: c.RepairStrategy, PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens,
 			CostUSD: c.CostUSD, PriceVersion: c.PriceVersion, LatencyMS: int(c.Latency.Milliseconds()),
 			FinishReason: c.FinishReason, Reply: c.Reply, Stripped: c.Stripped, Valid: c.Valid(), ErrorCount: len(c.Errors),
+			Patch: c.Patch,
 		})
 		for _, e := range c.Errors {
 			p.Failures = append(p.Failures, store.FailureEvent{CallIndex: i, Err: e})
