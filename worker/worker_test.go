@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -41,6 +42,8 @@ type setupOpts struct {
 	sim        config.Simulator
 	handler    http.Handler // replaces the simulator when set
 	maxDeliver int
+	repair     string // default regenerate
+	mode       string // default response_format
 }
 
 func setup(t *testing.T, o setupOpts) *testBundle {
@@ -75,13 +78,13 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	oc.BaseURL = srv.URL + "/v1"
 	price := cfg.Prices.Models[cfg.LLM.Model]
 	ext := pipeline.NewExtractor(openai.NewClientWithConfig(oc), pipeline.ExtractorConfig{
-		Model: cfg.LLM.Model, MaxCompletionTokens: cfg.LLM.MaxCompletionTokens, ContextWindowTokens: cfg.LLM.ContextWindowTokens,
+		Model: cfg.LLM.Model, RequestMode: o.mode, MaxCompletionTokens: cfg.LLM.MaxCompletionTokens, ContextWindowTokens: cfg.LLM.ContextWindowTokens,
 		Budget: pipeline.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCostUSD: cfg.Budget.MaxCostUSD},
 		Price:  pipeline.Price{InputPerMTok: price.InputPerMTok, OutputPerMTok: price.OutputPerMTok}, PriceVersion: cfg.Prices.Version,
 	})
 	w, err := worker.New(worker.Config{
 		Store: b.st, Extractor: ext, Model: cfg.LLM.Model, NakDelay: 20 * time.Millisecond, MaxNakDelay: 50 * time.Millisecond,
-		Schemas: map[string]worker.SchemaEntry{"customer_message": {Schema: b.schema, Prompt: prompt, Repair: pipeline.RepairRegenerate}},
+		Schemas: map[string]worker.SchemaEntry{"customer_message": {Schema: b.schema, Prompt: prompt, Repair: cmp.Or(o.repair, pipeline.RepairRegenerate)}},
 		Logger:  log,
 	})
 	if err != nil {

@@ -1,0 +1,158 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/store"
+)
+
+// scriptedLLM answers each chat call with the next scripted message.
+type scriptedLLM struct {
+	mu      sync.Mutex
+	replies []openai.ChatCompletionChoice
+}
+
+func (s *scriptedLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if len(s.replies) == 0 {
+		w.WriteHeader(http.StatusInternalServerError)
+		w.Write([]byte(`{"error":{"message":"script exhausted","type":"server_error"}}`))
+		return
+	}
+	c := s.replies[0]
+	s.replies = s.replies[1:]
+	json.NewEncoder(w).Encode(openai.ChatCompletionResponse{
+		ID: "x", Object: "chat.completion", Model: "extractq-sim-1", Choices: []openai.ChatCompletionChoice{c},
+		Usage: openai.Usage{PromptTokens: 1000, CompletionTokens: 100, TotalTokens: 1100},
+	})
+}
+
+func text(s string) openai.ChatCompletionChoice {
+	return openai.ChatCompletionChoice{Message: openai.ChatCompletionMessage{Role: "assistant", Content: s}, FinishReason: "stop"}
+}
+
+const classText = "hi, order 4821300017 never arrived, my account id is U85ALFLG2Z"
+
+// record returns a valid customer_message record with the given overrides.
+func record(t *testing.T, over map[string]any) string {
+	t.Helper()
+	r := map[string]any{"intent": "missing", "flow": nil, "full_name": nil, "account_id": "U85ALFLG2Z", "username": nil,
+		"email": nil, "phone": nil, "membership_level": nil, "order_id": "4821300017", "zip_code": nil,
+		"street_address": nil, "city": nil, "state": nil, "payment_method": nil, "purchase_date": nil,
+		"refund_amount": nil, "product_names": nil}
+	for k, v := range over {
+		if v == "<delete>" {
+			delete(r, k)
+			continue
+		}
+		r[k] = v
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestFailureClasses drives each failure class through the worker with a
+// scripted provider over HTTP and checks what was stored.
+func TestFailureClasses(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name       string
+		repair     string
+		replies    func(t *testing.T) []openai.ChatCompletionChoice
+		status     string
+		reason     pipeline.Kind
+		calls      int
+		eventKinds []string // kinds of the failure events, in call order
+		patch      bool
+	}{
+		{name: "Succeeded", replies: func(t *testing.T) []openai.ChatCompletionChoice {
+			return []openai.ChatCompletionChoice{text(record(t, nil))}
+		}, status: store.RunSucceeded, calls: 1},
+		{name: "UngroundedRepaired", replies: func(t *testing.T) []openai.ChatCompletionChoice {
+			return []openai.ChatCompletionChoice{text(record(t, map[string]any{"order_id": "1111111111"})), text(record(t, nil))}
+		}, status: store.RunRepaired, calls: 2, eventKinds: []string{"rule"}},
+		{name: "MissingRequiredFailsAfterOneRepair", replies: func(t *testing.T) []openai.ChatCompletionChoice {
+			bad := record(t, map[string]any{"order_id": "<delete>"})
+			return []openai.ChatCompletionChoice{text(bad), text(bad), text(record(t, nil))}
+		}, status: store.RunFailed, reason: pipeline.KindSchema, calls: 2, eventKinds: []string{"schema", "schema"}},
+		{name: "TruncatedNotRepaired", replies: func(t *testing.T) []openai.ChatCompletionChoice {
+			return []openai.ChatCompletionChoice{{Message: openai.ChatCompletionMessage{Role: "assistant", Content: `{"intent":"miss`}, FinishReason: "length"}}
+		}, status: store.RunFailed, reason: pipeline.KindTruncated, calls: 1, eventKinds: []string{"truncated"}},
+		{name: "ContentFilterIsRefusal", replies: func(t *testing.T) []openai.ChatCompletionChoice {
+			return []openai.ChatCompletionChoice{{Message: openai.ChatCompletionMessage{Role: "assistant"}, FinishReason: "content_filter"}}
+		}, status: store.RunFailed, reason: pipeline.KindRefusal, calls: 1, eventKinds: []string{"refusal"}},
+		{name: "NotJSONRepaired", replies: func(t *testing.T) []openai.ChatCompletionChoice {
+			return []openai.ChatCompletionChoice{text("I could not find anything."), text("```json\n" + record(t, nil) + "\n```")}
+		}, status: store.RunRepaired, calls: 2, eventKinds: []string{"parse"}},
+		{name: "PatchRepairStored", repair: pipeline.RepairPatch, replies: func(t *testing.T) []openai.ChatCompletionChoice {
+			return []openai.ChatCompletionChoice{text(record(t, map[string]any{"order_id": "1111111111"})),
+				text(`[{"op":"replace","path":"/order_id","value":"4821300017"}]`)}
+		}, status: store.RunRepaired, calls: 2, eventKinds: []string{"rule"}, patch: true},
+		{name: "PatchOutsideFlaggedPaths", repair: pipeline.RepairPatch, replies: func(t *testing.T) []openai.ChatCompletionChoice {
+			return []openai.ChatCompletionChoice{text(record(t, map[string]any{"order_id": "1111111111"})),
+				text(`[{"op":"replace","path":"/intent","value":"cost"}]`)}
+		}, status: store.RunFailed, reason: pipeline.KindPatchInvalid, calls: 2, eventKinds: []string{"rule", "patch_invalid"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, setupOpts{handler: &scriptedLLM{replies: tc.replies(t)}, repair: tc.repair})
+			sum := b.ingestReader(t, strings.NewReader(`{"id":"c1","text":"`+classText+`"}`+"\n"))
+			b.wait(t, sum.BatchID)
+			ctx := context.Background()
+			var status string
+			if err := b.st.Pool.QueryRow(ctx, `SELECT status FROM runs`).Scan(&status); err != nil {
+				t.Fatal(err)
+			}
+			if status != tc.status {
+				t.Fatalf("status %s, want %s", status, tc.status)
+			}
+			if n := b.count(t, `SELECT count(*) FROM llm_calls`); n != tc.calls || int64(n) != b.calls.Load() {
+				t.Fatalf("%d calls stored, %d made, want %d", n, b.calls.Load(), tc.calls)
+			}
+			if n := b.count(t, `SELECT count(*) FROM llm_calls WHERE cost_usd > 0 AND prompt_tokens = 1000 AND price_version <> ''`); n != tc.calls {
+				t.Fatalf("%d calls with cost and price version", n)
+			}
+			rows, err := b.st.Pool.Query(ctx, `SELECT f.kind FROM failure_events f JOIN llm_calls c ON c.id = f.llm_call_id ORDER BY c.attempt, f.id`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var kinds []string
+			for rows.Next() {
+				var k string
+				rows.Scan(&k)
+				kinds = append(kinds, k)
+			}
+			if strings.Join(kinds, ",") != strings.Join(tc.eventKinds, ",") {
+				t.Fatalf("failure events %v, want %v", kinds, tc.eventKinds)
+			}
+			if tc.status == store.RunFailed {
+				items, err := b.st.TriageItemList(ctx, b.st.Pool, store.TriageItemListParams{})
+				if err != nil || len(items) != 1 || items[0].Reason != string(tc.reason) {
+					t.Fatalf("triage %+v %v, want reason %s", items, err, tc.reason)
+				}
+				if n := b.count(t, `SELECT count(*) FROM extractions`); n != 0 {
+					t.Fatal("failed run has an extraction")
+				}
+			} else if n := b.count(t, `SELECT count(*) FROM extractions WHERE jsonb_array_length(evidence) = 2`); n != 1 {
+				t.Fatalf("want one extraction with evidence for order_id and account_id, got %d", n)
+			}
+			if got := b.count(t, `SELECT count(*) FROM llm_calls WHERE patch IS NOT NULL`); (got == 1) != tc.patch {
+				t.Fatalf("%d calls with a stored patch", got)
+			}
+		})
+	}
+}
