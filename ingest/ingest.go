@@ -71,7 +71,8 @@ func (e LineError) Error() string {
 // Summary is what one ingest did.
 type Summary struct {
 	BatchID string `json:"batch_id"`
-	// Lines counts the non-blank lines read.
+	// Lines counts the non-blank lines read, over-long ones included, so
+	// Lines = Published + Duplicates + Rejected when Run returns no error.
 	Lines int `json:"lines"`
 	// Published counts runs published by this ingest: new messages, and
 	// stored messages whose run had never been published.
@@ -129,21 +130,33 @@ type Input struct {
 // non-empty string, or an integer, kept as its decimal text) and "text" (a
 // string with at least one non-space character, at most maxText bytes, no
 // NUL). "source" (a string) is optional; every other key is kept as
-// metadata. Invalid UTF-8 is replaced by U+FFFD and flagged. The error
-// names what is wrong.
+// metadata (keys sorted, compact; {} when none). Each run of invalid UTF-8
+// bytes is replaced by one U+FFFD and FlagInvalidUTF8 is set. The error
+// names what is wrong; for invalid JSON, the 1-based byte offset into line
+// as given.
 func ParseLine(line []byte, maxText int) (Input, error) {
 	var in Input
-	if !utf8.Valid(line) {
+	// Parsed as read first, so a syntax error's offset points into the
+	// line itself, not into its repaired copy.
+	var obj map[string]json.RawMessage
+	err := json.Unmarshal(line, &obj)
+	if err == nil && !utf8.Valid(line) {
+		// Bad bytes can only be inside strings here; replacing them keeps
+		// the line valid JSON.
 		line = bytes.ToValidUTF8(line, []byte("\uFFFD"))
 		in.Flags = append(in.Flags, FlagInvalidUTF8)
+		obj = nil
+		err = json.Unmarshal(line, &obj)
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(line, &obj); err != nil {
+	if err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
 			return in, fmt.Errorf("invalid JSON at byte %d: %v", se.Offset, err)
 		}
 		return in, fmt.Errorf("not a JSON object: %v", err)
+	}
+	if obj == nil { // the line is JSON null
+		return in, errors.New("not a JSON object: null")
 	}
 	rawID, ok := obj["id"]
 	if !ok {
@@ -152,6 +165,8 @@ func ParseLine(line []byte, maxText int) (Input, error) {
 	var sid string
 	var nid json.Number
 	switch {
+	case isNull(rawID):
+		return in, errors.New(`"id" must be a string or an integer`)
 	case json.Unmarshal(rawID, &sid) == nil:
 	case json.Unmarshal(rawID, &nid) == nil && isInteger(nid.String()):
 		sid = nid.String()
@@ -177,7 +192,7 @@ func ParseLine(line []byte, maxText int) (Input, error) {
 	if !ok {
 		return in, errors.New(`missing "text"`)
 	}
-	if err := json.Unmarshal(rawText, &in.Text); err != nil {
+	if err := json.Unmarshal(rawText, &in.Text); err != nil || isNull(rawText) {
 		return in, errors.New(`"text" must be a string`)
 	}
 	switch {
@@ -191,15 +206,40 @@ func ParseLine(line []byte, maxText int) (Input, error) {
 	delete(obj, "id")
 	delete(obj, "text")
 	delete(obj, "source")
-	meta, err := json.Marshal(obj)
-	if err != nil {
+	// Keys sorted, compact, and <, >, & kept as they are (not \u003c...).
+	var mb bytes.Buffer
+	enc := json.NewEncoder(&mb)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(obj); err != nil {
 		return in, fmt.Errorf("metadata: %v", err)
 	}
-	if bytes.Contains(meta, []byte(`\u0000`)) {
+	meta := bytes.TrimSuffix(mb.Bytes(), []byte("\n"))
+	if hasNULEscape(meta) {
 		return in, errors.New("metadata contains a NUL character")
 	}
 	in.Metadata = meta
 	return in, nil
+}
+
+// isNull reports whether raw is the JSON literal null, which json.Unmarshal
+// accepts into a string as "no change".
+func isNull(raw json.RawMessage) bool {
+	return bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
+}
+
+// hasNULEscape reports whether the compact JSON doc holds the escape
+// \u0000. An escaped backslash followed by "u0000" is text, not a NUL.
+func hasNULEscape(doc []byte) bool {
+	for i := 0; i < len(doc); i++ {
+		if doc[i] != '\\' {
+			continue
+		}
+		if i+5 < len(doc) && doc[i+1] == 'u' && string(doc[i+2:i+6]) == "0000" {
+			return true
+		}
+		i++ // skip the escaped character
+	}
+	return false
 }
 
 func isInteger(s string) bool {
@@ -237,15 +277,20 @@ func (in *Ingester) Run(ctx context.Context, r io.Reader) (Summary, error) {
 			return sum, err
 		}
 		line, err := readLine(br)
-		if len(line) > 0 || err == nil {
+		tooLong := errors.Is(err, errLineTooLong)
+		if err != nil && err != io.EOF && !tooLong {
+			return sum, fmt.Errorf("ingest: reading line %d: %w", lineNo+1, err)
+		}
+		if len(line) > 0 || err == nil || tooLong {
 			lineNo++
 		}
-		if errors.Is(err, errLineTooLong) {
+		if tooLong {
+			sum.Lines++
 			sum.reject(LineError{Line: lineNo, Reason: fmt.Sprintf("line is longer than %d bytes", MaxLineBytes)})
+			if in.cfg.Progress != nil {
+				in.cfg.Progress(lineNo)
+			}
 			continue
-		}
-		if err != nil && err != io.EOF {
-			return sum, fmt.Errorf("ingest: reading line %d: %w", lineNo+1, err)
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
 			sum.Lines++
@@ -274,8 +319,8 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 			for errors.Is(err, bufio.ErrBufferFull) {
 				_, err = br.ReadSlice('\n')
 			}
-			if err == io.EOF {
-				return nil, errLineTooLong
+			if err != nil && err != io.EOF {
+				return nil, err
 			}
 			return nil, errLineTooLong
 		}
