@@ -64,8 +64,13 @@
 //     null if allowed, else the catch-all or first value.
 //   - Arrays of objects get one element per match of their key property
 //     (the first required property that can be searched for), each filled
-//     from the line holding that match. Arrays of enum values get every
-//     value named in full; arrays of searchable scalars every distinct match.
+//     from the line holding that match. When no property can be searched
+//     for, the first string enum property (in "required" order, then the
+//     others) with a value named in full, or by one of its x-keywords
+//     phrases, keys them instead: one element per distinct value named, in
+//     text order ("the Guess Jeans are stained" gives {"product":"guess
+//     jeans","problem":"stain",...}). Arrays of enum values get every value
+//     named in full; arrays of searchable scalars every distinct match.
 //   - "minimum" / "maximum", "minLength" / "maxLength" and "maxItems" filter
 //     what is taken.
 //

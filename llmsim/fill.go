@@ -445,6 +445,9 @@ func (f *filler) array(n node, name, scope string) (any, bool) {
 			}
 		}
 		if key == "" {
+			// No searchable key: an enum property whose values are named
+			// in full ("michael kors jacket") keys the elements instead.
+			out = f.enumKeyed(items, names, props, scope)
 			break
 		}
 		kn := f.d.node(props[key])
@@ -470,10 +473,67 @@ func (f *filler) array(n node, name, scope string) (any, bool) {
 	return out, true
 }
 
+// enumKeyed fills an array of objects keyed by an enum property: the
+// first string enum property, in the order of "required" and then of the
+// other names, that has a value named in the text, in full or by one of
+// its x-keywords phrases. Each distinct value named gets one element, in
+// text order, filled from the line around its first mention.
+func (f *filler) enumKeyed(items node, names []string, props map[string]any, scope string) []any {
+	type hit struct {
+		v   any
+		pos int
+	}
+	var order []string
+	seen := map[string]bool{}
+	for _, k := range append(stringList(items.m["required"]), names...) {
+		if _, ok := props[k]; ok && !seen[k] {
+			seen[k] = true
+			order = append(order, k)
+		}
+	}
+	for _, k := range order {
+		kn := f.d.node(props[k])
+		if len(kn.enum()) == 0 || kn.primary() != "string" {
+			continue
+		}
+		kwMap, _ := kn.m["x-keywords"].(map[string]any)
+		var hits []hit
+		for _, v := range kn.enum() {
+			s, ok := v.(string)
+			if !ok {
+				continue
+			}
+			pos := -1
+			phrases := append([]string{strings.Join(strings.FieldsFunc(s, isSeparator), " ")}, stringList(kwMap[s])...)
+			for _, p := range phrases {
+				if i := phraseIndex(p, scope); i >= 0 && (pos < 0 || i < pos) {
+					pos = i
+				}
+			}
+			if pos >= 0 {
+				hits = append(hits, hit{v: v, pos: pos})
+			}
+		}
+		if len(hits) == 0 {
+			continue
+		}
+		sort.SliceStable(hits, func(i, j int) bool { return hits[i].pos < hits[j].pos })
+		out := make([]any, 0, len(hits))
+		for _, h := range hits {
+			el, _ := f.object(items, lineAround(scope, h.pos), map[string]any{k: h.v})
+			out = append(out, el)
+		}
+		return out
+	}
+	return nil
+}
+
 func isSeparator(r rune) bool { return r == '_' || r == '-' || r == ' ' }
 
-// lineAround returns the line of scope holding byte offset pos.
+// lineAround returns the line of scope holding byte offset pos (clamped
+// to scope).
 func lineAround(scope string, pos int) string {
+	pos = max(0, min(pos, len(scope)))
 	start := strings.LastIndexByte(scope[:pos], '\n') + 1
 	end := strings.IndexByte(scope[pos:], '\n')
 	if end < 0 {

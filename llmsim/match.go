@@ -299,24 +299,40 @@ func minLen(expr string) int {
 // shorter words match whole. Words of a phrase may be separated by spaces,
 // "-", "_" or "/".
 func countPhrase(phrase, scope string) int {
+	return len(phraseStarts(phrase, scope, -1))
+}
+
+// phraseIndex returns the byte offset in scope of the first occurrence of
+// a keyword phrase, matched as countPhrase does, or -1.
+func phraseIndex(phrase, scope string) int {
+	if at := phraseStarts(phrase, scope, 1); len(at) > 0 {
+		return at[0]
+	}
+	return -1
+}
+
+// phraseStarts returns the byte offsets of up to limit occurrences of
+// phrase in scope (all when limit < 0). Offsets are into scope when case
+// folding keeps its length, else into its lower-case form.
+func phraseStarts(phrase, scope string, limit int) []int {
 	ws := strings.Fields(strings.ToLower(phrase))
 	if len(ws) == 0 {
-		return 0
+		return nil
 	}
 	lower := strings.ToLower(scope)
-	n := 0
-	for i := 0; i < len(lower); {
+	var out []int
+	for i := 0; i < len(lower) && (limit < 0 || len(out) < limit); {
 		j := strings.Index(lower[i:], ws[0])
 		if j < 0 {
 			break
 		}
 		start := i + j
 		if phraseAt(lower, start, ws) {
-			n++
+			out = append(out, start)
 		}
 		i = start + len(ws[0])
 	}
-	return n
+	return out
 }
 
 func phraseAt(s string, pos int, ws []string) bool {

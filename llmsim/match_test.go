@@ -149,3 +149,42 @@ func TestServe(t *testing.T) {
 		t.Fatal("Serve did not return after cancel")
 	}
 }
+
+func TestEnumKeyedArray(t *testing.T) {
+	t.Parallel()
+	// Elements whose only possible key is an enum: one per value named,
+	// in text order, keyed by the first enum property of "required" that
+	// has a value named, each filled from its own line.
+	const schema = `{"type": "object", "required": ["items"], "properties": {
+	  "items": {"type": "array", "items": {"type": "object", "required": ["product", "problem", "quantity"],
+	    "properties": {
+	      "problem": {"type": ["string", "null"], "enum": ["wrong_size", "stain", null]},
+	      "product": {"type": ["string", "null"], "enum": ["guess jeans", "michael kors jacket", null]},
+	      "quantity": {"type": ["integer", "null"], "minimum": 1}}}}}}`
+	d, err := parseSchema([]byte(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &filler{d: d, re: &regexCache{}}
+	for _, tc := range []struct {
+		text string
+		want []any
+	}{
+		{"hi\nthe Michael Kors Jacket has a stain\nand my guess jeans are the wrong size", []any{
+			map[string]any{"product": "michael kors jacket", "problem": "stain", "quantity": nil},
+			map[string]any{"product": "guess jeans", "problem": "wrong_size", "quantity": nil},
+		}},
+		{"I bought the wrong size", []any{
+			map[string]any{"product": nil, "problem": "wrong_size", "quantity": nil},
+		}},
+		{"nothing to report", []any{}},
+	} {
+		got := f.fill(tc.text).(map[string]any)["items"]
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("items for %q:\n got %v\nwant %v", tc.text, got, tc.want)
+		}
+	}
+	if got := phraseIndex("guess jeans", "my Guess  jeans"); got != 3 {
+		t.Errorf("phraseIndex = %d, want 3", got)
+	}
+}
