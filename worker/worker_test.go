@@ -3,6 +3,7 @@ package worker_test
 import (
 	"cmp"
 	"context"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -240,6 +241,18 @@ func TestPipelineEndToEnd(t *testing.T) {
 		if n := b.count(t, `SELECT count(*) FROM llm_calls WHERE purpose = 'repair'`); n != bs.Repaired+b.count(t,
 			`SELECT count(*) FROM triage_items t WHERE EXISTS (SELECT 1 FROM llm_calls c WHERE c.message_id = t.message_id AND c.run_no = t.run_no AND c.attempt = 2)`) {
 			t.Fatalf("%d repair calls do not match repaired runs plus failed runs that were repaired", n)
+		}
+
+		// The repair accounting adds up from the stored calls.
+		acc, err := b.st.BatchAccountingGet(context.Background(), b.st.Pool, sum.BatchID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if acc.Runs != 40 || acc.Repaired != bs.Repaired || acc.Failed != bs.Failed ||
+			acc.RepairCalls != b.count(t, `SELECT count(*) FROM llm_calls WHERE purpose = 'repair'`) ||
+			acc.FirstPassFailures != bs.Repaired+bs.Failed || acc.RepairCostUSD <= 0 || acc.RepairCostUSD >= acc.CostUSD ||
+			math.Abs(acc.CostUSD-bs.CostUSD) > 1e-9 {
+			t.Fatalf("accounting %+v vs summary %+v", acc, bs)
 		}
 
 		// Ingesting the same file again publishes nothing.

@@ -34,6 +34,22 @@ func PrintReport(ctx context.Context, w io.Writer, st *store.Store, batchID stri
 	fmt.Fprintf(w, "  LLM: %d calls, %d prompt + %d completion tokens, cost $%.6f\n",
 		bs.LLMCalls, bs.PromptTokens, bs.CompletionTokens, bs.CostUSD)
 
+	acc, err := st.BatchAccountingGet(ctx, db, batchID)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "  first-pass failures %d (%.1f%% of runs); repair calls %d; repaired %d (%.1f%% of repair calls); final failures %d\n",
+		acc.FirstPassFailures, pct(acc.FirstPassFailures, acc.Runs), acc.RepairCalls, acc.Repaired, pct(acc.Repaired, acc.RepairCalls), acc.Failed)
+	share := 0.0
+	if acc.CostUSD > 0 {
+		share = 100 * acc.RepairCostUSD / acc.CostUSD
+	}
+	fmt.Fprintf(w, "  repair calls cost $%.6f, %.2f%% of the batch; %.1f completion tokens per repair\n",
+		acc.RepairCostUSD, share, acc.CompletionTokensPerRepair)
+
+	if examples < 1 {
+		examples = 1
+	}
 	ex, err := st.ExtractionList(ctx, db, store.ExtractionListParams{BatchID: batchID, Limit: examples})
 	if err != nil {
 		return err
@@ -75,4 +91,11 @@ func orRoot(p string) string {
 		return "/"
 	}
 	return p
+}
+
+func pct(n, of int) float64 {
+	if of == 0 {
+		return 0
+	}
+	return 100 * float64(n) / float64(of)
 }
