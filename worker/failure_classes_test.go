@@ -70,6 +70,7 @@ func TestFailureClasses(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name       string
+		opts       setupOpts
 		repair     string
 		replies    func(t *testing.T) []openai.ChatCompletionChoice
 		status     string
@@ -105,11 +106,37 @@ func TestFailureClasses(t *testing.T) {
 			return []openai.ChatCompletionChoice{text(record(t, map[string]any{"order_id": "1111111111"})),
 				text(`[{"op":"replace","path":"/intent","value":"cost"}]`)}
 		}, status: store.RunFailed, reason: pipeline.KindPatchInvalid, calls: 2, eventKinds: []string{"rule", "patch_invalid"}},
+		{name: "ToolModeSeveralCallsRepaired", opts: setupOpts{mode: pipeline.ModeTools}, replies: func(t *testing.T) []openai.ChatCompletionChoice {
+			call := func(id, name, args string) openai.ToolCall {
+				return openai.ToolCall{ID: id, Type: "function", Function: openai.FunctionCall{Name: name, Arguments: args}}
+			}
+			return []openai.ChatCompletionChoice{
+				{Message: openai.ChatCompletionMessage{Role: "assistant", ToolCalls: []openai.ToolCall{
+					call("a", "record_extraction", record(t, nil)), call("b", "record_extraction", record(t, nil))}}, FinishReason: "tool_calls"},
+				{Message: openai.ChatCompletionMessage{Role: "assistant", ToolCalls: []openai.ToolCall{
+					call("c", "record_extraction", record(t, nil))}}, FinishReason: "tool_calls"},
+			}
+		}, status: store.RunRepaired, calls: 2, eventKinds: []string{"tool"}},
+		{name: "ToolModeWrongToolFails", opts: setupOpts{mode: pipeline.ModeTools}, replies: func(t *testing.T) []openai.ChatCompletionChoice {
+			wrong := openai.ChatCompletionChoice{Message: openai.ChatCompletionMessage{Role: "assistant", ToolCalls: []openai.ToolCall{
+				{ID: "a", Type: "function", Function: openai.FunctionCall{Name: "lookup_order", Arguments: "{}"}}}}, FinishReason: "tool_calls"}
+			return []openai.ChatCompletionChoice{wrong, wrong}
+		}, status: store.RunFailed, reason: pipeline.KindTool, calls: 2, eventKinds: []string{"tool", "tool"}},
+		{name: "BudgetStopsTheRepair", opts: setupOpts{maxTokens: 3500}, replies: func(t *testing.T) []openai.ChatCompletionChoice {
+			// The first call fits the estimate; after it used 1,100 tokens the
+			// repair's estimate does not.
+			return []openai.ChatCompletionChoice{text(record(t, map[string]any{"order_id": "1111111111"})), text(record(t, nil))}
+		}, status: store.RunFailed, reason: pipeline.KindBudget, calls: 1, eventKinds: []string{"rule"}},
+		{name: "OverContextNoCall", opts: setupOpts{contextWin: 1200}, replies: func(t *testing.T) []openai.ChatCompletionChoice {
+			return []openai.ChatCompletionChoice{text(record(t, nil))}
+		}, status: store.RunFailed, reason: pipeline.KindInput, calls: 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, setupOpts{handler: &scriptedLLM{replies: tc.replies(t)}, repair: tc.repair})
+			o := tc.opts
+			o.handler, o.repair = &scriptedLLM{replies: tc.replies(t)}, tc.repair
+			b := setup(t, o)
 			sum := b.ingestReader(t, strings.NewReader(`{"id":"c1","text":"`+classText+`"}`+"\n"))
 			b.wait(t, sum.BatchID)
 			ctx := context.Background()
@@ -143,6 +170,13 @@ func TestFailureClasses(t *testing.T) {
 				items, err := b.st.TriageItemList(ctx, b.st.Pool, store.TriageItemListParams{})
 				if err != nil || len(items) != 1 || items[0].Reason != string(tc.reason) {
 					t.Fatalf("triage %+v %v, want reason %s", items, err, tc.reason)
+				}
+				want := 0
+				if tc.reason == pipeline.KindBudget || tc.reason == pipeline.KindInput {
+					want = 1 // an error no call produced
+				}
+				if n := b.count(t, `SELECT count(*) FROM failure_events WHERE llm_call_id IS NULL AND kind = $1`, string(tc.reason)); n != want {
+					t.Fatalf("%d call-less %s events, want %d", n, tc.reason, want)
 				}
 				if n := b.count(t, `SELECT count(*) FROM extractions`); n != 0 {
 					t.Fatal("failed run has an extraction")

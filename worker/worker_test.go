@@ -45,6 +45,8 @@ type setupOpts struct {
 	maxDeliver int
 	repair     string // default regenerate
 	mode       string // default response_format
+	maxTokens  int    // per-message token budget; default the configuration's
+	contextWin int    // model context in tokens; default the configuration's
 }
 
 func setup(t *testing.T, o setupOpts) *testBundle {
@@ -79,8 +81,9 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	oc.BaseURL = srv.URL + "/v1"
 	price := cfg.Prices.Models[cfg.LLM.Model]
 	ext := pipeline.NewExtractor(openai.NewClientWithConfig(oc), pipeline.ExtractorConfig{
-		Model: cfg.LLM.Model, RequestMode: o.mode, MaxCompletionTokens: cfg.LLM.MaxCompletionTokens, ContextWindowTokens: cfg.LLM.ContextWindowTokens,
-		Budget: pipeline.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCostUSD: cfg.Budget.MaxCostUSD},
+		Model: cfg.LLM.Model, RequestMode: o.mode, MaxCompletionTokens: cfg.LLM.MaxCompletionTokens,
+		ContextWindowTokens: cmp.Or(o.contextWin, cfg.LLM.ContextWindowTokens),
+		Budget:              pipeline.Budget{MaxTokens: cmp.Or(o.maxTokens, cfg.Budget.MaxTokens), MaxCostUSD: cfg.Budget.MaxCostUSD},
 		Price:  pipeline.Price{InputPerMTok: price.InputPerMTok, OutputPerMTok: price.OutputPerMTok}, PriceVersion: cfg.Prices.Version,
 	})
 	w, err := worker.New(worker.Config{
