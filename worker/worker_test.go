@@ -84,7 +84,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 		Model: cfg.LLM.Model, RequestMode: o.mode, MaxCompletionTokens: cfg.LLM.MaxCompletionTokens,
 		ContextWindowTokens: cmp.Or(o.contextWin, cfg.LLM.ContextWindowTokens),
 		Budget:              pipeline.Budget{MaxTokens: cmp.Or(o.maxTokens, cfg.Budget.MaxTokens), MaxCostUSD: cfg.Budget.MaxCostUSD},
-		Price:  pipeline.Price{InputPerMTok: price.InputPerMTok, OutputPerMTok: price.OutputPerMTok}, PriceVersion: cfg.Prices.Version,
+		Price:               pipeline.Price{InputPerMTok: price.InputPerMTok, OutputPerMTok: price.OutputPerMTok}, PriceVersion: cfg.Prices.Version,
 	})
 	w, err := worker.New(worker.Config{
 		Store: b.st, Extractor: ext, Model: cfg.LLM.Model, NakDelay: 20 * time.Millisecond, MaxNakDelay: 50 * time.Millisecond,
