@@ -27,6 +27,7 @@ var DefaultYAML []byte
 // Config is the whole configuration file.
 type Config struct {
 	LLM       LLM       `yaml:"llm"`
+	Provider  Provider  `yaml:"provider"`
 	Schemas   []Schema  `yaml:"schemas"`
 	Budget    Budget    `yaml:"budget"`
 	Prices    Prices    `yaml:"prices"`
@@ -52,6 +53,37 @@ type LLM struct {
 	ContextWindowTokens int `yaml:"context_window_tokens"`
 	// Timeout bounds one call. Default 60s.
 	Timeout time.Duration `yaml:"timeout"`
+}
+
+// Provider configures the resilience layer below the extraction contract:
+// retries of transport failures, the client-side rate limits and the
+// circuit breaker. Retry knobs are named as watermill's middleware.Retry
+// names them.
+type Provider struct {
+	// MaxRetries is how many times one call is retried after a timeout, a
+	// connection error, 429 or 5xx. Default 4.
+	MaxRetries int `yaml:"max_retries"`
+	// InitialInterval is the first backoff. Default 500ms.
+	InitialInterval time.Duration `yaml:"initial_interval"`
+	// MaxInterval caps one backoff (Retry-After may ask for longer, up to
+	// MaxElapsedTime). Default 30s.
+	MaxInterval time.Duration `yaml:"max_interval"`
+	// Multiplier grows the backoff after each retry. Default 2.
+	Multiplier float64 `yaml:"multiplier"`
+	// MaxElapsedTime bounds one call with all its retries. Default 2m.
+	MaxElapsedTime time.Duration `yaml:"max_elapsed_time"`
+	// RequestsPerMinute is this process's share of the provider's request
+	// limit; 0 means no client-side limit. Default 0.
+	RequestsPerMinute int `yaml:"requests_per_minute"`
+	// TokensPerMinute is this process's share of the provider's token
+	// limit (prompt estimate plus completion cap); 0 means none. Default 0.
+	TokensPerMinute int `yaml:"tokens_per_minute"`
+	// BreakerFailures is how many consecutive calls whose retries were spent
+	// open the circuit breaker, which stops fetching new messages. Default 5.
+	BreakerFailures int `yaml:"breaker_failures"`
+	// BreakerCooldown is how long the breaker stays open before one probe
+	// call. Default 30s.
+	BreakerCooldown time.Duration `yaml:"breaker_cooldown"`
 }
 
 // Schema names one JSON Schema in use.
@@ -117,6 +149,11 @@ type NATS struct {
 	Consumer string `yaml:"consumer"`
 	// DuplicateWindow is the stream's dedup window. Default 2m.
 	DuplicateWindow time.Duration `yaml:"duplicate_window"`
+	// MaxMsgs and MaxBytes bound the stream; 0 means unbounded. When the
+	// stream is full, new publishes are refused (discard new) and ingest
+	// waits and retries, so nothing is dropped.
+	MaxMsgs  int64 `yaml:"max_msgs"`
+	MaxBytes int64 `yaml:"max_bytes"`
 }
 
 // RunsSubject returns the subject runs of schemaID are published on.
@@ -157,8 +194,25 @@ type Simulator struct {
 	// RepairFixRate: the chance each listed error is fixed by a repair.
 	// Default 0.75 (default.yaml); 0 means repairs fix nothing.
 	RepairFixRate float64 `yaml:"repair_fix_rate"`
-	// Latency is the simulated mean latency per call. Default 0.
+	// Latency is a fixed latency per call. Default 0.
 	Latency time.Duration `yaml:"latency"`
+	// LatencyMedian and LatencyP99, when set, draw each call's latency from
+	// a log-normal distribution with that median and 99th percentile.
+	LatencyMedian time.Duration `yaml:"latency_median"`
+	LatencyP99    time.Duration `yaml:"latency_p99"`
+	// Transport faults, per call (first calls and repairs alike):
+	// RateLimitedRate answers 429 with Retry-After; ServerErrorRate 500;
+	// ForbiddenHTMLRate a non-JSON 403 page, as a proxy would.
+	RateLimitedRate   float64 `yaml:"rate_limited_rate"`
+	ServerErrorRate   float64 `yaml:"server_error_rate"`
+	ForbiddenHTMLRate float64 `yaml:"forbidden_html_rate"`
+	// RetryAfter is the Retry-After of simulated 429s. Default 1s.
+	RetryAfter time.Duration `yaml:"retry_after"`
+	// RequestsPerMinute and TokensPerMinute are enforced limits, answered
+	// with 429, Retry-After and x-ratelimit-* headers beyond them; 0 means
+	// none. Tokens count the prompt estimate plus max_completion_tokens.
+	RequestsPerMinute int `yaml:"requests_per_minute"`
+	TokensPerMinute   int `yaml:"tokens_per_minute"`
 }
 
 // Default returns the embedded default configuration.
@@ -226,6 +280,14 @@ func (c Config) WithDefaults() Config {
 	c.Budget.MaxTokens = cmp.Or(c.Budget.MaxTokens, 16000)
 	c.Budget.MaxCostUSD = cmp.Or(c.Budget.MaxCostUSD, 0.05)
 	c.Prices.Version = cmp.Or(c.Prices.Version, "unpriced")
+	c.Provider.MaxRetries = cmp.Or(c.Provider.MaxRetries, 4)
+	c.Provider.InitialInterval = cmp.Or(c.Provider.InitialInterval, 500*time.Millisecond)
+	c.Provider.MaxInterval = cmp.Or(c.Provider.MaxInterval, 30*time.Second)
+	c.Provider.Multiplier = cmp.Or(c.Provider.Multiplier, 2)
+	c.Provider.MaxElapsedTime = cmp.Or(c.Provider.MaxElapsedTime, 2*time.Minute)
+	c.Provider.BreakerFailures = cmp.Or(c.Provider.BreakerFailures, 5)
+	c.Provider.BreakerCooldown = cmp.Or(c.Provider.BreakerCooldown, 30*time.Second)
+	c.Simulator.RetryAfter = cmp.Or(c.Simulator.RetryAfter, time.Second)
 	c.Worker.Concurrency = cmp.Or(c.Worker.Concurrency, 8)
 	c.Worker.AckWait = cmp.Or(c.Worker.AckWait, 60*time.Second)
 	c.Worker.MaxDeliver = cmp.Or(c.Worker.MaxDeliver, 5)
@@ -272,6 +334,12 @@ func (c Config) Validate() error {
 			return fmt.Errorf("prices.models.%s: prices must not be negative", name)
 		}
 	}
+	if c.Provider.MaxRetries < 0 || c.Provider.Multiplier < 1 || c.Provider.RequestsPerMinute < 0 || c.Provider.TokensPerMinute < 0 {
+		return errors.New("provider: max_retries, requests_per_minute and tokens_per_minute must not be negative, multiplier at least 1")
+	}
+	if c.NATS.MaxMsgs < 0 || c.NATS.MaxBytes < 0 {
+		return errors.New("nats: max_msgs and max_bytes must not be negative")
+	}
 	if c.Worker.Concurrency < 1 {
 		return fmt.Errorf("worker.concurrency: %d is below 1", c.Worker.Concurrency)
 	}
@@ -283,6 +351,8 @@ func (c Config) Validate() error {
 		"prose_rate": c.Simulator.ProseRate, "wrong_type_rate": c.Simulator.WrongTypeRate,
 		"missing_required_rate": c.Simulator.MissingRequiredRate, "ungrounded_rate": c.Simulator.UngroundedRate,
 		"truncated_rate": c.Simulator.TruncatedRate, "repair_fix_rate": c.Simulator.RepairFixRate,
+		"rate_limited_rate": c.Simulator.RateLimitedRate, "server_error_rate": c.Simulator.ServerErrorRate,
+		"forbidden_html_rate": c.Simulator.ForbiddenHTMLRate,
 	} {
 		if r < 0 || r > 1 {
 			return fmt.Errorf("simulator.%s: %v is not in [0, 1]", name, r)
