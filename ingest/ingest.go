@@ -364,7 +364,7 @@ func (in *Ingester) one(ctx context.Context, lineNo int, line []byte, sum *Summa
 	// New, or stored earlier but never published: publish now. The dedup
 	// key keeps a publish that did land before from being stored twice.
 	env := queue.Envelope{MessageID: res.Run.MessageID, RunNo: res.Run.RunNo, BatchID: res.Run.BatchID, SchemaID: res.Run.SchemaID}
-	if _, err := in.cfg.Publisher.Publish(ctx, res.Run.DedupID, env); err != nil {
+	if err := in.publish(ctx, res.Run.DedupID, env); err != nil {
 		return fmt.Errorf("ingest: publishing line %d (id %q): %w; the message is stored and queued, and the next ingest of this file publishes it", lineNo, msg.ID, err)
 	}
 	if err := st.RunMarkPublished(ctx, st.Pool, store.RunMarkPublishedParams{MessageID: res.Run.MessageID, RunNo: res.Run.RunNo}); err != nil {
@@ -375,4 +375,28 @@ func (in *Ingester) one(ctx context.Context, lineNo int, line []byte, sum *Summa
 	}
 	sum.Published++
 	return nil
+}
+
+// publish publishes one run. While the stream is at its limits it waits
+// (250ms, doubling to 5s) and tries again until ctx ends: back-pressure,
+// never a dropped message.
+func (in *Ingester) publish(ctx context.Context, dedupID string, env queue.Envelope) error {
+	wait := 250 * time.Millisecond
+	warned := false
+	for {
+		_, err := in.cfg.Publisher.Publish(ctx, dedupID, env)
+		if err == nil || !queue.IsStreamFull(err) {
+			return err
+		}
+		if !warned {
+			in.log.Warn("stream is full; waiting for workers to drain it", zap.Int64("message_id", env.MessageID))
+			warned = true
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stream full and %w", ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -55,10 +56,40 @@ func StreamConfig(cfg config.NATS) jetstream.StreamConfig {
 		Subjects:    []string{cfg.RunsWildcard()},
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     jetstream.FileStorage,
-		Discard:     jetstream.DiscardOld,
-		Duplicates:  cfg.DuplicateWindow,
+		// Never drop a stored run: when the limits are reached, refuse new
+		// publishes (IsStreamFull) and let the publisher wait.
+		Discard:    jetstream.DiscardNew,
+		Duplicates: cfg.DuplicateWindow,
+		MaxMsgs:    limitOrUnbounded(cfg.MaxMsgs),
+		MaxBytes:   limitOrUnbounded(cfg.MaxBytes),
 	}
 }
+
+func limitOrUnbounded(n int64) int64 {
+	if n <= 0 {
+		return -1
+	}
+	return n
+}
+
+// IsStreamFull reports whether a publish was refused because the stream is
+// at its MaxMsgs or MaxBytes limit (discard new). Nothing was stored; the
+// publish may be retried once workers have drained the stream.
+func IsStreamFull(err error) bool {
+	if err == nil {
+		return false
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeStreamStoreFailed {
+		return true
+	}
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "maximum messages exceeded") || strings.Contains(msg, "maximum bytes exceeded")
+}
+
+// errCodeStreamStoreFailed is the server's error for a message refused by
+// the stream's limits (JSStreamStoreFailedF).
+const errCodeStreamStoreFailed jetstream.ErrorCode = 10077
 
 // EnsureConsumer creates the durable pull consumer cfg.Consumer on the runs
 // stream, or updates it to this configuration (see ConsumerConfig). The
