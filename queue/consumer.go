@@ -117,6 +117,11 @@ type ConsumerOptions struct {
 	// it only from TermReasonSupported. Default false: a plain term, the
 	// reason only logged.
 	TermWithReason bool
+	// Ready, if set, is called before each fetch and blocks while the
+	// worker should not take new work (a provider circuit breaker that is
+	// open). It returns an error only when ctx is done. Messages already
+	// held are not affected.
+	Ready func(ctx context.Context) error
 	// Log receives the consumer's logs. Default a no-op logger.
 	Log *zap.Logger
 }
@@ -221,6 +226,11 @@ func (r *runner) fetchLoop(ctx, hctx context.Context) {
 	bo.InitialInterval = 100 * time.Millisecond
 	bo.MaxInterval = 5 * time.Second
 	for {
+		if r.opts.Ready != nil {
+			if err := r.opts.Ready(ctx); err != nil {
+				return
+			}
+		}
 		// Wait for one free slot, then take every other free one.
 		select {
 		case r.sem <- struct{}{}:

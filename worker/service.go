@@ -13,16 +13,25 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/extractq/extractq/config"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/store"
 )
 
 // ServiceConfig configures RunService.
 type ServiceConfig struct {
-	Worker    *Worker
-	Store     *store.Store
-	Conn      *nats.Conn
-	Consumer  jetstream.Consumer
+	Worker   *Worker
+	Store    *store.Store
+	Conn     *nats.Conn
+	Consumer jetstream.Consumer
+	// JS, NATS and DeadLetter, when set, run the consumer of the
+	// max-deliveries advisories (queue.EnsureDeadLetter): runs that ran out
+	// of deliveries go to triage as kind delivery.
+	JS         jetstream.JetStream
+	NATS       config.NATS
+	DeadLetter jetstream.Consumer
+	// Ready, when set, gates fetching (see queue.ConsumerOptions.Ready).
+	Ready     func(ctx context.Context) error
 	Publisher *queue.Publisher
 	// Consumer options: see queue.ConsumerOptions.
 	Concurrency     int
@@ -110,10 +119,18 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 		}()
 	}
 
+	if cfg.DeadLetter != nil && cfg.JS != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			queue.RunDeadLetter(ctx, cfg.JS, cfg.NATS, cfg.DeadLetter, cfg.Worker.DeliveryFailed, log)
+		}()
+	}
+
 	consuming.Store(true)
 	err := queue.Run(ctx, cfg.Consumer, cfg.Worker.Handle, queue.ConsumerOptions{
 		Concurrency: cfg.Concurrency, InProgressEvery: cfg.InProgressEvery, ShutdownGrace: cfg.ShutdownGrace,
-		TermWithReason: cfg.TermWithReason, Log: log,
+		TermWithReason: cfg.TermWithReason, Ready: cfg.Ready, Log: log,
 	})
 	consuming.Store(false)
 	if srv != nil {

@@ -159,18 +159,7 @@ func (w *Worker) nakDelay(d *queue.Delivery) time.Duration {
 
 // commit writes the run's outcome in one transaction and acks after it.
 func (w *Worker) commit(ctx context.Context, log *zap.Logger, d *queue.Delivery, rw store.RunWithMessage, entry SchemaEntry, res *pipeline.Result) queue.Decision {
-	params, err := OutcomeParams(rw.Run.MessageID, rw.Run.RunNo, entry.Schema, w.cfg.Model, res)
-	if err != nil {
-		log.Error("building outcome failed", zap.Error(err))
-		return queue.Nak(w.nakDelay(d))
-	}
-	// The commit must finish even while shutting down: it is what lets the
-	// ack happen.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.DBTimeout)
-	defer cancel()
-	err = w.cfg.Store.InTx(cctx, func(tx store.DBTX) error {
-		return w.cfg.Store.RunOutcomeInsert(cctx, tx, params)
-	})
+	err := w.writeOutcome(ctx, rw, entry, res)
 	switch {
 	case errors.Is(err, store.ErrOutcomeExists):
 		log.Info("run outcome was committed by another delivery; acking")
@@ -182,6 +171,56 @@ func (w *Worker) commit(ctx context.Context, log *zap.Logger, d *queue.Delivery,
 	log.Info("run done", zap.String("outcome", res.Outcome), zap.Int("llm_calls", len(res.Calls)),
 		zap.String("reason", string(res.Reason())), zap.Int("errors", len(res.Errors)))
 	return queue.Ack()
+}
+
+// writeOutcome writes res as the run's outcome in one transaction. The
+// write finishes even while shutting down (it is what lets the ack
+// happen), bounded by DBTimeout.
+func (w *Worker) writeOutcome(ctx context.Context, rw store.RunWithMessage, entry SchemaEntry, res *pipeline.Result) error {
+	params, err := OutcomeParams(rw.Run.MessageID, rw.Run.RunNo, entry.Schema, w.cfg.Model, res)
+	if err != nil {
+		return fmt.Errorf("building outcome: %w", err)
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.DBTimeout)
+	defer cancel()
+	return w.cfg.Store.InTx(cctx, func(tx store.DBTX) error {
+		return w.cfg.Store.RunOutcomeInsert(cctx, tx, params)
+	})
+}
+
+// DeliveryFailed records a run that reached the stream's delivery limit
+// without an outcome (its worker crashed or hung on every delivery) as a
+// triage item of kind delivery. A run that has an outcome is left alone.
+// It is the queue.DeadLetterHandler of the worker.
+func (w *Worker) DeliveryFailed(ctx context.Context, env queue.Envelope, deliveries uint64) error {
+	rctx, cancel := context.WithTimeout(ctx, w.cfg.DBTimeout)
+	rw, err := w.cfg.Store.RunGetWithMessage(rctx, w.cfg.Store.Pool, store.RunGetParams{MessageID: env.MessageID, RunNo: env.RunNo})
+	cancel()
+	if errors.Is(err, store.ErrNotFound) {
+		w.log.Error("run past its delivery limit is not stored; dropping it", zap.Int64("message_id", env.MessageID), zap.Int("run_no", env.RunNo))
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if rw.Run.Status != store.RunQueued {
+		return nil
+	}
+	entry, ok := w.cfg.Schemas[rw.Run.SchemaID]
+	if !ok {
+		entry = SchemaEntry{Schema: &pipeline.Schema{ID: rw.Run.SchemaID, Version: "unknown"}}
+	}
+	res := &pipeline.Result{Outcome: pipeline.OutcomeFailed, Errors: pipeline.ErrorList{{
+		Kind: pipeline.KindDelivery, Keyword: "max_deliver",
+		Message: fmt.Sprintf("no outcome after %d deliveries: the worker crashed or stalled on every one", deliveries)}}}
+	err = w.writeOutcome(ctx, rw, entry, res)
+	if errors.Is(err, store.ErrOutcomeExists) {
+		return nil
+	}
+	if err == nil {
+		w.log.Warn("run sent to triage after its delivery limit", zap.Int64("message_id", env.MessageID), zap.Int("run_no", env.RunNo))
+	}
+	return err
 }
 
 // OutcomeParams maps a pipeline result to the store's outcome write: every

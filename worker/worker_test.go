@@ -37,6 +37,7 @@ type testBundle struct {
 	calls   *atomic.Int64 // chat completion requests the simulator served
 	pub     *queue.Publisher
 	workCfg config.Worker
+	w       *worker.Worker
 }
 
 type setupOpts struct {
@@ -94,6 +95,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.w = w
 	b.workCfg = cfg.Worker
 	b.workCfg.Concurrency = 4
 	b.workCfg.AckWait = 5 * time.Second
@@ -330,4 +332,36 @@ func TestPipelineEndToEnd(t *testing.T) {
 		}
 		b.wait(t, sum.BatchID)
 	})
+}
+
+// TestDeliveryFailed: a run that ran out of deliveries without an outcome
+// becomes a triage item of kind delivery, once.
+func TestDeliveryFailed(t *testing.T) {
+	t.Parallel()
+	// A provider that is always down keeps the run queued (nak, retry).
+	down := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	b := setup(t, setupOpts{handler: down, maxDeliver: 50})
+	sum := b.ingestReader(t, strings.NewReader(`{"id":"d1","text":"order 4821300017 is late"}`+"\n"))
+	var id int64
+	if err := b.st.Pool.QueryRow(context.Background(), `SELECT message_id FROM runs WHERE batch_id = $1`, sum.BatchID).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	env := queue.Envelope{MessageID: id, RunNo: 1, BatchID: sum.BatchID, SchemaID: "customer_message"}
+	for range 2 {
+		if err := b.w.DeliveryFailed(context.Background(), env, 50); err != nil {
+			t.Fatal(err)
+		}
+	}
+	items, err := b.st.TriageItemList(context.Background(), b.st.Pool, store.TriageItemListParams{BatchID: sum.BatchID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != 1 || items[0].Reason != "delivery" || !strings.Contains(items[0].Errors[0].Message, "50 deliveries") {
+		t.Fatalf("%+v", items)
+	}
+	if n := b.count(t, `SELECT count(*) FROM failure_events WHERE kind = 'delivery' AND llm_call_id IS NULL`); n != 1 {
+		t.Fatalf("%d delivery failure events", n)
+	}
 }

@@ -71,6 +71,10 @@ func main() {
 	if err != nil {
 		app.Fatal(log, "creating consumer", err)
 	}
+	dead, err := queue.EnsureDeadLetter(ctx, js, cfg.NATS)
+	if err != nil {
+		app.Fatal(log, "creating the dead-letter stream", err)
+	}
 	w, err := worker.New(worker.Config{
 		Store: st, Extractor: app.NewExtractor(cfg, env, log), Schemas: schemas, Model: cfg.LLM.Model,
 		DBTimeout: min(cfg.Worker.AckWait/2, 15e9), Logger: log,
@@ -80,6 +84,7 @@ func main() {
 	}
 	err = worker.RunService(ctx, worker.ServiceConfig{
 		Worker: w, Store: st, Conn: nc, Consumer: cons, Publisher: queue.NewPublisher(js, cfg.NATS),
+		JS: js, NATS: cfg.NATS, DeadLetter: dead,
 		Concurrency: cfg.Worker.Concurrency, InProgressEvery: cfg.Worker.InProgressEvery,
 		TermWithReason: queue.TermReasonSupported(nc), HealthAddr: *healthAddr, Logger: log,
 	})
