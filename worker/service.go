@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
 	"github.com/extractq/extractq/config"
@@ -38,8 +40,10 @@ type ServiceConfig struct {
 	InProgressEvery time.Duration
 	ShutdownGrace   time.Duration
 	TermWithReason  bool
-	// HealthAddr serves /healthz and /readyz; empty means none.
+	// HealthAddr serves /healthz, /readyz and /metrics; empty means none.
 	HealthAddr string
+	// Gatherer, if set, is served on /metrics.
+	Gatherer prometheus.Gatherer
 	// SweepEvery is how often runs recorded but never published (an ingest
 	// that died between its write and its publish) are published again.
 	// Default 30s; negative means never.
@@ -78,6 +82,9 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 				w.Write([]byte("ready\n"))
 			}
 		})
+		if cfg.Gatherer != nil {
+			mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
+		}
 		ln, err := net.Listen("tcp", cfg.HealthAddr)
 		if err != nil {
 			return err

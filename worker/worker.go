@@ -39,6 +39,8 @@ type Config struct {
 	// DBTimeout bounds each database step. It must stay below the
 	// consumer's ack wait. Default 15s.
 	DBTimeout time.Duration
+	// Metrics, if set, receives the worker's counts (NewMetrics).
+	Metrics *Metrics
 	// Logger is required in spirit; nil means no logs.
 	Logger *zap.Logger
 }
@@ -80,6 +82,14 @@ func New(cfg Config) (*Worker, error) {
 //     delivery: then the run fails with kind delivery and goes to triage.
 //   - Term when the message names no stored run.
 func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
+	if m := w.cfg.Metrics; m != nil {
+		m.inFlight.Inc()
+		start := time.Now()
+		defer func() {
+			m.inFlight.Dec()
+			m.runDuration.Observe(time.Since(start).Seconds())
+		}()
+	}
 	env := d.Envelope
 	log := w.log.With(zap.Int64("message_id", env.MessageID), zap.Int("run_no", env.RunNo),
 		zap.Uint64("delivery", d.NumDelivered))
@@ -93,10 +103,14 @@ func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
 	}
 	if err != nil {
 		log.Warn("reading run failed; will retry", zap.Error(err))
+		w.cfg.Metrics.nak("database")
 		return queue.Nak(w.nakDelay(d))
 	}
 	if rw.Run.Status != store.RunQueued {
 		log.Debug("run already has an outcome; acking redelivery", zap.String("status", rw.Run.Status))
+		if w.cfg.Metrics != nil {
+			w.cfg.Metrics.redeliveries.Inc()
+		}
 		return queue.Ack()
 	}
 
@@ -115,6 +129,7 @@ func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
 	if err != nil {
 		if ctx.Err() != nil {
 			log.Info("shutting down during the run; it will be redelivered")
+			w.cfg.Metrics.nak("shutdown")
 			return queue.Nak(0)
 		}
 		var te *pipeline.TransportError
@@ -135,6 +150,7 @@ func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
 			return w.commit(ctx, log, d, rw, entry, res)
 		}
 		log.Warn("provider failed; will retry", zap.Error(err))
+		w.cfg.Metrics.nak("provider")
 		return queue.Nak(w.nakDelay(d))
 	}
 	return w.commit(ctx, log, d, rw, entry, res)
@@ -166,8 +182,10 @@ func (w *Worker) commit(ctx context.Context, log *zap.Logger, d *queue.Delivery,
 		return queue.Ack()
 	case err != nil:
 		log.Error("writing outcome failed; will retry", zap.Error(err))
+		w.cfg.Metrics.nak("database")
 		return queue.Nak(w.nakDelay(d))
 	}
+	w.cfg.Metrics.observe(res)
 	log.Info("run done", zap.String("outcome", res.Outcome), zap.Int("llm_calls", len(res.Calls)),
 		zap.String("reason", string(res.Reason())), zap.Int("errors", len(res.Errors)))
 	return queue.Ack()

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	openai "github.com/sashabaranov/go-openai"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -38,6 +39,7 @@ type testBundle struct {
 	pub     *queue.Publisher
 	workCfg config.Worker
 	w       *worker.Worker
+	reg     *prometheus.Registry
 }
 
 type setupOpts struct {
@@ -55,7 +57,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	ctx, cancel := context.WithCancel(context.Background())
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 
-	b := &testBundle{st: storetest.NewStore(t), q: queuetest.NewStream(t), calls: new(atomic.Int64)}
+	b := &testBundle{st: storetest.NewStore(t), q: queuetest.NewStream(t), calls: new(atomic.Int64), reg: prometheus.NewRegistry()}
 	h := o.handler
 	if h == nil {
 		h = llmsim.New(o.sim, log)
@@ -90,7 +92,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	w, err := worker.New(worker.Config{
 		Store: b.st, Extractor: ext, Model: cfg.LLM.Model, NakDelay: 20 * time.Millisecond, MaxNakDelay: 50 * time.Millisecond,
 		Schemas: map[string]worker.SchemaEntry{"customer_message": {Schema: b.schema, Prompt: prompt, Repair: cmp.Or(o.repair, pipeline.RepairRegenerate)}},
-		Logger:  log,
+		Metrics: worker.NewMetrics(b.reg), Logger: log,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -282,6 +284,15 @@ func TestPipelineEndToEnd(t *testing.T) {
 		if b.calls.Load() != before {
 			t.Fatalf("redelivery called the LLM %d times", b.calls.Load()-before)
 		}
+		if got := b.metric(t, "extractq_runs_total"); got != 40 {
+			t.Fatalf("extractq_runs_total %v, want 40", got)
+		}
+		if got := b.metric(t, "extractq_llm_calls_total"); got != float64(bs.LLMCalls) {
+			t.Fatalf("extractq_llm_calls_total %v, want %d", got, bs.LLMCalls)
+		}
+		if got := b.metric(t, "extractq_redeliveries_acked_total"); got != 1 {
+			t.Fatalf("extractq_redeliveries_acked_total %v, want 1", got)
+		}
 	})
 
 	t.Run("ConflictingIDIsRejected", func(t *testing.T) {
@@ -364,4 +375,23 @@ func TestDeliveryFailed(t *testing.T) {
 	if n := b.count(t, `SELECT count(*) FROM failure_events WHERE kind = 'delivery' AND llm_call_id IS NULL`); n != 1 {
 		t.Fatalf("%d delivery failure events", n)
 	}
+}
+
+// metric sums every series of the counter name.
+func (b *testBundle) metric(t *testing.T, name string) float64 {
+	t.Helper()
+	mfs, err := b.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
 }

@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 
 	"github.com/extractq/extractq/internal/app"
@@ -27,7 +29,7 @@ func main() {
 	env := app.ReadEnv()
 	configPath := flag.String("config", env.Config, "configuration file (default: CONFIG, else the embedded defaults)")
 	concurrency := flag.Int("concurrency", 0, "messages in flight (default: worker.concurrency of the configuration)")
-	healthAddr := flag.String("health-addr", app.GetEnv("HEALTH_ADDR", "127.0.0.1:9090"), "address of /healthz and /readyz; empty for none")
+	healthAddr := flag.String("health-addr", app.GetEnv("HEALTH_ADDR", "127.0.0.1:9090"), "address of /healthz, /readyz and /metrics; empty for none")
 	logLevel := flag.String("log-level", app.GetEnv("LOG_LEVEL", "info"), "debug, info, warn or error")
 	flag.Parse()
 
@@ -75,9 +77,11 @@ func main() {
 	if err != nil {
 		app.Fatal(log, "creating the dead-letter stream", err)
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	w, err := worker.New(worker.Config{
 		Store: st, Extractor: app.NewExtractor(cfg, env, log), Schemas: schemas, Model: cfg.LLM.Model,
-		DBTimeout: min(cfg.Worker.AckWait/2, 15e9), Logger: log,
+		DBTimeout: min(cfg.Worker.AckWait/2, 15e9), Metrics: worker.NewMetrics(reg), Logger: log,
 	})
 	if err != nil {
 		app.Fatal(log, "building worker", err)
@@ -86,7 +90,7 @@ func main() {
 		Worker: w, Store: st, Conn: nc, Consumer: cons, Publisher: queue.NewPublisher(js, cfg.NATS),
 		JS: js, NATS: cfg.NATS, DeadLetter: dead,
 		Concurrency: cfg.Worker.Concurrency, InProgressEvery: cfg.Worker.InProgressEvery,
-		TermWithReason: queue.TermReasonSupported(nc), HealthAddr: *healthAddr, Logger: log,
+		TermWithReason: queue.TermReasonSupported(nc), HealthAddr: *healthAddr, Gatherer: reg, Logger: log,
 	})
 	if err != nil {
 		app.Fatal(log, "worker stopped", err)

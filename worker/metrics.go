@@ -1,0 +1,72 @@
+package worker
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/extractq/extractq/pipeline"
+)
+
+// Metrics are the worker's Prometheus metrics, all prefixed extractq_.
+type Metrics struct {
+	runs         *prometheus.CounterVec   // runs finished, by outcome and reason
+	naks         *prometheus.CounterVec   // runs put back, by cause
+	calls        *prometheus.CounterVec   // LLM calls, by purpose and result (valid, invalid)
+	tokens       *prometheus.CounterVec   // tokens, by kind (prompt, completion)
+	cost         prometheus.Counter       // US dollars
+	callLatency  *prometheus.HistogramVec // seconds per call, by purpose
+	runDuration  prometheus.Histogram     // seconds from delivery to decision
+	inFlight     prometheus.Gauge
+	redeliveries prometheus.Counter // deliveries of runs that already had an outcome
+}
+
+// NewMetrics registers the worker's metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "extractq_runs_total",
+			Help: "Runs given an outcome, by outcome (succeeded, repaired, failed) and failure reason (error kind)."}, []string{"outcome", "reason"}),
+		naks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "extractq_run_naks_total",
+			Help: "Runs put back on the stream for a later delivery, by cause (provider, database, shutdown)."}, []string{"cause"}),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "extractq_llm_calls_total",
+			Help: "LLM calls answered, by purpose (extract, repair) and result (valid, invalid)."}, []string{"purpose", "result"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "extractq_llm_tokens_total",
+			Help: "Tokens of answered LLM calls, by kind (prompt, completion)."}, []string{"kind"}),
+		cost: prometheus.NewCounter(prometheus.CounterOpts{Name: "extractq_llm_cost_usd_total",
+			Help: "Cost of answered LLM calls in US dollars, from the price table."}),
+		callLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "extractq_llm_call_seconds",
+			Help:    "Latency of answered LLM calls in seconds, retries included, by purpose.",
+			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64}}, []string{"purpose"}),
+		runDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "extractq_run_seconds",
+			Help:    "Time from a run's delivery to its ack or nak, in seconds.",
+			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128}}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "extractq_runs_in_flight",
+			Help: "Runs being handled now by this worker."}),
+		redeliveries: prometheus.NewCounter(prometheus.CounterOpts{Name: "extractq_redeliveries_acked_total",
+			Help: "Deliveries of runs that already had an outcome, acked without an LLM call."}),
+	}
+	reg.MustRegister(m.runs, m.naks, m.calls, m.tokens, m.cost, m.callLatency, m.runDuration, m.inFlight, m.redeliveries)
+	return m
+}
+
+func (m *Metrics) observe(res *pipeline.Result) {
+	if m == nil || res == nil {
+		return
+	}
+	m.runs.WithLabelValues(res.Outcome, string(res.Reason())).Inc()
+	for _, c := range res.Calls {
+		result := "valid"
+		if !c.Valid() {
+			result = "invalid"
+		}
+		m.calls.WithLabelValues(c.Purpose, result).Inc()
+		m.tokens.WithLabelValues("prompt").Add(float64(c.PromptTokens))
+		m.tokens.WithLabelValues("completion").Add(float64(c.CompletionTokens))
+		m.cost.Add(c.CostUSD)
+		m.callLatency.WithLabelValues(c.Purpose).Observe(c.Latency.Seconds())
+	}
+}
+
+func (m *Metrics) nak(cause string) {
+	if m != nil {
+		m.naks.WithLabelValues(cause).Inc()
+	}
+}
