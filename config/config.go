@@ -135,6 +135,13 @@ type Worker struct {
 	// InProgressEvery is how often a slow message's ack wait is renewed.
 	// Default a third of AckWait.
 	InProgressEvery time.Duration `yaml:"in_progress_every"`
+	// CommitBatch is the most run outcomes written in one Postgres
+	// transaction (each run still acked only after its commit); 1 writes
+	// each on its own. Default 16.
+	CommitBatch int `yaml:"commit_batch"`
+	// CommitWait is how long an outcome waits for others to share its
+	// transaction. Default 2ms.
+	CommitWait time.Duration `yaml:"commit_wait"`
 }
 
 // NATS names the stream, subjects and consumer, so tests, the demo and
@@ -292,6 +299,8 @@ func (c Config) WithDefaults() Config {
 	c.Worker.AckWait = cmp.Or(c.Worker.AckWait, 60*time.Second)
 	c.Worker.MaxDeliver = cmp.Or(c.Worker.MaxDeliver, 5)
 	c.Worker.InProgressEvery = cmp.Or(c.Worker.InProgressEvery, c.Worker.AckWait/3)
+	c.Worker.CommitBatch = cmp.Or(c.Worker.CommitBatch, 16)
+	c.Worker.CommitWait = cmp.Or(c.Worker.CommitWait, 2*time.Millisecond)
 	c.NATS.Stream = cmp.Or(c.NATS.Stream, "EXTRACTQ")
 	c.NATS.SubjectPrefix = cmp.Or(c.NATS.SubjectPrefix, "extractq")
 	c.NATS.Consumer = cmp.Or(c.NATS.Consumer, "workers")

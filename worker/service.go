@@ -146,6 +146,7 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 		cancel()
 	}
 	wg.Wait()
+	cfg.Worker.Close()
 	return err
 }
 

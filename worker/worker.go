@@ -39,6 +39,11 @@ type Config struct {
 	// DBTimeout bounds each database step. It must stay below the
 	// consumer's ack wait. Default 15s.
 	DBTimeout time.Duration
+	// CommitBatch is the most run outcomes written in one transaction;
+	// CommitWait how long the first waits for others. Defaults 1 (each run
+	// on its own) and 2ms.
+	CommitBatch int
+	CommitWait  time.Duration
 	// Metrics, if set, receives the worker's counts (NewMetrics).
 	Metrics *Metrics
 	// Logger is required in spirit; nil means no logs.
@@ -50,6 +55,7 @@ type Config struct {
 type Worker struct {
 	cfg Config
 	log *zap.Logger
+	com *committer // nil when CommitBatch is 1
 }
 
 // New returns a Worker.
@@ -70,7 +76,22 @@ func New(cfg Config) (*Worker, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Worker{cfg: cfg, log: log.Named("worker")}, nil
+	w := &Worker{cfg: cfg, log: log.Named("worker")}
+	if cfg.CommitBatch > 1 {
+		if cfg.CommitWait <= 0 {
+			cfg.CommitWait = 2 * time.Millisecond
+		}
+		w.com = newCommitter(cfg.Store, cfg.CommitBatch, cfg.CommitWait, cfg.DBTimeout)
+	}
+	return w, nil
+}
+
+// Close stops the worker's batch committer after writing what it holds.
+// Call it once no Handle call is running; RunService does.
+func (w *Worker) Close() {
+	if w.com != nil {
+		w.com.close()
+	}
 }
 
 // Handle processes one delivery and says what to do with the message:
@@ -198,6 +219,11 @@ func (w *Worker) writeOutcome(ctx context.Context, rw store.RunWithMessage, entr
 	params, err := OutcomeParams(rw.Run.MessageID, rw.Run.RunNo, entry.Schema, w.cfg.Model, res)
 	if err != nil {
 		return fmt.Errorf("building outcome: %w", err)
+	}
+	if com := w.com; com != nil {
+		if err := com.commit(params); !errors.Is(err, errCommitterClosed) {
+			return err
+		}
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.DBTimeout)
 	defer cancel()

@@ -50,6 +50,7 @@ type setupOpts struct {
 	mode       string // default response_format
 	maxTokens  int    // per-message token budget; default the configuration's
 	contextWin int    // model context in tokens; default the configuration's
+	batch      int    // outcomes per transaction; default 1
 }
 
 func setup(t *testing.T, o setupOpts) *testBundle {
@@ -91,8 +92,8 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	})
 	w, err := worker.New(worker.Config{
 		Store: b.st, Extractor: ext, Model: cfg.LLM.Model, NakDelay: 20 * time.Millisecond, MaxNakDelay: 50 * time.Millisecond,
-		Schemas: map[string]worker.SchemaEntry{"customer_message": {Schema: b.schema, Prompt: prompt, Repair: cmp.Or(o.repair, pipeline.RepairRegenerate)}},
-		Metrics: worker.NewMetrics(b.reg), Logger: log,
+		Schemas:     map[string]worker.SchemaEntry{"customer_message": {Schema: b.schema, Prompt: prompt, Repair: cmp.Or(o.repair, pipeline.RepairRegenerate)}},
+		CommitBatch: o.batch, Metrics: worker.NewMetrics(b.reg), Logger: log,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +184,7 @@ func TestPipelineEndToEnd(t *testing.T) {
 	t.Run("RealSampleAddsUp", func(t *testing.T) {
 		t.Parallel()
 		// Fault rates far above the demo's, so every path is taken.
-		b := setup(t, setupOpts{sim: config.Simulator{Seed: 7, InvalidJSONRate: 0.1, FencedRate: 0.1, ProseRate: 0.1,
+		b := setup(t, setupOpts{batch: 8, sim: config.Simulator{Seed: 7, InvalidJSONRate: 0.1, FencedRate: 0.1, ProseRate: 0.1,
 			WrongTypeRate: 0.1, MissingRequiredRate: 0.1, UngroundedRate: 0.15, TruncatedRate: 0.05, RepairFixRate: 0.75}})
 		sum := b.ingestFile(t, "../testdata/abcd/small.jsonl")
 		if sum.Published != 40 || sum.Rejected != 0 {
