@@ -14,6 +14,9 @@
 //   - GET /v1/models: one model, DefaultModel. Chat calls accept any model
 //     name and echo it.
 //   - GET /healthz: {"status":"ok","simulator":true}.
+//   - POST /admin/outage?seconds=N and GET /admin/stats: test endpoints,
+//     see Outages and counters. They have no authentication: the
+//     simulator is a test tool, never to be exposed beyond a test network.
 //
 // Bad requests get a 400 with an OpenAI error body,
 // {"error":{"message","type":"invalid_request_error","param","code"}}; an
@@ -103,10 +106,10 @@
 // than max_completion_tokens (or max_tokens) is also cut, with
 // finish_reason "length".
 //
-// Replies are deterministic: every random choice comes from a generator
-// seeded with a hash of config.Simulator.Seed, the request's seed (if
-// sent), the attempt number and the message text. The same inputs give the
-// same reply; nothing uses the global generator.
+// Replies are deterministic: every random choice of a reply comes from a
+// generator seeded with a hash of config.Simulator.Seed, the request's seed
+// (if sent), the attempt number and the message text. The same inputs give
+// the same reply; nothing uses the global generator.
 //
 // # Repair
 //
@@ -133,17 +136,107 @@
 //
 // Repairs never carry faults.
 //
-// # Usage, latency and headers
+// # Order of a chat call
+//
+// Each POST /v1/chat/completions is answered by the first that applies:
+//
+//  1. an outage in course: 503;
+//  2. a bad request: 400 (it counts against no limit and draws nothing);
+//  3. a transport fault drawn for this try: 403 HTML page, 429 or 500;
+//  4. the enforced limits: 429;
+//  5. the latency, then the 200 reply (or nothing, when the caller went
+//     away during it).
+//
+// Error answers are immediate: only a 200 waits the latency.
+//
+// # Tries
+//
+// The server counts, per request body (SHA-256 of the exact bytes), how
+// many times it has received it: the try number, from 1. A client that
+// retries sends the same body, so its retry is try 2, 3, ... The transport
+// fault and the latency of a call are drawn from a generator seeded with a
+// hash of config.Simulator.Seed, the body's hash and the try number. So a
+// retry is a new, independent draw (at a 429 rate of 0.5 the k-th try
+// fails with probability 0.5, and a retry eventually succeeds), yet a run
+// is repeatable: the same seed and the same requests, in any interleaving
+// of different bodies, give the same outcomes. The reply itself (faults in
+// its content) does not depend on the try. The table holds up to 262,144
+// bodies; when full it is emptied and tries count from 1 again. Replies
+// carry the try as X-Llmsim-Try.
+//
+// # Transport faults
+//
+// Each try of a call, first calls and repairs alike, fails as a whole with
+// one uniform draw against the rates, cumulative in this order (the
+// earlier win when they add up to more than 1):
+//
+//   - rate_limited (RateLimitedRate): 429 with Retry-After (RetryAfter in
+//     whole seconds, rounded up, at least 1), retry-after-ms (RetryAfter in
+//     milliseconds; RetryAfter 0 means 1s) and OpenAI's body
+//     {"error":{"message":"Rate limit reached ...","type":"requests",
+//     "param":null,"code":"rate_limit_exceeded"}}.
+//   - server_error (ServerErrorRate): 500 with OpenAI's body, type
+//     "server_error", code null.
+//   - forbidden_html (ForbiddenHTMLRate): 403 with an HTML page
+//     (Content-Type text/html), as a proxy in front of the provider sends;
+//     it carries no x-ratelimit-* headers. go-openai returns it as a
+//     *openai.RequestError, the others as *openai.APIError.
+//
+// X-Llmsim-Fault names the fault. Transport faults charge no limit.
+//
+// # Enforced limits
+//
+// RequestsPerMinute and TokensPerMinute (0: none) are token buckets, full
+// at the start, holding at most the limit and refilled continuously at the
+// limit per minute. A call charges 1 request and its tokens: the prompt
+// estimate (below) plus max_completion_tokens, else max_tokens, else 0. A
+// call that does not fit both buckets charges neither and gets 429 with
+// Retry-After and retry-after-ms (until both fit) and OpenAI's body, type
+// "requests" or "tokens", code "rate_limit_exceeded". A call asking more
+// tokens than TokensPerMinute gets 429 "Request too large" every time:
+// waiting never helps.
+//
+// Every chat answer from the provider (200s, 429s, 500s; not 400s, 503s or
+// the proxy's 403) carries, for each enforced limit, as OpenAI sends them:
+// x-ratelimit-limit-requests, x-ratelimit-remaining-requests (whole
+// requests left after this call) and x-ratelimit-reset-requests (until the
+// bucket is full again, Go duration text rounded up to the millisecond:
+// "1s", "250ms", "6m0s"), and the same three for -tokens.
+//
+// # Latency
+//
+// With LatencyMedian set, each 200 waits a time drawn from the log-normal
+// distribution with that median and LatencyP99 as its 99th percentile:
+// exp(mu + sigma*z) with z standard normal, mu = ln(median) and sigma =
+// (ln(p99) - ln(median)) / 2.3263 (sigma 0, always the median, when
+// LatencyP99 is not above it), capped at one hour. Otherwise, with Latency
+// set, it waits a time uniform in [0.5, 1.5] × Latency. The draw is seeded
+// per try (see Tries). The wait ends early when the caller goes away.
+//
+// # Outages and counters
+//
+// POST /admin/outage?seconds=N (N a decimal number of seconds, 0 to
+// 1000000) makes every chat call fail with 503 and OpenAI's server_error
+// body, without Retry-After, for N seconds from now; N=0 ends the outage.
+// It answers {"outage":bool,"seconds":N}. Server.SetOutage does the same
+// from Go.
+//
+// GET /admin/stats answers the counters since start as JSON (Stats):
+// {"requests","by_status":{"200":n,...},"prompt_tokens",
+// "completion_tokens","limited","faults":{"rate_limited":n,...},
+// "outage_remaining_ms"}. Server.Stats returns them from Go. Only chat
+// calls are counted; a caller that went away before its reply counts as
+// status 499.
+//
+// # Usage and headers
 //
 // usage.prompt_tokens and usage.completion_tokens are an estimate, not a
 // tokenizer: ceil(code points / 4) of the reply, and of the messages' text,
-// tool call arguments and schema for the prompt. With
-// config.Simulator.Latency set, each call waits a seeded time uniform in
-// [0.5, 1.5] × that mean, and returns early when the caller goes away.
+// tool call arguments and schema for the prompt.
 //
 // Each chat reply carries X-Llmsim-Fault (the fault applied, "none"),
-// X-Llmsim-Fault-Path (the JSON Pointer it hit, when one), X-Llmsim-Attempt
-// and, on repairs, X-Llmsim-Fixed (the fixed paths, comma separated). They
-// name no customer values. The server logs each call at debug level with
-// the same facts and never logs message text.
+// X-Llmsim-Fault-Path (the JSON Pointer it hit, when one), X-Llmsim-Attempt,
+// X-Llmsim-Try and, on repairs, X-Llmsim-Fixed (the fixed paths, comma
+// separated). They name no customer values. The server logs each call at
+// debug level with the same facts and never logs message text.
 package llmsim

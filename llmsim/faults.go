@@ -13,8 +13,8 @@ import (
 	"github.com/extractq/extractq/config"
 )
 
-// Fault names one way a first reply goes wrong. The reply header
-// X-Llmsim-Fault carries it ("none" for an honest reply).
+// Fault names one way a first reply, or a whole call, goes wrong. The
+// reply header X-Llmsim-Fault carries it ("none" for an honest reply).
 type Fault string
 
 // The faults, each injected at its configured rate on the first

@@ -1,6 +1,7 @@
 package llmsim
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -9,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -31,14 +33,19 @@ const DefaultModel = "extractq-sim-1"
 const maxBodyBytes = 8 << 20
 
 // Server is the simulator: an http.Handler serving POST
-// /v1/chat/completions, GET /v1/models and GET /healthz. It is safe for
+// /v1/chat/completions, GET /v1/models, GET /healthz and the test
+// endpoints POST /admin/outage and GET /admin/stats. It is safe for
 // concurrent use.
 type Server struct {
-	cfg   config.Simulator
-	log   *zap.Logger
-	mux   *http.ServeMux
-	re    regexCache
-	calls atomic.Int64
+	cfg    config.Simulator
+	log    *zap.Logger
+	mux    *http.ServeMux
+	re     regexCache
+	calls  atomic.Int64
+	tries  tries
+	limit  limiter
+	outage outageState
+	stats  counters
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -46,17 +53,22 @@ var _ http.Handler = (*Server)(nil)
 // New returns a simulator using cfg as given: its rates are probabilities
 // in [0, 1] and are not defaulted here, so RepairFixRate 0 means a repair
 // fixes nothing (config.Load fills the file's defaults, 0.75 for
-// repair_fix_rate). Addr is not used by the handler. A nil log logs
-// nothing.
+// repair_fix_rate). RetryAfter 0 means 1s. RequestsPerMinute and
+// TokensPerMinute of 0 enforce no limit. Addr is not used by the handler.
+// A nil log logs nothing.
 func New(cfg config.Simulator, log *zap.Logger) *Server {
 	if log == nil {
 		log = zap.NewNop()
 	}
 	s := &Server{cfg: cfg, log: log.Named("llmsim")}
+	s.limit.requests = newBucket(cfg.RequestsPerMinute)
+	s.limit.tokens = newBucket(cfg.TokensPerMinute)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.chatCompletions)
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("POST /admin/outage", s.adminOutage)
+	mux.HandleFunc("GET /admin/stats", s.adminStats)
 	mux.HandleFunc("/", s.notFound)
 	s.mux = mux
 	return s
@@ -111,7 +123,7 @@ func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
-	case "/v1/chat/completions", "/v1/models", "/healthz":
+	case "/v1/chat/completions", "/v1/models", "/healthz", "/admin/outage", "/admin/stats":
 		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", "",
 			r.Method+" is not allowed on "+r.URL.Path)
 		return
@@ -131,9 +143,36 @@ type badRequest struct{ code, param, msg string }
 
 func (e *badRequest) Error() string { return e.msg }
 
+// chatCompletions serves POST /v1/chat/completions and counts the call.
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	sw := &statusWriter{ResponseWriter: w}
+	var rec callRecord
+	s.chat(sw, r, &rec)
+	status := sw.status
+	if status == 0 {
+		status = StatusClientGone
+	}
+	s.stats.record(status, rec.fault, rec.promptTok, rec.complTok)
+}
+
+// chat answers one chat call, in this order: an outage's 503; a bad
+// request's 400; an injected transport fault (403 page, 429, 500); the
+// enforced limits' 429; the latency; the reply. It fills rec for the
+// counters.
+func (s *Server) chat(w http.ResponseWriter, r *http.Request, rec *callRecord) {
+	if s.outageLeft(time.Now()) > 0 {
+		rec.fault = FaultOutage
+		writeOutage(w)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_json", "",
+			"request body could not be read: "+err.Error())
+		return
+	}
 	var req chatRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes)).Decode(&req); err != nil {
+	if err := json.NewDecoder(bytes.NewReader(body)).Decode(&req); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_json", "",
 			"request body is not valid JSON: "+err.Error())
 		return
@@ -152,7 +191,45 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if err := s.sleep(r.Context(), req.Seed, conv); err != nil {
+
+	digest := sha256.Sum256(body)
+	try := s.tries.next(digest)
+	h := w.Header()
+	h.Set("X-Llmsim-Try", strconv.FormatUint(uint64(try), 10))
+	h.Set("X-Llmsim-Attempt", strconv.Itoa(conv.attempt))
+	tf := s.transportFault(digest, try)
+	if tf != FaultNone {
+		rec.fault = tf
+		h.Set("X-Llmsim-Fault", string(tf))
+		s.log.Debug("chat completion transport fault",
+			zap.String("fault", string(tf)), zap.Uint32("try", try), zap.Int("attempt", conv.attempt))
+	}
+	switch tf {
+	case FaultForbiddenHTML: // a proxy's page: no provider headers
+		writeForbiddenHTML(w)
+		return
+	case FaultRateLimited:
+		s.limit.peek(time.Now()).setHeaders(h)
+		s.writeRateLimited(w, req.Model)
+		return
+	case FaultServerError:
+		s.limit.peek(time.Now()).setHeaders(h)
+		writeServerError(w)
+		return
+	}
+	promptTok := estimateTokens(promptText(req, tg))
+	charged := promptTok + cmp.Or(req.MaxCompletionTokens, req.MaxTokens)
+	ld := s.limit.take(time.Now(), charged)
+	ld.setHeaders(h)
+	if !ld.ok {
+		s.log.Debug("chat completion over the enforced limit",
+			zap.String("limit", ld.over), zap.Bool("too_large", ld.tooLarge), zap.Int("tokens", charged),
+			zap.Duration("retry_after", ld.retryAfter))
+		writeLimited(w, ld, req.Model, charged)
+		return
+	}
+
+	if err := s.sleep(r.Context(), digest, try); err != nil {
 		return // the caller is gone
 	}
 	f := &filler{d: sd, re: &s.re}
@@ -198,8 +275,8 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	} else {
 		msg.Content = &content
 	}
-	promptTok := estimateTokens(promptText(req, tg))
 	complTok := estimateTokens(content)
+	rec.fault, rec.promptTok, rec.complTok = fault, promptTok, complTok
 	resp := chatResponse{
 		ID:                fmt.Sprintf("chatcmpl-sim-%s-%d", hashHex(conv.text)[:12], n),
 		Object:            "chat.completion",
@@ -209,9 +286,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		Choices:           []choice{{Index: 0, Message: msg, FinishReason: finish}},
 		Usage:             usage{PromptTokens: promptTok, CompletionTokens: complTok, TotalTokens: promptTok + complTok},
 	}
-	h := w.Header()
 	h.Set("X-Llmsim-Fault", string(fault))
-	h.Set("X-Llmsim-Attempt", strconv.Itoa(conv.attempt))
 	if faultPath != "" {
 		h.Set("X-Llmsim-Fault-Path", faultPath)
 	}
@@ -220,6 +295,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Debug("chat completion",
 		zap.Int("attempt", conv.attempt),
+		zap.Uint32("try", try),
 		zap.Bool("repair", conv.repair),
 		zap.Bool("patch", conv.repair && conv.patch),
 		zap.Bool("tools", tg.toolName != ""),
@@ -357,24 +433,6 @@ func (s *Server) rand(reqSeed *int64, conv conversation, purpose string) *rand.R
 	return rand.New(rand.NewPCG(binary.LittleEndian.Uint64(sum[:8]), binary.LittleEndian.Uint64(sum[8:16])))
 }
 
-// sleep waits the simulated latency: uniform in [0.5, 1.5] × the mean. It
-// returns ctx's error when the caller goes away first.
-func (s *Server) sleep(ctx context.Context, reqSeed *int64, conv conversation) error {
-	if s.cfg.Latency <= 0 {
-		return nil
-	}
-	rng := s.rand(reqSeed, conv, "latency")
-	d := time.Duration(float64(s.cfg.Latency) * (0.5 + rng.Float64()))
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // estimateTokens is the simulator's token estimate: ceil(code points / 4).
 // It is not a tokenizer.
 func estimateTokens(s string) int {
@@ -408,10 +466,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
+// writeError writes an OpenAI error body; an empty code or param is null.
 func writeError(w http.ResponseWriter, status int, typ, code, param, msg string) {
-	body := apiError{Error: apiErrorBody{Message: msg, Type: typ, Code: code}}
+	body := apiError{Error: apiErrorBody{Message: msg, Type: typ}}
 	if param != "" {
 		body.Error.Param = &param
+	}
+	if code != "" {
+		body.Error.Code = &code
 	}
 	writeJSON(w, status, body)
 }

@@ -64,6 +64,7 @@ const (
 var allTexts = []string{textDispute, textOrder, textEmail, textItems}
 
 type testBundle struct {
+	sim    *Server
 	client *openai.Client
 	url    string
 	schema *jsonschema.Schema
@@ -71,7 +72,8 @@ type testBundle struct {
 
 func setup(t *testing.T, cfg config.Simulator) *testBundle {
 	t.Helper()
-	srv := httptest.NewServer(New(cfg, zaptest.NewLogger(t)))
+	sim := New(cfg, zaptest.NewLogger(t))
+	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
 	oc := openai.DefaultConfig("x")
 	oc.BaseURL = srv.URL + "/v1"
@@ -79,7 +81,7 @@ func setup(t *testing.T, cfg config.Simulator) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testBundle{client: openai.NewClientWithConfig(oc), url: srv.URL, schema: sch}
+	return &testBundle{sim: sim, client: openai.NewClientWithConfig(oc), url: srv.URL, schema: sch}
 }
 
 // The product's prompt: the customer text sits between <message> lines.
@@ -611,7 +613,7 @@ func TestErrors(t *testing.T) {
 		defer resp.Body.Close()
 		var e apiError
 		data, _ := io.ReadAll(resp.Body)
-		if err := json.Unmarshal(data, &e); err != nil || e.Error.Message == "" || e.Error.Type == "" || e.Error.Code == "" {
+		if err := json.Unmarshal(data, &e); err != nil || e.Error.Message == "" || e.Error.Type == "" || e.Error.code() == "" {
 			t.Errorf("%s %s: body %s is not an OpenAI error", method, path, data)
 		}
 		return resp.StatusCode, e
@@ -633,8 +635,8 @@ func TestErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			status, e := raw(t, tc.method, tc.path, tc.body)
-			if status != tc.status || e.Error.Code != tc.code {
-				t.Errorf("status %d code %q, want %d %q (%s)", status, e.Error.Code, tc.status, tc.code, e.Error.Message)
+			if status != tc.status || e.Error.code() != tc.code {
+				t.Errorf("status %d code %q, want %d %q (%s)", status, e.Error.code(), tc.status, tc.code, e.Error.Message)
 			}
 		})
 	}

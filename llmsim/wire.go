@@ -133,5 +133,13 @@ type apiErrorBody struct {
 	Message string  `json:"message"`
 	Type    string  `json:"type"`
 	Param   *string `json:"param"`
-	Code    string  `json:"code"`
+	Code    *string `json:"code"`
+}
+
+// code returns the error code, "" for null.
+func (b apiErrorBody) code() string {
+	if b.Code == nil {
+		return ""
+	}
+	return *b.Code
 }

@@ -9,7 +9,10 @@
 //
 // The configuration file comes from -config, else the CONFIG environment
 // variable, else the embedded defaults; its "simulator" section holds the
-// rates. SIGINT or SIGTERM shuts it down gracefully.
+// rates, latency and enforced limits. POST /admin/outage?seconds=N and GET
+// /admin/stats are unauthenticated test endpoints: never expose the
+// simulator beyond a test network. SIGINT or SIGTERM shuts it down
+// gracefully.
 package main
 
 import (
@@ -58,7 +61,11 @@ func main() {
 		zap.Float64("prose_rate", sim.ProseRate), zap.Float64("wrong_type_rate", sim.WrongTypeRate),
 		zap.Float64("missing_required_rate", sim.MissingRequiredRate), zap.Float64("ungrounded_rate", sim.UngroundedRate),
 		zap.Float64("truncated_rate", sim.TruncatedRate), zap.Float64("repair_fix_rate", sim.RepairFixRate),
-		zap.Duration("latency", sim.Latency))
+		zap.Duration("latency", sim.Latency), zap.Duration("latency_median", sim.LatencyMedian),
+		zap.Duration("latency_p99", sim.LatencyP99), zap.Float64("rate_limited_rate", sim.RateLimitedRate),
+		zap.Float64("server_error_rate", sim.ServerErrorRate), zap.Float64("forbidden_html_rate", sim.ForbiddenHTMLRate),
+		zap.Duration("retry_after", sim.RetryAfter), zap.Int("requests_per_minute", sim.RequestsPerMinute),
+		zap.Int("tokens_per_minute", sim.TokensPerMinute))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
