@@ -12,6 +12,8 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 	"go.uber.org/zap"
+
+	"github.com/extractq/extractq/provider"
 )
 
 // ChatClient is the part of go-openai's client the pipeline uses.
@@ -163,19 +165,26 @@ func (r *Result) Reason() Kind {
 	return r.Errors[0].Kind
 }
 
-// TransportError is a provider failure that is not the message's fault: a
-// timeout, a connection error, 429 or 5xx. The caller retries the run later
-// (nak); Result.Calls holds the calls made before it.
+// TransportError is a provider failure that is not a reply to validate: a
+// timeout, a connection error, 429, 5xx, or a request the provider
+// refused. Class says which (see provider.ErrorClass); Retryable says
+// whether the run should be retried later (nak) rather than failed.
+// Result.Calls holds the calls made before it.
 type TransportError struct {
-	StatusCode int // HTTP status; 0 for a connection error or timeout
+	StatusCode int                 // HTTP status; 0 for a connection error, timeout or open breaker
+	Class      provider.ErrorClass // what the provider said; see provider.Class
 	Err        error
 }
 
 func (e *TransportError) Error() string {
-	if e.StatusCode != 0 {
-		return fmt.Sprintf("llm transport: HTTP %d: %v", e.StatusCode, e.Err)
+	s := "llm transport: "
+	if e.Class != provider.ClassNone {
+		s += string(e.Class) + ": "
 	}
-	return fmt.Sprintf("llm transport: %v", e.Err)
+	if e.StatusCode != 0 {
+		s += fmt.Sprintf("HTTP %d: ", e.StatusCode)
+	}
+	return s + e.Err.Error()
 }
 
 func (e *TransportError) Unwrap() error { return e.Err }
@@ -381,25 +390,37 @@ func (e *Extractor) call(ctx context.Context, msgs []openai.ChatCompletionMessag
 	return c, resp, nil
 }
 
-// classifyTransport turns a go-openai error into a *TransportError. A 4xx
-// other than 408 and 429 is still returned as a TransportError: the
-// request itself is at fault, which retrying will not mend; callers may
-// inspect StatusCode.
+// classifyTransport turns a go-openai error into a *TransportError with
+// its class: a *provider.Error in the chain (the provider.Transport
+// under go-openai returns one), else go-openai's *openai.APIError or
+// *openai.RequestError, else a network error (provider.Class).
 func classifyTransport(err error) error {
+	te := &TransportError{Class: provider.Class(err), Err: err}
+	var pe *provider.Error
 	var apiErr *openai.APIError
-	if errors.As(err, &apiErr) {
-		return &TransportError{StatusCode: apiErr.HTTPStatusCode, Err: err}
-	}
 	var reqErr *openai.RequestError
-	if errors.As(err, &reqErr) {
-		return &TransportError{StatusCode: reqErr.HTTPStatusCode, Err: err}
+	switch {
+	case errors.As(err, &pe):
+		te.StatusCode = pe.StatusCode
+	case errors.As(err, &apiErr):
+		te.StatusCode = apiErr.HTTPStatusCode
+	case errors.As(err, &reqErr):
+		te.StatusCode = reqErr.HTTPStatusCode
 	}
-	return &TransportError{Err: err}
+	return te
 }
 
-// Retryable reports whether a transport failure may succeed later: no
-// status (connection, timeout), 408, 429 or 5xx.
+// Retryable reports whether the run may succeed later and should be
+// retried (nak) rather than failed: every class but bad_request (the
+// request's own fault, such as context_length_exceeded). Classes that need
+// an operator (provider.ErrorClass.Alert: quota_exhausted, credentials,
+// proxy_page, endpoint) are retryable: they are not the message's fault.
+// Without a class, it falls back on the status: none (connection,
+// timeout), 408, 429 or 5xx.
 func (e *TransportError) Retryable() bool {
+	if e.Class != provider.ClassNone {
+		return !e.Class.MessageFault()
+	}
 	s := e.StatusCode
 	return s == 0 || s == http.StatusRequestTimeout || s == http.StatusTooManyRequests || s >= 500
 }

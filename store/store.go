@@ -57,6 +57,10 @@ type Store struct {
 	log *zap.Logger
 }
 
+// DefaultMaxConns is the pool size Open uses when the URL sets no
+// pool_max_conns.
+const DefaultMaxConns = 16
+
 // openPingTimeout bounds how long Open waits for the server to answer.
 const openPingTimeout = 30 * time.Second
 
@@ -76,6 +80,12 @@ func Open(ctx context.Context, url string, log *zap.Logger) (*Store, error) {
 		return nil, fmt.Errorf("store.Open: parse database URL: %w", err)
 	}
 	where := fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+	if !strings.Contains(url, "pool_max_conns") {
+		// pgx's default, max(4, CPUs), starves a worker with many runs in
+		// flight; 16 stays far below Postgres's default max_connections
+		// (100) for a few replicas. Set pool_max_conns in the URL to change it.
+		cfg.MaxConns = DefaultMaxConns
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("store.Open(%s): %w", where, err)

@@ -31,9 +31,17 @@ type commitReq struct {
 	errc   chan error
 }
 
+// committerLoops is how many transactions a committer may have open at
+// once.
+const committerLoops = 4
+
 func newCommitter(st *store.Store, max int, wait, timeout time.Duration) *committer {
 	c := &committer{st: st, max: max, wait: wait, timeout: timeout, reqs: make(chan commitReq), done: make(chan struct{})}
-	go c.loop()
+	var wg sync.WaitGroup
+	for range committerLoops {
+		wg.Go(c.loop)
+	}
+	go func() { wg.Wait(); close(c.done) }()
 	return c
 }
 
@@ -64,7 +72,6 @@ func (c *committer) close() {
 }
 
 func (c *committer) loop() {
-	defer close(c.done)
 	for first := range c.reqs {
 		batch := []commitReq{first}
 		timer := time.NewTimer(c.wait)

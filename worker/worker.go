@@ -170,7 +170,12 @@ func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
 			log.Warn("provider failed on the last delivery; sending to triage", zap.Error(err))
 			return w.commit(ctx, log, d, rw, entry, res)
 		}
-		log.Warn("provider failed; will retry", zap.Error(err))
+		if te != nil && te.Class.Alert() {
+			log.Error("provider refuses our calls (credentials, quota or a proxy): not the message's fault; fix the provider settings",
+				zap.String("class", string(te.Class)), zap.Error(err))
+		} else {
+			log.Warn("provider failed; will retry", zap.Error(err))
+		}
 		w.cfg.Metrics.nak("provider")
 		return queue.Nak(w.nakDelay(d))
 	}

@@ -79,16 +79,18 @@ func main() {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	extractor, transport := app.NewExtractor(cfg, env, reg, log)
 	w, err := worker.New(worker.Config{
-		Store: st, Extractor: app.NewExtractor(cfg, env, log), Schemas: schemas, Model: cfg.LLM.Model,
+		Store: st, Extractor: extractor, Schemas: schemas, Model: cfg.LLM.Model,
 		DBTimeout: min(cfg.Worker.AckWait/2, 15e9), Metrics: worker.NewMetrics(reg), Logger: log,
+		CommitBatch: cfg.Worker.CommitBatch, CommitWait: cfg.Worker.CommitWait,
 	})
 	if err != nil {
 		app.Fatal(log, "building worker", err)
 	}
 	err = worker.RunService(ctx, worker.ServiceConfig{
 		Worker: w, Store: st, Conn: nc, Consumer: cons, Publisher: queue.NewPublisher(js, cfg.NATS),
-		JS: js, NATS: cfg.NATS, DeadLetter: dead,
+		JS: js, NATS: cfg.NATS, DeadLetter: dead, Ready: transport.WaitReady,
 		Concurrency: cfg.Worker.Concurrency, InProgressEvery: cfg.Worker.InProgressEvery,
 		TermWithReason: queue.TermReasonSupported(nc), HealthAddr: *healthAddr, Gatherer: reg, Logger: log,
 	})

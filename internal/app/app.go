@@ -7,16 +7,19 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
 	openai "github.com/sashabaranov/go-openai"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/extractq/extractq/config"
 	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/provider"
 	"github.com/extractq/extractq/schemas"
 	"github.com/extractq/extractq/worker"
 )
@@ -128,16 +131,23 @@ func LoadSchemas(cfg *config.Config) (map[string]worker.SchemaEntry, error) {
 }
 
 // NewExtractor builds the pipeline's extractor for the configured model on
-// the endpoint env names.
-func NewExtractor(cfg *config.Config, env Env, log *zap.Logger) *pipeline.Extractor {
+// the endpoint env names, calling through a provider.Transport (retries,
+// rate limits, circuit breaker; configuration section provider) whose
+// metrics are registered on reg (nil: not registered). It returns the
+// transport too: its Ready and WaitReady tell when the breaker is open.
+func NewExtractor(cfg *config.Config, env Env, reg prometheus.Registerer, log *zap.Logger) (*pipeline.Extractor, *provider.Transport) {
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.MaxIdleConnsPerHost = max(cfg.Worker.Concurrency, 2)
+	tr := provider.New(cfg.Provider, base, reg, log)
 	oc := openai.DefaultConfig(env.LLMAPIKey)
 	oc.BaseURL = strings.TrimRight(env.LLMBaseURL, "/")
+	oc.HTTPClient = tr.Client()
 	price := cfg.Prices.Models[cfg.LLM.Model]
 	if _, ok := cfg.Prices.Models[cfg.LLM.Model]; !ok {
 		log.Warn("model has no price in the price table; its calls cost 0", zap.String("model", cfg.LLM.Model),
 			zap.String("price_version", cfg.Prices.Version))
 	}
-	return pipeline.NewExtractor(openai.NewClientWithConfig(oc), pipeline.ExtractorConfig{
+	ext := pipeline.NewExtractor(openai.NewClientWithConfig(oc), pipeline.ExtractorConfig{
 		Model: cfg.LLM.Model, RequestMode: cfg.LLM.RequestMode, MaxCompletionTokens: cfg.LLM.MaxCompletionTokens,
 		ContextWindowTokens: cfg.LLM.ContextWindowTokens, Timeout: cfg.LLM.Timeout,
 		Budget:       pipeline.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCostUSD: cfg.Budget.MaxCostUSD},
@@ -145,6 +155,7 @@ func NewExtractor(cfg *config.Config, env Env, log *zap.Logger) *pipeline.Extrac
 		PriceVersion: cfg.Prices.Version,
 		Logger:       log,
 	})
+	return ext, tr
 }
 
 // Fatal logs err and exits 1.

@@ -1,0 +1,427 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sony/gobreaker/v2"
+	"go.uber.org/zap"
+
+	"github.com/extractq/extractq/config"
+)
+
+// Body size limits: what is read of an error answer, and of a chat
+// completion checked for ClassMalformed.
+const (
+	maxErrorBody      = 1 << 20
+	maxCompletionBody = 64 << 20
+)
+
+// readyPoll is how often WaitReady looks again while a half-open probe is
+// in flight.
+const readyPoll = 50 * time.Millisecond
+
+// Transport is an http.RoundTripper for an OpenAI-compatible API that
+// paces, retries, classifies and breaks, in that order for each call:
+//
+//  1. the circuit breaker refuses the call at once (ClassCircuitOpen) while
+//     it is open, and lets one probe through when half-open;
+//  2. before each attempt, the call waits for the provider's reset when its
+//     x-ratelimit-remaining-* headers reached 0, then for the client-side
+//     requests and tokens limiters;
+//  3. timeouts, connection errors, 408, 429 and 5xx are retried with
+//     exponential backoff and jitter, waiting at least what Retry-After
+//     (or retry-after-ms) asks, up to MaxRetries retries and MaxElapsedTime
+//     (and never past the request context's deadline);
+//  4. every other failure, and the last retried one, comes back as a *Error
+//     carrying its ErrorClass; a 2xx chat completion that is not one is
+//     ClassMalformed.
+//
+// A Transport is safe for concurrent use; share one per process so that
+// its limiters and breaker see every call.
+type Transport struct {
+	cfg  config.Provider
+	base http.RoundTripper
+	log  *zap.Logger
+	lim  *limits
+	cb   *gobreaker.CircuitBreaker[*http.Response]
+	m    *metrics
+
+	mu        sync.Mutex
+	changed   chan struct{} // closed and replaced on every breaker state change
+	openUntil time.Time
+}
+
+var _ http.RoundTripper = (*Transport)(nil)
+
+// New returns a Transport sending through base (nil: http.DefaultTransport)
+// with cfg's retries, limits and breaker; zero fields of cfg take the
+// defaults of config.Default. Its metrics are registered on reg (nil: not
+// registered). log may be nil.
+func New(cfg config.Provider, base http.RoundTripper, reg prometheus.Registerer, log *zap.Logger) *Transport {
+	cfg = config.Config{Provider: cfg}.WithDefaults().Provider
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	t := &Transport{cfg: cfg, base: base, log: log.Named("provider"), lim: newLimits(cfg.RequestsPerMinute, cfg.TokensPerMinute),
+		changed: make(chan struct{})}
+	t.cb = gobreaker.NewCircuitBreaker[*http.Response](gobreaker.Settings{
+		Name:        "llm_provider",
+		MaxRequests: 1,
+		Timeout:     cfg.BreakerCooldown,
+		ReadyToTrip: func(c gobreaker.Counts) bool {
+			return c.ConsecutiveFailures >= uint32(max(cfg.BreakerFailures, 1))
+		},
+		OnStateChange: t.onStateChange,
+		IsSuccessful: func(err error) bool {
+			return err == nil || Class(err) == ClassBadRequest
+		},
+		// Not counted: cancellations, a deadline that passed before any
+		// answer, and refusals made here without asking the provider.
+		IsExcluded: func(err error) bool {
+			if err == nil {
+				return false
+			}
+			var pe *Error
+			if errors.As(err, &pe) {
+				return pe.local
+			}
+			return Class(err) == ClassNone || errors.Is(err, context.DeadlineExceeded)
+		},
+	})
+	t.m = newMetrics(reg, func() float64 { return float64(t.cb.State()) }, t.log)
+	return t
+}
+
+// Client returns an *http.Client using t, without a timeout of its own:
+// each request's context bounds it. Set it as go-openai's
+// ClientConfig.HTTPClient.
+func (t *Transport) Client() *http.Client { return &http.Client{Transport: t} }
+
+// RoundTrip sends req with the Transport's pacing, retries and breaker.
+// It returns the response of a call that succeeded (any 1xx-3xx, or a 2xx
+// that is a chat completion where one is expected), and otherwise a *Error
+// (see ErrorClass), or the context's error when req's context was
+// cancelled. Its request body is read once and replayed on each attempt.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	body, err := readBody(req)
+	if err != nil {
+		return nil, err
+	}
+	ctx := req.Context()
+	cost := 0
+	if t.lim.tokens != nil {
+		cost = estimateCost(body)
+	}
+	resp, err := t.cb.Execute(func() (*http.Response, error) { return t.retry(ctx, req, body, cost) })
+	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+		err = &Error{Class: ClassCircuitOpen, Err: err, local: true}
+	}
+	t.observeCall(err)
+	return resp, err
+}
+
+func readBody(req *http.Request) ([]byte, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return nil, nil
+	}
+	defer req.Body.Close()
+	b, err := io.ReadAll(req.Body)
+	if err != nil {
+		return nil, fmt.Errorf("provider: reading the request body: %w", err)
+	}
+	return b, nil
+}
+
+// withBody returns a copy of req carrying body, replayable via GetBody.
+func withBody(req *http.Request, body []byte) *http.Request {
+	r := req.Clone(req.Context())
+	if body == nil {
+		return r
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	r.ContentLength = int64(len(body))
+	return r
+}
+
+// hintedBackOff is exponential backoff with jitter that waits at least
+// the hint the last failure left (Retry-After, or the provider's reset).
+type hintedBackOff struct {
+	exp  *backoff.ExponentialBackOff
+	hint *time.Duration
+}
+
+func (b *hintedBackOff) Reset() { b.exp.Reset() }
+
+func (b *hintedBackOff) NextBackOff() time.Duration {
+	d := b.exp.NextBackOff()
+	if *b.hint > d {
+		d = *b.hint
+	}
+	*b.hint = 0
+	return d
+}
+
+// retry runs one call: attempts with backoff until success, a failure not
+// worth retrying, MaxRetries, MaxElapsedTime or ctx's deadline.
+func (t *Transport) retry(ctx context.Context, req *http.Request, body []byte, cost int) (*http.Response, error) {
+	maxElapsed := t.cfg.MaxElapsedTime
+	if dl, ok := ctx.Deadline(); ok {
+		// At least 1ns: backoff reads 0 as no limit.
+		maxElapsed = max(min(maxElapsed, time.Until(dl)), time.Nanosecond)
+	}
+	if err := context.Cause(ctx); err != nil {
+		return nil, err
+	}
+	var (
+		hint     time.Duration
+		last     *Error
+		attempts int
+	)
+	// stopped returns what ends the call when a wait or an attempt could
+	// not finish: the provider's last answer if there was one and the
+	// deadline (not a cancellation) ended it.
+	stopped := func(err error) error {
+		var pe *Error
+		if last != nil && (errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &pe) && pe.local)) {
+			return last
+		}
+		return err
+	}
+	op := func() (*http.Response, error) {
+		attempts++
+		if err := t.lim.wait(ctx, cost, t.observeWait); err != nil {
+			return nil, backoff.Permanent(stopped(err))
+		}
+		resp, err := t.base.RoundTrip(withBody(req, body))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, backoff.Permanent(stopped(context.Cause(ctx)))
+			}
+			last, hint = &Error{Class: ClassConnection, Err: err}, 0
+			if permanentNetError(err) {
+				return nil, backoff.Permanent(last)
+			}
+			return nil, last
+		}
+		if d := t.lim.observeHeaders(resp.Header, time.Now()); d > 0 {
+			t.log.Debug("provider rate limit reached; pausing calls until its reset", zap.Duration("pause", d))
+		}
+		switch {
+		case resp.StatusCode >= 200 && resp.StatusCode < 300:
+			resp, last = checkSuccess(req, resp)
+			if last == nil {
+				return resp, nil
+			}
+			if last.Class == ClassMalformed {
+				return nil, backoff.Permanent(last)
+			}
+			hint = 0
+			return nil, last
+		case resp.StatusCode < 400:
+			return resp, nil
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		resp.Body.Close()
+		last = responseError(resp.StatusCode, resp.Header, b)
+		if !last.retried() {
+			return nil, backoff.Permanent(last)
+		}
+		hint = max(last.RetryAfter, t.lim.pause(time.Now()))
+		return nil, last
+	}
+	exp := &backoff.ExponentialBackOff{InitialInterval: t.cfg.InitialInterval, RandomizationFactor: backoff.DefaultRandomizationFactor,
+		Multiplier: t.cfg.Multiplier, MaxInterval: t.cfg.MaxInterval}
+	resp, err := backoff.Retry(ctx, op,
+		backoff.WithBackOff(&hintedBackOff{exp: exp, hint: &hint}),
+		backoff.WithMaxTries(uint(max(t.cfg.MaxRetries, 0))+1),
+		backoff.WithMaxElapsedTime(maxElapsed),
+		backoff.WithNotify(func(err error, wait time.Duration) {
+			c := Class(err)
+			t.m.retries.WithLabelValues(string(c)).Inc()
+			if c == ClassRateLimited {
+				t.observeWait(waitRetryAfter, wait)
+			}
+			t.log.Debug("retrying provider request", zap.Int("attempt", attempts), zap.String("class", string(c)),
+				zap.Int("status", statusOf(err)), zap.Duration("wait", wait))
+		}))
+	if err != nil {
+		err = stopped(err)
+		var pe *Error
+		if errors.As(err, &pe) {
+			pe.Attempts = attempts
+		}
+		return nil, err
+	}
+	return resp, nil
+}
+
+// checkSuccess checks that a 2xx answer to a chat completion request is a
+// chat completion, and gives the response back with its body replayable.
+// It returns a ClassMalformed *Error when it is not one, and a
+// ClassConnection one when its body could not be read.
+func checkSuccess(req *http.Request, resp *http.Response) (*http.Response, *Error) {
+	if req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/chat/completions") ||
+		strings.Contains(resp.Header.Get("Content-Type"), "event-stream") {
+		return resp, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxCompletionBody))
+	resp.Body.Close()
+	if err != nil {
+		return nil, &Error{Class: ClassConnection, StatusCode: resp.StatusCode, Message: "reading the reply failed", Err: err}
+	}
+	if err := checkCompletion(b); err != nil {
+		return nil, &Error{Class: ClassMalformed, StatusCode: resp.StatusCode,
+			Message: fmt.Sprintf("reply is not a chat completion (%s, %d bytes)", contentType(resp.Header), len(b)), Err: err}
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	resp.ContentLength = int64(len(b))
+	return resp, nil
+}
+
+// permanentNetError reports network errors a retry will not mend: a
+// certificate that does not verify.
+func permanentNetError(err error) bool {
+	var cve *tls.CertificateVerificationError
+	return errors.As(err, &cve)
+}
+
+func (t *Transport) observeWait(reason string, d time.Duration) {
+	t.m.waits.WithLabelValues(reason).Add(d.Seconds())
+}
+
+func (t *Transport) observeCall(err error) {
+	c := Class(err)
+	switch {
+	case err == nil:
+		t.m.calls.WithLabelValues("ok", "none").Inc()
+	case c == ClassNone:
+		t.m.calls.WithLabelValues("canceled", "none").Inc()
+	default:
+		t.m.calls.WithLabelValues("error", string(c)).Inc()
+	}
+	if c.Alert() {
+		t.log.Warn("provider call needs an operator; not the message's fault", zap.String("class", string(c)),
+			zap.Int("status", statusOf(err)))
+	}
+}
+
+// statusOf returns the HTTP status of a *Error in err's chain, or 0.
+func statusOf(err error) int {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe.StatusCode
+	}
+	return 0
+}
+
+// BreakerState is the circuit breaker's state.
+type BreakerState string
+
+// Breaker states.
+const (
+	// BreakerClosed: calls go through.
+	BreakerClosed BreakerState = "closed"
+	// BreakerHalfOpen: the cooldown has passed; one probe call goes
+	// through, whose success closes the breaker and whose failure opens it
+	// again. Other calls are refused while the probe is in flight.
+	BreakerHalfOpen BreakerState = "half_open"
+	// BreakerOpen: BreakerFailures consecutive calls failed; every call is
+	// refused with ClassCircuitOpen until BreakerCooldown has passed.
+	BreakerOpen BreakerState = "open"
+)
+
+// State returns the circuit breaker's state. A breaker whose cooldown has
+// passed turns half-open here.
+func (t *Transport) State() BreakerState {
+	switch t.cb.State() {
+	case gobreaker.StateOpen:
+		return BreakerOpen
+	case gobreaker.StateHalfOpen:
+		return BreakerHalfOpen
+	}
+	return BreakerClosed
+}
+
+// Ready reports whether a call now would be let through: the breaker is
+// closed, or half-open with no probe in flight. A worker should fetch new
+// messages only while Ready is true (and fetch one, the probe, when
+// half-open); a call made while it is false fails at once with
+// ClassCircuitOpen.
+//
+// What counts as a failure: a call whose retries were spent (connection,
+// rate_limited, server_error, or proxy_page after 5xx retries), and every
+// quota_exhausted, credentials, proxy_page, endpoint and malformed call. A
+// bad_request is a success (the provider answered); a cancelled call, or
+// one refused by the client-side limiter, does not count.
+func (t *Transport) Ready() bool {
+	switch t.State() {
+	case BreakerClosed:
+		return true
+	case BreakerHalfOpen:
+		c := t.cb.Counts()
+		return c.Requests <= c.TotalExclusions
+	}
+	return false
+}
+
+// WaitReady blocks until Ready is true, and returns nil then, or
+// context.Cause(ctx) when ctx ends first. While the breaker is open it
+// wakes when the cooldown ends; while a half-open probe is in flight, when
+// the probe's result changes the state.
+func (t *Transport) WaitReady(ctx context.Context) error {
+	for {
+		t.mu.Lock()
+		ch, until := t.changed, t.openUntil
+		t.mu.Unlock()
+		if t.Ready() {
+			return nil
+		}
+		d := time.Until(until)
+		if d <= 0 {
+			d = readyPoll
+		}
+		timer := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return context.Cause(ctx)
+		case <-ch:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// onStateChange runs under the breaker's lock: it must not call the
+// breaker.
+func (t *Transport) onStateChange(_ string, from, to gobreaker.State) {
+	t.mu.Lock()
+	if to == gobreaker.StateOpen {
+		t.openUntil = time.Now().Add(t.cfg.BreakerCooldown)
+	}
+	close(t.changed)
+	t.changed = make(chan struct{})
+	t.mu.Unlock()
+	fields := []zap.Field{zap.String("from", from.String()), zap.String("to", to.String())}
+	if to == gobreaker.StateOpen {
+		t.log.Warn("provider circuit breaker opened; calls are refused until the cooldown ends",
+			append(fields, zap.Duration("cooldown", t.cfg.BreakerCooldown), zap.Int("failures", t.cfg.BreakerFailures))...)
+		return
+	}
+	t.log.Info("provider circuit breaker changed state", fields...)
+}
