@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO ?= go
 
-.PHONY: help setup demo test test/short lint stop build fuzz migrate
+.PHONY: help setup demo test test/short lint stop build fuzz migrate bench bench/smoke
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z/_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -21,6 +21,12 @@ test: setup ## run every test (race detector on) against the real Postgres and N
 test/short: ## run the tests without the race detector
 	$(GO) test -count=1 ./...
 
+bench: setup ## run the throughput and resilience scenarios A-F (about 10 min); figures in bench-results/
+	$(GO) run ./cmd/bench -out bench-results
+
+bench/smoke: setup ## a short run of every bench scenario (about 3 min)
+	$(GO) run ./cmd/bench -quick -out bench-results/smoke
+
 fuzz: ## fuzz the reply parser for 30s
 	$(GO) test ./pipeline -run XXX -fuzz FuzzParseReply -fuzztime 30s
 
@@ -32,3 +38,10 @@ migrate: ## apply the migrations to DATABASE_URL
 
 stop: ## stop the worker, the simulator and any service setup started
 	scripts/stop.sh
+
+.PHONY: chaos chaos/short
+chaos: ## kill workers, restart NATS and Postgres during 5,000 messages on private services; check nothing is lost
+	$(GO) run ./cmd/chaos
+
+chaos/short: ## the chaos run CI does: 500 messages, one worker kill, one NATS restart
+	$(GO) run ./cmd/chaos -messages 500 -kills 1 -restart-postgres=false -timeout 4m

@@ -116,6 +116,9 @@ type StrategyStats struct {
 	// repair calls that asked for a JSON Patch (fallbacks left out); 0
 	// for regenerate.
 	MeanPatchFormCompletionTokens float64 `json:"mean_patch_form_completion_tokens"`
+	// PromptTokens and CompletionTokens are the totals of every call.
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
 	// Costs in US dollars at the configured price of the model.
 	RepairCostUSD float64 `json:"repair_cost_usd"`
 	TotalCostUSD  float64 `json:"total_cost_usd"`
@@ -365,6 +368,8 @@ func summarize(strategy string, results []*pipeline.Result) StrategyStats {
 		}
 		for _, c := range r.Calls {
 			s.TotalCostUSD += c.CostUSD
+			s.PromptTokens += c.PromptTokens
+			s.CompletionTokens += c.CompletionTokens
 			if c.Purpose != pipeline.PurposeRepair {
 				continue
 			}

@@ -1,0 +1,190 @@
+// Command bench runs the real stack (Postgres, NATS, the LLM simulator and
+// worker processes) through the throughput and resilience scenarios of
+// BENCHMARKS.md, and prints one table of figures, each beside its limit
+// measured or set in the same run. It writes the figures as JSON too.
+//
+// Usage:
+//
+//	bench [-scenarios A,B,C,D,E,F] [-quick] [-out DIR]
+//
+// It uses DATABASE_URL's server (a database extractq_bench, one schema per
+// scenario) and NATS_URL (one stream per scenario), and cleans both up.
+// The figures describe this machine and the simulator, not a model.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/store"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "-bare-worker" {
+		if err := runBareWorker(); err != nil {
+			fmt.Fprintln(os.Stderr, "bare worker:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	scenarios := flag.String("scenarios", "A,B,C,D,E,F", "scenarios to run, comma separated")
+	quick := flag.Bool("quick", false, "a short smoke run: fewer messages, one in-flight level, a short outage")
+	out := flag.String("out", "bench-results", "folder for the JSON figures and the processes' logs")
+	flag.Parse()
+	log, err := app.NewLogger("bench", "warn")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	env := app.ReadEnv()
+	if err := run(*scenarios, *quick, *out, env); err != nil {
+		log.Sync()
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(scenarios string, quick bool, outDir string, e app.Env) error {
+	ctx, stop := app.Context()
+	defer stop()
+	start := time.Now()
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return err
+	}
+	out, _ := filepath.Abs(outDir)
+	bin := filepath.Join(out, "bin")
+	fmt.Fprintln(os.Stderr, "bench: building worker, llmsim and repaircompare")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin+"/", "./cmd/worker", "./cmd/llmsim", "./cmd/repaircompare")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("go build: %w", err)
+	}
+	u, err := url.Parse(e.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	u.Path = "/extractq_bench"
+	if err := store.EnsureDatabase(ctx, u.String()); err != nil {
+		return err
+	}
+	msgs, err := readSample("testdata/abcd/messages.jsonl")
+	if err != nil {
+		return err
+	}
+	log, _ := app.NewLogger("bench", "warn")
+	env := benchEnv{bin: bin, baseDB: u.String(), natsURL: e.NATSURL, messages: msgs, out: out, log: log}
+
+	var results []result
+	add := func(r result, err error) error {
+		if err != nil {
+			return err
+		}
+		results = append(results, r)
+		fmt.Fprintf(os.Stderr, "bench: %s %s: %.1f %s (limit %.1f, ratio %.2f)\n", r.Scenario, r.Name, r.Measured, r.Unit, r.Limit, r.Ratio)
+		return nil
+	}
+	n := func(full, short int) int {
+		if quick {
+			return short
+		}
+		return full
+	}
+	for _, sc := range strings.Split(scenarios, ",") {
+		fmt.Fprintf(os.Stderr, "bench: scenario %s (%s elapsed)\n", sc, time.Since(start).Round(time.Second))
+		switch strings.TrimSpace(sc) {
+		case "A":
+			err = add(scenarioA(ctx, env, n(6000, 1000)))
+		case "B":
+			levels := []int{64, 256, 512}
+			if quick {
+				levels = []int{64}
+			}
+			for _, c := range levels {
+				if err = add(scenarioB(ctx, env, c, n(max(2000, 12*c), 600))); err != nil {
+					break
+				}
+			}
+		case "C":
+			err = add(scenarioC(ctx, env, n(2500, 500)))
+		case "D":
+			watch := 40 * time.Second
+			if quick {
+				watch = 12 * time.Second
+			}
+			err = add(scenarioD(ctx, env, n(100000, 5000), watch))
+		case "E":
+			outage := 30 * time.Second
+			if quick {
+				outage = 5 * time.Second
+			}
+			err = add(scenarioE(ctx, env, n(8000, 1500), outage))
+		case "F":
+			var rs []result
+			rs, err = scenarioF(ctx, env, n(400, 60))
+			for _, r := range rs {
+				_ = add(r, nil)
+			}
+		default:
+			err = fmt.Errorf("unknown scenario %q", sc)
+		}
+		if err != nil {
+			return fmt.Errorf("scenario %s: %w", sc, err)
+		}
+	}
+	printTable(os.Stdout, results, time.Since(start))
+	b, _ := json.MarshalIndent(map[string]any{"quick": quick, "duration_seconds": time.Since(start).Seconds(), "results": results}, "", "  ")
+	return os.WriteFile(filepath.Join(out, "bench.json"), b, 0o644)
+}
+
+func printTable(w *os.File, results []result, took time.Duration) {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tmeasured\tlimit\tunit\tratio\tgoal\tpass\t")
+	for _, r := range results {
+		pass := "yes"
+		if !r.Pass {
+			pass = "NO"
+		}
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%s\t%.2f\t%s\t%s\t\n", r.Scenario, r.Measured, r.Limit, r.Unit, r.Ratio, r.Goal, pass)
+	}
+	tw.Flush()
+	for _, r := range results {
+		var extra []string
+		for k, v := range r.Extra {
+			extra = append(extra, fmt.Sprintf("%s=%.3g", k, v))
+		}
+		fmt.Fprintf(w, "%s: %s %s\n", r.Scenario, r.Name, strings.Join(extra, " "))
+	}
+	fmt.Fprintf(w, "took %s\n", took.Round(time.Second))
+}
+
+func readSample(path string) ([]ingestLine, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []ingestLine
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var l struct {
+			ID   string `json:"id"`
+			Text string `json:"text"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			return nil, err
+		}
+		out = append(out, ingestLine{ID: l.ID, Text: l.Text})
+	}
+	return out, sc.Err()
+}

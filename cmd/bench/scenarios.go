@@ -1,0 +1,344 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+)
+
+// result is one scenario's figures, side by side with its limit.
+type result struct {
+	Scenario string             `json:"scenario"`
+	Name     string             `json:"name"`
+	Measured float64            `json:"measured"`
+	Limit    float64            `json:"limit"`
+	Unit     string             `json:"unit"`
+	Ratio    float64            `json:"ratio"` // measured / limit
+	Goal     string             `json:"goal"`
+	Pass     bool               `json:"pass"`
+	Extra    map[string]float64 `json:"extra,omitempty"`
+	Note     string             `json:"note,omitempty"`
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// drain loads n messages, starts workers, and waits until all are done.
+func drain(ctx context.Context, s *stack, n, workers int, bare bool, timeout time.Duration) (progress, error) {
+	batch, err := s.load(ctx, n)
+	if err != nil {
+		return progress{}, err
+	}
+	for i := range workers {
+		if bare {
+			self, _ := os.Executable()
+			if _, err := s.start(fmt.Sprintf("bare-%d", i), self, []string{"-bare-worker"}); err != nil {
+				return progress{}, err
+			}
+		} else if _, err := s.startWorker(fmt.Sprintf("worker-%d", i)); err != nil {
+			return progress{}, err
+		}
+	}
+	return s.waitDone(ctx, batch, timeout)
+}
+
+// scenarioA compares end-to-end throughput with an instant simulator to
+// the bare limit: the same loop and writes with no LLM work.
+func scenarioA(ctx context.Context, env benchEnv, n int) (result, error) {
+	const cfg = "worker:\n  concurrency: 64\nllm:\n  max_completion_tokens: 512\n"
+	run := func(name string, bare bool) (progress, error) {
+		s, err := newStack(ctx, env, name, cfg)
+		if err != nil {
+			return progress{}, err
+		}
+		defer s.close()
+		if !bare {
+			if err := s.startSim(ctx); err != nil {
+				return progress{}, err
+			}
+		}
+		return drain(ctx, s, n, 1, bare, 5*time.Minute)
+	}
+	real, err := run("a-real", false)
+	if err != nil {
+		return result{}, err
+	}
+	bare, err := run("a-bare", true)
+	if err != nil {
+		return result{}, err
+	}
+	r := result{Scenario: "A", Name: "overhead: end-to-end vs bare loop (instant simulator)", Unit: "msg/s",
+		Measured: real.throughput(), Limit: bare.throughput(), Goal: ">= 0.50"}
+	r.Ratio = ratio(r.Measured, r.Limit)
+	r.Pass = r.Ratio >= 0.5
+	r.Extra = map[string]float64{"messages": float64(n)}
+	return r, nil
+}
+
+// lognormalMean is the mean of a log-normal with this median and p99.
+func lognormalMean(median, p99 time.Duration) float64 {
+	sigma := (math.Log(p99.Seconds()) - math.Log(median.Seconds())) / 2.3263
+	return median.Seconds() * math.Exp(sigma*sigma/2)
+}
+
+// scenarioB measures throughput at in-flight C against C / mean latency.
+func scenarioB(ctx context.Context, env benchEnv, c int, n int) (result, error) {
+	median, p99 := 800*time.Millisecond, 5*time.Second
+	cfg := fmt.Sprintf("worker:\n  concurrency: %d\n  ack_wait: 60s\nsimulator:\n  latency_median: %s\n  latency_p99: %s\n", c, median, p99)
+	s, err := newStack(ctx, env, fmt.Sprintf("b-%d", c), cfg)
+	if err != nil {
+		return result{}, err
+	}
+	defer s.close()
+	if err := s.startSim(ctx); err != nil {
+		return result{}, err
+	}
+	p, err := drain(ctx, s, n, 1, false, 5*time.Minute)
+	if err != nil {
+		return result{}, err
+	}
+	// Runs with a repair make two calls: the limit counts calls.
+	calls, err := s.calls(ctx)
+	if err != nil {
+		return result{}, err
+	}
+	callsPerRun := float64(calls) / float64(p.Done)
+	limit := float64(c) / lognormalMean(median, p99) / callsPerRun
+	r := result{Scenario: "B", Name: fmt.Sprintf("latency: in-flight %d, log-normal median 800ms p99 5s", c), Unit: "msg/s",
+		Measured: p.throughput(), Limit: limit, Goal: ">= 0.90"}
+	r.Ratio = ratio(r.Measured, r.Limit)
+	r.Pass = r.Ratio >= 0.9
+	r.Extra = map[string]float64{"messages": float64(n), "calls_per_run": callsPerRun}
+	return r, nil
+}
+
+func (s *stack) calls(ctx context.Context) (int, error) {
+	var n int
+	err := s.st.Pool.QueryRow(ctx, `SELECT count(*) FROM llm_calls`).Scan(&n)
+	return n, err
+}
+
+// simStats reads the simulator's counters.
+func (s *stack) simStats() (map[string]any, error) {
+	resp, err := http.Get("http://" + s.simAddr + "/admin/stats")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	return m, json.NewDecoder(resp.Body).Decode(&m)
+}
+
+func statInt(m map[string]any, key string) float64 {
+	f, _ := m[key].(float64)
+	return f
+}
+
+func statusCount(m map[string]any, code string) float64 {
+	by, _ := m["by_status"].(map[string]any)
+	f, _ := by[code].(float64)
+	return f
+}
+
+// scenarioC: the simulator enforces a request limit (per minute, scaled to
+// a short run); the worker's own limiter has the same limit.
+func scenarioC(ctx context.Context, env benchEnv, n int) (result, error) {
+	const rpm = 3000 // 50 requests per second
+	cfg := fmt.Sprintf("worker:\n  concurrency: 64\nprovider:\n  requests_per_minute: %d\nsimulator:\n  requests_per_minute: %d\n  latency_median: 20ms\n  latency_p99: 100ms\n", rpm, rpm)
+	s, err := newStack(ctx, env, "c", cfg)
+	if err != nil {
+		return result{}, err
+	}
+	defer s.close()
+	if err := s.startSim(ctx); err != nil {
+		return result{}, err
+	}
+	p, err := drain(ctx, s, n, 1, false, 5*time.Minute)
+	if err != nil {
+		return result{}, err
+	}
+	st, err := s.simStats()
+	if err != nil {
+		return result{}, err
+	}
+	calls, err := s.calls(ctx)
+	if err != nil {
+		return result{}, err
+	}
+	callsPerSec := float64(calls) / p.Last.Sub(p.First).Seconds()
+	limited := statusCount(st, "429")
+	share := ratio(limited, statInt(st, "requests"))
+	r := result{Scenario: "C", Name: "provider limits: 3000 requests/min enforced with 429", Unit: "calls/s",
+		Measured: callsPerSec, Limit: rpm / 60.0, Goal: ">= 0.95, 429s <= 2%"}
+	r.Ratio = ratio(r.Measured, r.Limit)
+	r.Pass = r.Ratio >= 0.95 && share <= 0.02
+	r.Extra = map[string]float64{"messages": float64(n), "share_429": share, "requests": statInt(st, "requests")}
+	return r, nil
+}
+
+// scenarioD: a backlog of n messages waits; the worker's RSS must stay flat.
+func scenarioD(ctx context.Context, env benchEnv, n int, watch time.Duration) (result, error) {
+	s, err := newStack(ctx, env, "d", "worker:\n  concurrency: 256\n")
+	if err != nil {
+		return result{}, err
+	}
+	defer s.close()
+	if err := s.startSim(ctx); err != nil {
+		return result{}, err
+	}
+	if _, err := s.load(ctx, n); err != nil {
+		return result{}, err
+	}
+	w, err := s.startWorker("worker-0")
+	if err != nil {
+		return result{}, err
+	}
+	var peak, at10 float64
+	start := time.Now()
+	var last float64
+	for time.Since(start) < watch {
+		time.Sleep(500 * time.Millisecond)
+		last = w.rssMB()
+		peak = max(peak, last)
+		if at10 == 0 && time.Since(start) >= 10*time.Second {
+			at10 = last
+		}
+	}
+	r := result{Scenario: "D", Name: fmt.Sprintf("backlog: %d messages waiting, worker RSS over %s", n, watch), Unit: "MB",
+		Measured: peak, Limit: 200, Goal: "peak < 200 MB, flat"}
+	growth := last - at10
+	r.Ratio = ratio(peak, 200)
+	r.Pass = peak < 200 && growth < 0.2*at10+10
+	r.Extra = map[string]float64{"rss_at_10s_mb": at10, "rss_end_mb": last, "growth_mb": growth}
+	return r, nil
+}
+
+// scenarioE: every call fails for 30 s mid-run; nothing goes to triage,
+// nothing is lost, throughput recovers within 10 s.
+func scenarioE(ctx context.Context, env benchEnv, n int, outage time.Duration) (result, error) {
+	cfg := "worker:\n  concurrency: 64\n  max_deliver: 20\nprovider:\n  max_interval: 2s\n  breaker_cooldown: 2s\n  max_elapsed_time: 5m\nsimulator:\n  latency_median: 100ms\n  latency_p99: 500ms\n"
+	s, err := newStack(ctx, env, "e", cfg)
+	if err != nil {
+		return result{}, err
+	}
+	defer s.close()
+	if err := s.startSim(ctx); err != nil {
+		return result{}, err
+	}
+	batch, err := s.load(ctx, n)
+	if err != nil {
+		return result{}, err
+	}
+	if _, err := s.startWorker("worker-0"); err != nil {
+		return result{}, err
+	}
+	time.Sleep(10 * time.Second)
+	outStart := time.Now()
+	resp, err := http.Post(fmt.Sprintf("http://%s/admin/outage?seconds=%d", s.simAddr, int(outage.Seconds())), "", nil)
+	if err != nil {
+		return result{}, err
+	}
+	resp.Body.Close()
+	p, err := s.waitDone(ctx, batch, 10*time.Minute)
+	if err != nil {
+		return result{}, err
+	}
+	buckets, err := s.perSecond(ctx, batch)
+	if err != nil {
+		return result{}, err
+	}
+	// Before: the mean rate of the seconds before the outage; recovery: the
+	// first second after it ends at 80% of that rate.
+	off := int(outStart.Sub(p.First).Seconds())
+	before := 0.0
+	for i := 1; i < off && i < len(buckets); i++ {
+		before += float64(buckets[i])
+	}
+	if off > 1 {
+		before /= float64(off - 1)
+	}
+	end := off + int(outage.Seconds())
+	recovery := -1.0
+	for i := end; i < len(buckets); i++ {
+		if float64(buckets[i]) >= 0.8*before {
+			recovery = float64(i - end)
+			break
+		}
+	}
+	if recovery < 0 && p.Last.Sub(p.First).Seconds() < float64(end) {
+		recovery = 0 // the backlog was drained before the outage ended
+	}
+	r := result{Scenario: "E", Name: fmt.Sprintf("outage: every call fails for %s mid-run", outage), Unit: "s to recover",
+		Measured: recovery, Limit: 10, Goal: "triage 0, lost 0, recovery <= 10 s"}
+	r.Ratio = ratio(recovery, 10)
+	r.Pass = p.Failed == 0 && p.Done == p.Total && recovery >= 0 && recovery <= 10
+	r.Extra = map[string]float64{"messages": float64(n), "to_triage": float64(p.Failed), "lost": float64(p.Total - p.Done), "rate_before": before}
+	return r, nil
+}
+
+// scenarioF runs cmd/repaircompare and reports tokens per message and per
+// repaired message for both repair strategies.
+func scenarioF(ctx context.Context, env benchEnv, n int) ([]result, error) {
+	path := filepath.Join(env.out, "repaircompare.json")
+	cmd := exec.CommandContext(ctx, filepath.Join(env.bin, "repaircompare"), "-n", fmt.Sprint(n), "-json", path)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("repaircompare: %w", err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var rep struct {
+		Strategies []struct {
+			Strategy                   string  `json:"strategy"`
+			Messages                   int     `json:"messages"`
+			Repaired                   int     `json:"repaired"`
+			RepairCalls                int     `json:"repair_calls"`
+			PromptTokens               int     `json:"prompt_tokens"`
+			CompletionTokens           int     `json:"completion_tokens"`
+			RepairPromptTokens         int     `json:"repair_prompt_tokens"`
+			RepairCompletionTokens     int     `json:"repair_completion_tokens"`
+			MeanRepairCompletionTokens float64 `json:"mean_repair_completion_tokens"`
+		} `json:"strategies"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, fmt.Errorf("repaircompare JSON: %w", err)
+	}
+	if len(rep.Strategies) != 2 {
+		return nil, fmt.Errorf("repaircompare: %d strategies, want 2", len(rep.Strategies))
+	}
+	var out []result
+	var regen float64
+	for _, st := range rep.Strategies {
+		perMsg := float64(st.PromptTokens+st.CompletionTokens) / float64(st.Messages)
+		perRepaired := 0.0
+		if st.Repaired > 0 {
+			perRepaired = float64(st.RepairPromptTokens+st.RepairCompletionTokens) / float64(st.RepairCalls)
+		}
+		r := result{Scenario: "F", Name: "repair cost, " + st.Strategy + " (nested schema, simulator)", Unit: "completion tok/repair",
+			Measured: st.MeanRepairCompletionTokens, Goal: "report"}
+		if st.Strategy == "regenerate" {
+			regen = st.MeanRepairCompletionTokens
+		}
+		r.Pass = true
+		r.Extra = map[string]float64{"tokens_per_message": perMsg, "tokens_per_repair_call": perRepaired,
+			"repaired": float64(st.Repaired), "messages": float64(st.Messages)}
+		out = append(out, r)
+	}
+	for i := range out {
+		out[i].Limit = regen
+		out[i].Ratio = ratio(out[i].Measured, regen)
+	}
+	return out, nil
+}

@@ -1,0 +1,384 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/extractq/extractq/config"
+	"github.com/extractq/extractq/ingest"
+	"github.com/extractq/extractq/queue"
+	"github.com/extractq/extractq/store"
+)
+
+// stack is one scenario's private pipeline on the shared services: its own
+// Postgres schema, stream, simulator and worker processes.
+type stack struct {
+	env     benchEnv
+	name    string
+	dir     string // scenario's folder: config, logs
+	dbURL   string // with search_path
+	st      *store.Store
+	nats    config.NATS
+	js      jetstream.JetStream
+	cfgPath string
+	simAddr string
+	procs   []*proc
+	log     *zap.Logger
+}
+
+// benchEnv is what every scenario shares.
+type benchEnv struct {
+	bin      string // folder with worker and llmsim binaries
+	baseDB   string // DATABASE_URL of the bench database
+	natsURL  string
+	messages []ingestLine // the real sample
+	out      string       // results folder
+	log      *zap.Logger
+}
+
+type ingestLine struct{ ID, Text string }
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func freeAddr() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// newStack makes the scenario's schema, migrated, and its stream names,
+// and writes its configuration file from yaml (overrides of the defaults).
+func newStack(ctx context.Context, env benchEnv, name, yaml string) (*stack, error) {
+	sfx := randomHex(4)
+	ident := strings.ReplaceAll(strings.ToLower(name), "-", "_")
+	s := &stack{env: env, name: name, log: env.log.With(zap.String("scenario", name))}
+	s.dir = filepath.Join(env.out, "scenario-"+name)
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		return nil, err
+	}
+	schema := "bench_" + ident + "_" + sfx
+	u, err := url.Parse(env.baseDB)
+	if err != nil {
+		return nil, err
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	s.dbURL = u.String()
+	admin, err := store.Open(ctx, env.baseDB, zap.NewNop())
+	if err != nil {
+		return nil, err
+	}
+	_, err = admin.Pool.Exec(ctx, "CREATE SCHEMA "+schema)
+	admin.Close()
+	if err != nil {
+		return nil, err
+	}
+	if s.st, err = store.Open(ctx, s.dbURL, zap.NewNop()); err != nil {
+		return nil, err
+	}
+	if err := store.Migrate(ctx, s.st.Pool, zap.NewNop()); err != nil {
+		return nil, err
+	}
+	s.nats = config.NATS{Stream: "BENCH_" + strings.ToUpper(ident+"_"+sfx), SubjectPrefix: "bench_" + ident + "_" + sfx,
+		Consumer: "workers", DuplicateWindow: 2 * time.Minute}
+	s.simAddr = freeAddr()
+	full := fmt.Sprintf("nats:\n  stream: %s\n  subject_prefix: %s\n  consumer: workers\n%s\nsimulator:\n  addr: %s\n%s",
+		s.nats.Stream, s.nats.SubjectPrefix, section(yaml, "worker"), s.simAddr, indentSimulator(yaml))
+	full += dropSections(yaml, "worker", "simulator")
+	s.cfgPath = filepath.Join(s.dir, "config.yaml")
+	if err := os.WriteFile(s.cfgPath, []byte(full), 0o644); err != nil {
+		return nil, err
+	}
+	if _, err := config.Load(s.cfgPath); err != nil {
+		return nil, fmt.Errorf("scenario %s config: %w", name, err)
+	}
+	_, js, err := queue.Connect(ctx, env.natsURL, "extractq-bench", zap.NewNop())
+	if err != nil {
+		return nil, err
+	}
+	s.js = js
+	if _, err := queue.EnsureStream(ctx, js, s.nats); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// section returns the YAML block "name:" of doc with its indented lines.
+func section(doc, name string) string {
+	var b strings.Builder
+	in := false
+	for _, l := range strings.Split(doc, "\n") {
+		switch {
+		case strings.HasPrefix(l, name+":"):
+			in = true
+		case in && (strings.HasPrefix(l, " ") || l == ""):
+		default:
+			in = false
+		}
+		if in {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
+}
+
+// indentSimulator returns the lines under "simulator:" of doc.
+func indentSimulator(doc string) string {
+	sec := section(doc, "simulator")
+	if i := strings.IndexByte(sec, '\n'); i >= 0 {
+		return sec[i+1:]
+	}
+	return ""
+}
+
+// dropSections returns doc without the named top-level sections.
+func dropSections(doc string, names ...string) string {
+	var b strings.Builder
+	skip := false
+	for _, l := range strings.Split(doc, "\n") {
+		if l != "" && !strings.HasPrefix(l, " ") {
+			skip = false
+			for _, n := range names {
+				if strings.HasPrefix(l, n+":") {
+					skip = true
+				}
+			}
+		}
+		if !skip && l != "" {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
+}
+
+// close stops the processes, deletes the stream and drops the schema.
+func (s *stack) close() {
+	for _, p := range s.procs {
+		p.stop(10 * time.Second)
+		if ps := p.cmd.ProcessState; ps != nil {
+			fmt.Fprintf(os.Stderr, "bench: %s/%s used %.1fs CPU\n", s.name, p.name, (ps.UserTime() + ps.SystemTime()).Seconds())
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = s.js.DeleteStream(ctx, s.nats.Stream)
+	_ = s.js.DeleteStream(ctx, queue.DeadLetterStreamName(s.nats))
+	if s.st != nil {
+		s.st.Close()
+	}
+	if admin, err := store.Open(ctx, s.env.baseDB, zap.NewNop()); err == nil {
+		u, _ := url.Parse(s.dbURL)
+		_, _ = admin.Pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+u.Query().Get("search_path")+" CASCADE")
+		admin.Close()
+	}
+}
+
+// load ingests n messages (the real sample, repeated with new ids) and
+// returns the batch id.
+func (s *stack) load(ctx context.Context, n int) (string, error) {
+	pr, pw := io.Pipe()
+	go func() {
+		w := bufio.NewWriter(pw)
+		for i := range n {
+			m := s.env.messages[i%len(s.env.messages)]
+			fmt.Fprintf(w, "{\"id\":%q,\"text\":%s}\n", m.ID+"~"+strconv.Itoa(i/len(s.env.messages)), strconv.Quote(m.Text))
+		}
+		w.Flush()
+		pw.Close()
+	}()
+	in, err := ingest.New(ingest.Config{Store: s.st, Publisher: queue.NewPublisher(s.js, s.nats), SchemaID: "customer_message",
+		MaxTextBytes: 1 << 20, SourceName: "bench-" + s.name})
+	if err != nil {
+		return "", err
+	}
+	sum, err := in.Run(ctx, pr)
+	if err != nil {
+		return "", err
+	}
+	if sum.Published != n {
+		return "", fmt.Errorf("scenario %s: published %d of %d (%+v)", s.name, sum.Published, n, sum.Errors)
+	}
+	return sum.BatchID, nil
+}
+
+// proc is a child process with its log file.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+func (s *stack) start(name, bin string, args []string, env ...string) (*proc, error) {
+	logf, err := os.Create(filepath.Join(s.dir, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+s.dbURL, "NATS_URL="+s.env.natsURL, "CONFIG="+s.cfgPath,
+		"LLM_BASE_URL=http://"+s.simAddr+"/v1", "LLM_API_KEY=bench", "LOG_LEVEL=warn")
+	cmd.Env = append(cmd.Env, env...)
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		logf.Close()
+		close(p.done)
+	}()
+	s.procs = append(s.procs, p)
+	return p, nil
+}
+
+// startSim starts the simulator and waits for it to answer.
+func (s *stack) startSim(ctx context.Context) error {
+	if _, err := s.start("llmsim", filepath.Join(s.env.bin, "llmsim"), []string{"-config", s.cfgPath}); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://" + s.simAddr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("scenario %s: simulator did not start (see %s)", s.name, filepath.Join(s.dir, "llmsim.log"))
+}
+
+func (s *stack) startWorker(name string) (*proc, error) {
+	return s.start(name, filepath.Join(s.env.bin, "worker"), []string{"-health-addr", ""})
+}
+
+// stop sends SIGTERM and waits up to grace, then kills.
+func (p *proc) stop(grace time.Duration) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// rssMB reads the process's resident set size in MB from /proc.
+func (p *proc) rssMB() float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			f := strings.Fields(l)
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// progress is where the runs of a batch stand.
+type progress struct {
+	Total, Done, Failed int
+	First, Last         time.Time // first and last finished_at
+}
+
+func (s *stack) progress(ctx context.Context, batch string) (progress, error) {
+	var p progress
+	var first, last *time.Time
+	err := s.st.Pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status <> 'queued'),
+		count(*) FILTER (WHERE status = 'failed'), min(finished_at), max(finished_at) FROM runs WHERE batch_id = $1`, batch).
+		Scan(&p.Total, &p.Done, &p.Failed, &first, &last)
+	if first != nil {
+		p.First, p.Last = *first, *last
+	}
+	return p, err
+}
+
+// waitDone polls until every run of the batch has an outcome.
+func (s *stack) waitDone(ctx context.Context, batch string, timeout time.Duration) (progress, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		p, err := s.progress(ctx, batch)
+		if err != nil {
+			return p, err
+		}
+		if p.Done == p.Total {
+			return p, nil
+		}
+		if time.Now().After(deadline) {
+			return p, fmt.Errorf("scenario %s: %d of %d runs done after %v", s.name, p.Done, p.Total, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return p, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// throughput is runs per second between the first and the last outcome.
+func (p progress) throughput() float64 {
+	span := p.Last.Sub(p.First).Seconds()
+	if span <= 0 || p.Done < 2 {
+		return 0
+	}
+	return float64(p.Done-1) / span
+}
+
+// perSecond returns the outcomes of the batch in one-second buckets from
+// the first outcome.
+func (s *stack) perSecond(ctx context.Context, batch string) ([]int, error) {
+	rows, err := s.st.Pool.Query(ctx, `SELECT floor(extract(epoch FROM finished_at - min(finished_at) OVER ()))::int AS sec
+		FROM runs WHERE batch_id = $1 AND finished_at IS NOT NULL`, batch)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int
+	for rows.Next() {
+		var sec int
+		if err := rows.Scan(&sec); err != nil {
+			return nil, err
+		}
+		for len(out) <= sec {
+			out = append(out, 0)
+		}
+		out[sec]++
+	}
+	return out, rows.Err()
+}
