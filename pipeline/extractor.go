@@ -436,6 +436,10 @@ func (e *Extractor) check(resp openai.ChatCompletionResponse, in Input) (any, Er
 	if len(errs) > 0 {
 		return nil, errs, ""
 	}
+	if hasLoneSurrogate(content) {
+		return nil, ErrorList{{Kind: KindRule, Keyword: "surrogate",
+			Message: "reply holds a lone UTF-16 surrogate escape (\\ud800-\\udfff); no text can hold one"}}, rep.Stripped
+	}
 	inst := any(rep.Object)
 	verrs := checkStrings(inst, "")
 	serrs, _ := in.Schema.Validate(inst, in.Text)
@@ -535,4 +539,55 @@ func (e *Extractor) repairTurns(resp openai.ChatCompletionResponse, errs ErrorLi
 		{Role: openai.ChatMessageRoleAssistant, Content: content},
 		{Role: openai.ChatMessageRoleUser, Content: text},
 	}
+}
+
+// hasLoneSurrogate reports whether JSON text holds a \uD800-\uDFFF escape
+// that is not half of a surrogate pair. encoding/json would replace it with
+// U+FFFD, silently changing the value, and Postgres refuses it in jsonb.
+func hasLoneSurrogate(s string) bool {
+	for i := 0; i+6 <= len(s); i++ {
+		if s[i] != '\\' {
+			continue
+		}
+		if s[i+1] == '\\' {
+			i++ // an escaped backslash
+			continue
+		}
+		hi, ok := hex4(s, i)
+		if !ok {
+			continue
+		}
+		switch {
+		case hi >= 0xD800 && hi <= 0xDBFF:
+			if lo, ok := hex4(s, i+6); ok && lo >= 0xDC00 && lo <= 0xDFFF {
+				i += 11
+				continue
+			}
+			return true
+		case hi >= 0xDC00 && hi <= 0xDFFF:
+			return true
+		}
+	}
+	return false
+}
+
+// hex4 decodes the \uXXXX escape at s[i:], if there is one.
+func hex4(s string, i int) (rune, bool) {
+	if i+6 > len(s) || s[i] != '\\' || s[i+1] != 'u' {
+		return 0, false
+	}
+	var r rune
+	for _, c := range s[i+2 : i+6] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | (c - '0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | (c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | (c - 'A' + 10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }

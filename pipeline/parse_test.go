@@ -84,3 +84,20 @@ func FuzzParseReply(f *testing.F) {
 		}
 	})
 }
+
+func TestHasLoneSurrogate(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[string]bool{
+		`{"a":"\ud800"}`:       true,
+		`{"a":"\udc00x"}`:      true,
+		`{"a":"\ud83d\ude00"}`: false, // a pair: 😀
+		`{"a":"\\ud800"}`:      false, // an escaped backslash, then text
+		`{"a":"plain"}`:        false,
+		`{"a":"\ud83d\u0041"}`: true,
+		`{"a":"\u00e9\uD800"}`: true,
+	} {
+		if got := hasLoneSurrogate(s); got != want {
+			t.Errorf("%s: %v, want %v", s, got, want)
+		}
+	}
+}

@@ -106,6 +106,30 @@ func TestFailureClasses(t *testing.T) {
 			return []openai.ChatCompletionChoice{text(record(t, map[string]any{"order_id": "1111111111"})),
 				text(`[{"op":"replace","path":"/intent","value":"cost"}]`)}
 		}, status: store.RunFailed, reason: pipeline.KindPatchInvalid, calls: 2, eventKinds: []string{"rule", "patch_invalid"}},
+		// Bad model replies: each ends as a result or a triage item, and the
+		// outcome transaction never fails on what Postgres cannot store.
+		{name: "DeeplyNestedReply", replies: func(t *testing.T) []openai.ChatCompletionChoice {
+			return []openai.ChatCompletionChoice{text(strings.Repeat(`{"a":`, 200) + "1" + strings.Repeat("}", 200)), text(record(t, nil))}
+		}, status: store.RunRepaired, calls: 2, eventKinds: []string{"parse"}},
+		{name: "HugeReply", replies: func(t *testing.T) []openai.ChatCompletionChoice {
+			// Too large to parse, and too large to send back for the repair
+			// within the budget: it fails at once.
+			return []openai.ChatCompletionChoice{text(`{"intent":"` + strings.Repeat("x", 2<<20) + `"}`), text(record(t, nil))}
+		}, status: store.RunFailed, reason: pipeline.KindBudget, calls: 1, eventKinds: []string{"parse"}},
+		{name: "NULInsideAString", replies: func(t *testing.T) []openai.ChatCompletionChoice {
+			return []openai.ChatCompletionChoice{text(strings.Replace(record(t, nil), `"city":null`, `"city":"Ber\u0000lin"`, 1)), text(record(t, nil))}
+		}, status: store.RunRepaired, calls: 2, eventKinds: []string{"rule", "rule"}},
+		{name: "LoneSurrogateTwice", replies: func(t *testing.T) []openai.ChatCompletionChoice {
+			bad := strings.Replace(record(t, nil), `"city":null`, `"city":"\ud800"`, 1)
+			return []openai.ChatCompletionChoice{text(bad), text(bad)}
+		}, status: store.RunFailed, reason: pipeline.KindRule, calls: 2, eventKinds: []string{"rule", "rule"}},
+		{name: "NumberPastFloat64", replies: func(t *testing.T) []openai.ChatCompletionChoice {
+			bad := strings.Replace(record(t, nil), `"refund_amount":null`, `"refund_amount":1e400`, 1)
+			return []openai.ChatCompletionChoice{text(bad), text(record(t, nil))}
+		}, status: store.RunRepaired, calls: 2, eventKinds: []string{"schema"}},
+		{name: "EmptyReplyTwice", replies: func(t *testing.T) []openai.ChatCompletionChoice {
+			return []openai.ChatCompletionChoice{text(""), text("   ")}
+		}, status: store.RunFailed, reason: pipeline.KindParse, calls: 2, eventKinds: []string{"parse", "parse"}},
 		{name: "ToolModeSeveralCallsRepaired", opts: setupOpts{mode: pipeline.ModeTools}, replies: func(t *testing.T) []openai.ChatCompletionChoice {
 			call := func(id, name, args string) openai.ToolCall {
 				return openai.ToolCall{ID: id, Type: "function", Function: openai.FunctionCall{Name: name, Arguments: args}}
