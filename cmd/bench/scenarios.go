@@ -175,7 +175,7 @@ func scenarioC(ctx context.Context, env benchEnv, n int) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	callsPerSec := float64(calls) / p.Last.Sub(p.First).Seconds()
+	callsPerSec := p.throughput() * float64(calls) / float64(p.Done)
 	limited := statusCount(st, "429")
 	share := ratio(limited, statInt(st, "requests"))
 	r := result{Scenario: "C", Name: "provider limits: 3000 requests/min enforced with 429", Unit: "calls/s",

@@ -315,16 +315,19 @@ func (p *proc) rssMB() float64 {
 type progress struct {
 	Total, Done, Failed int
 	First, Last         time.Time // first and last finished_at
+	P10, P90            time.Time // when 10% and 90% of the runs had finished
 }
 
 func (s *stack) progress(ctx context.Context, batch string) (progress, error) {
 	var p progress
-	var first, last *time.Time
+	var first, last, p10, p90 *time.Time
 	err := s.st.Pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status <> 'queued'),
-		count(*) FILTER (WHERE status = 'failed'), min(finished_at), max(finished_at) FROM runs WHERE batch_id = $1`, batch).
-		Scan(&p.Total, &p.Done, &p.Failed, &first, &last)
+		count(*) FILTER (WHERE status = 'failed'), min(finished_at), max(finished_at),
+		percentile_disc(0.1) WITHIN GROUP (ORDER BY finished_at), percentile_disc(0.9) WITHIN GROUP (ORDER BY finished_at)
+		FROM runs WHERE batch_id = $1`, batch).
+		Scan(&p.Total, &p.Done, &p.Failed, &first, &last, &p10, &p90)
 	if first != nil {
-		p.First, p.Last = *first, *last
+		p.First, p.Last, p.P10, p.P90 = *first, *last, *p10, *p90
 	}
 	return p, err
 }
@@ -351,13 +354,15 @@ func (s *stack) waitDone(ctx context.Context, batch string, timeout time.Duratio
 	}
 }
 
-// throughput is runs per second between the first and the last outcome.
+// throughput is runs per second in the steady state: between the moments
+// 10% and 90% of the runs had finished, so the ramp-up and the last
+// stragglers (the slow tail of the latency) do not count.
 func (p progress) throughput() float64 {
-	span := p.Last.Sub(p.First).Seconds()
-	if span <= 0 || p.Done < 2 {
+	span := p.P90.Sub(p.P10).Seconds()
+	if span <= 0 || p.Done < 10 {
 		return 0
 	}
-	return float64(p.Done-1) / span
+	return 0.8 * float64(p.Done) / span
 }
 
 // perSecond returns the outcomes of the batch in one-second buckets from
