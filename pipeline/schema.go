@@ -34,6 +34,7 @@ type Schema struct {
 
 	doc      map[string]any
 	compiled *jsonschema.Schema
+	model    json.RawMessage // ModelSchema, computed once
 }
 
 // LoadSchema reads the schema file name from fsys, or from disk when fsys
@@ -88,14 +89,21 @@ func CompileSchema(id string, doc []byte) (*Schema, error) {
 	if err := json.Compact(&compact, doc); err != nil {
 		return nil, err
 	}
-	return &Schema{ID: id, Version: version, URL: url, Title: title, Raw: compact.Bytes(), doc: m, compiled: compiled}, nil
+	model, err := json.Marshal(stripAnnotations(m))
+	if err != nil {
+		return nil, err
+	}
+	return &Schema{ID: id, Version: version, URL: url, Title: title, Raw: compact.Bytes(), doc: m, compiled: compiled, model: model}, nil
 }
 
 // ModelSchema returns the schema as sent to the model: the document without
 // the product's "x-" annotations, which providers may reject.
 func (s *Schema) ModelSchema() json.RawMessage {
-	b, _ := json.Marshal(stripAnnotations(s.doc))
-	return b
+	if s.model == nil {
+		b, _ := json.Marshal(stripAnnotations(s.doc))
+		return b
+	}
+	return s.model
 }
 
 func stripAnnotations(v any) any {
