@@ -26,6 +26,8 @@ type CommandOptions struct {
 	Timeout    time.Duration
 	JSON       bool
 	Quiet      bool
+	// Parallel is how many lines are recorded and published at once.
+	Parallel int
 	// PollEvery is how often -wait reads the batch's counts. Default 250ms.
 	PollEvery time.Duration
 }
@@ -117,7 +119,7 @@ func RunCommand(ctx context.Context, o CommandOptions, env app.Env, log *zap.Log
 	}
 	ing, err := New(Config{
 		Store: st, Publisher: queue.NewPublisher(js, cfg.NATS), SchemaID: o.SchemaID,
-		MaxTextBytes: cfg.Ingest.MaxTextBytes, BatchID: o.BatchID, SourceName: name, Logger: log,
+		MaxTextBytes: cfg.Ingest.MaxTextBytes, BatchID: o.BatchID, SourceName: name, Parallel: o.Parallel, Logger: log,
 	})
 	if err != nil {
 		return fail("%v", err)

@@ -14,7 +14,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -48,8 +50,12 @@ type Config struct {
 	BatchID string
 	// SourceName is recorded on the batch (a file name, or "-" for stdin).
 	SourceName string
-	// Progress, if set, is called after each line with the lines done.
+	// Progress, if set, is called after each line with its number. With
+	// Parallel above 1 it is called from several goroutines.
 	Progress func(lines int)
+	// Parallel is how many lines are recorded and published at once.
+	// Default 1: one after the other.
+	Parallel int
 	Logger   *zap.Logger
 }
 
@@ -87,8 +93,9 @@ type Summary struct {
 
 // Ingester records and publishes messages.
 type Ingester struct {
-	cfg Config
-	log *zap.Logger
+	cfg        Config
+	log        *zap.Logger
+	progressMu sync.Mutex
 }
 
 // New returns an Ingester.
@@ -270,16 +277,90 @@ func (in *Ingester) Run(ctx context.Context, r io.Reader) (Summary, error) {
 	if err := st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: in.cfg.BatchID, SchemaID: in.cfg.SchemaID, SourceName: in.cfg.SourceName}); err != nil {
 		return sum, fmt.Errorf("ingest: recording batch %s: %w", in.cfg.BatchID, err)
 	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	type job struct {
+		lineNo int
+		line   []byte
+	}
+	n := max(1, in.cfg.Parallel)
+	if n == 1 {
+		// One after the other, in line order, on this goroutine.
+		var fatal error
+		readErr := in.read(ctx, r, &sum, func(lineNo int, line []byte) bool {
+			if fatal = in.one(ctx, lineNo, line, &sum); fatal != nil {
+				return false
+			}
+			in.progress(lineNo)
+			return true
+		})
+		if fatal != nil {
+			return sum, fatal
+		}
+		if readErr == nil && ctx.Err() != nil {
+			return sum, ctx.Err()
+		}
+		return sum, readErr
+	}
+	jobs := make(chan job)
+	parts := make([]Summary, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			for j := range jobs {
+				if err := in.one(ctx, j.lineNo, j.line, &parts[i]); err != nil {
+					cancel(err)
+				}
+				in.progress(j.lineNo)
+			}
+		})
+	}
+	readErr := in.read(ctx, r, &sum, func(lineNo int, line []byte) bool {
+		select {
+		case jobs <- job{lineNo, line}:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	})
+	close(jobs)
+	wg.Wait()
+	for _, p := range parts {
+		sum.Published += p.Published
+		sum.Duplicates += p.Duplicates
+		sum.Rejected += p.Rejected
+		sum.Errors = append(sum.Errors, p.Errors...)
+	}
+	sort.SliceStable(sum.Errors, func(i, j int) bool { return sum.Errors[i].Line < sum.Errors[j].Line })
+	if err := context.Cause(ctx); err != nil {
+		return sum, err
+	}
+	return sum, readErr
+}
+
+// progress reports a line done, one call at a time.
+func (in *Ingester) progress(lineNo int) {
+	if in.cfg.Progress == nil {
+		return
+	}
+	in.progressMu.Lock()
+	defer in.progressMu.Unlock()
+	in.cfg.Progress(lineNo)
+}
+
+// read splits r into lines, counts them in sum, rejects over-long ones,
+// and hands every non-blank line to handle until it returns false.
+func (in *Ingester) read(ctx context.Context, r io.Reader, sum *Summary, handle func(lineNo int, line []byte) bool) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	lineNo := 0
 	for {
-		if err := ctx.Err(); err != nil {
-			return sum, err
+		if ctx.Err() != nil {
+			return nil // the cause is reported by Run
 		}
 		line, err := readLine(br)
 		tooLong := errors.Is(err, errLineTooLong)
 		if err != nil && err != io.EOF && !tooLong {
-			return sum, fmt.Errorf("ingest: reading line %d: %w", lineNo+1, err)
+			return fmt.Errorf("ingest: reading line %d: %w", lineNo+1, err)
 		}
 		if len(line) > 0 || err == nil || tooLong {
 			lineNo++
@@ -287,22 +368,17 @@ func (in *Ingester) Run(ctx context.Context, r io.Reader) (Summary, error) {
 		if tooLong {
 			sum.Lines++
 			sum.reject(LineError{Line: lineNo, Reason: fmt.Sprintf("line is longer than %d bytes", MaxLineBytes)})
-			if in.cfg.Progress != nil {
-				in.cfg.Progress(lineNo)
-			}
+			in.progress(lineNo)
 			continue
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
 			sum.Lines++
-			if lerr := in.one(ctx, lineNo, line, &sum); lerr != nil {
-				return sum, lerr
-			}
-			if in.cfg.Progress != nil {
-				in.cfg.Progress(lineNo)
+			if !handle(lineNo, bytes.Clone(line)) {
+				return nil
 			}
 		}
 		if err == io.EOF {
-			return sum, nil
+			return nil
 		}
 	}
 }
@@ -357,7 +433,9 @@ func (in *Ingester) one(ctx context.Context, lineNo int, line []byte, sum *Summa
 	case err != nil:
 		return fmt.Errorf("ingest: line %d (id %q): %w", lineNo, msg.ID, err)
 	}
-	if res.Status == store.IngestDuplicate && res.Run.PublishedAt != nil {
+	if res.Status == store.IngestDuplicate && (res.Run.PublishedAt != nil || res.Run.BatchID == in.cfg.BatchID) {
+		// Published already, or recorded by this very batch (the same id
+		// twice in one file), whose own line publishes it.
 		sum.Duplicates++
 		return nil
 	}

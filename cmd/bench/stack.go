@@ -212,7 +212,7 @@ func (s *stack) load(ctx context.Context, n int) (string, error) {
 		pw.Close()
 	}()
 	in, err := ingest.New(ingest.Config{Store: s.st, Publisher: queue.NewPublisher(s.js, s.nats), SchemaID: "customer_message",
-		MaxTextBytes: 1 << 20, SourceName: "bench-" + s.name})
+		MaxTextBytes: 1 << 20, SourceName: "bench-" + s.name, Parallel: 16})
 	if err != nil {
 		return "", err
 	}

@@ -36,6 +36,7 @@ func main() {
 	flag.StringVar(&o.BatchID, "batch", "", "batch id (default: a new one)")
 	flag.BoolVar(&o.Wait, "wait", false, "wait until every message of the batch has an outcome")
 	flag.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "with -wait, give up after this long (exit 3)")
+	flag.IntVar(&o.Parallel, "parallel", 8, "lines recorded and published at once")
 	flag.BoolVar(&o.JSON, "json", false, "print the batch summary as one JSON object on stdout")
 	flag.BoolVar(&o.Quiet, "quiet", !term.IsTerminal(int(os.Stderr.Fd())), "no progress bars (default when stderr is not a terminal)")
 	logLevel := flag.String("log-level", app.GetEnv("LOG_LEVEL", "warn"), "debug, info, warn or error")
