@@ -43,5 +43,9 @@ stop: ## stop the worker, the simulator and any service setup started
 chaos: ## kill workers, restart NATS and Postgres during 5,000 messages on private services; check nothing is lost
 	$(GO) run ./cmd/chaos
 
-chaos/short: ## the chaos run CI does: 500 messages, one worker kill, one NATS restart
-	$(GO) run ./cmd/chaos -messages 500 -kills 1 -restart-postgres=false -timeout 4m
+chaos/short: ## the chaos run CI does: 500 messages, one worker kill, one NATS and one Postgres restart
+	$(GO) run ./cmd/chaos -messages 500 -kills 1 -timeout 4m
+
+.PHONY: triage
+triage: setup ## run the triage web UI and JSON API on TRIAGE_ADDR (default 127.0.0.1:8080)
+	$(GO) run ./cmd/triage

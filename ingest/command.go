@@ -105,7 +105,10 @@ func RunCommand(ctx context.Context, o CommandOptions, env app.Env, log *zap.Log
 		return fail("connecting to NATS: %v", err)
 	}
 	defer nc.Close()
-	if _, err := queue.EnsureStream(ctx, js, cfg.NATS); err != nil {
+	if err := app.RetryStartup(ctx, log, "creating stream", func() error {
+		_, err := queue.EnsureStream(ctx, js, cfg.NATS)
+		return err
+	}); err != nil {
 		return fail("creating stream: %v", err)
 	}
 
@@ -149,7 +152,12 @@ func RunCommand(ctx context.Context, o CommandOptions, env app.Env, log *zap.Log
 	}
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	bs, err := st.BatchSummary(bctx, st.Pool, sum.BatchID)
+	var bs store.BatchSummary
+	err = store.Retry(bctx, 10*time.Second, func() error {
+		var err error
+		bs, err = st.BatchSummary(bctx, st.Pool, sum.BatchID)
+		return err
+	})
 	if err != nil {
 		return fail("reading batch %s: %v", sum.BatchID, err)
 	}

@@ -27,6 +27,10 @@ import (
 	"github.com/extractq/extractq/store"
 )
 
+// DBRetryTime is how long ingest waits out an unreachable Postgres (a
+// restart, a failover) on one line before it stops.
+const DBRetryTime = 2 * time.Minute
+
 // MaxLineBytes is the longest JSONL line read, in bytes. Longer lines are
 // rejected; the text limit (Config.MaxTextBytes) is usually far lower.
 const MaxLineBytes = 4 << 20
@@ -422,9 +426,18 @@ func (in *Ingester) one(ctx context.Context, lineNo int, line []byte, sum *Summa
 		return nil
 	}
 	st := in.cfg.Store
-	res, err := st.MessageIngest(ctx, st.Pool, store.MessageIngestParams{
-		Source: msg.Source, ExternalID: msg.ID, Body: msg.Text, ContentHash: ContentHash(msg.Text),
-		Metadata: msg.Metadata, Flags: msg.Flags, BatchID: in.cfg.BatchID, SchemaID: in.cfg.SchemaID,
+	// Postgres restarting is waited out (MessageIngest is idempotent). A
+	// retry may find the message its own lost attempt stored.
+	var res store.MessageIngestResult
+	tries := 0
+	err = store.Retry(ctx, DBRetryTime, func() error {
+		tries++
+		var err error
+		res, err = st.MessageIngest(ctx, st.Pool, store.MessageIngestParams{
+			Source: msg.Source, ExternalID: msg.ID, Body: msg.Text, ContentHash: ContentHash(msg.Text),
+			Metadata: msg.Metadata, Flags: msg.Flags, BatchID: in.cfg.BatchID, SchemaID: in.cfg.SchemaID,
+		})
+		return err
 	})
 	switch {
 	case errors.Is(err, store.ErrConflict):
@@ -433,7 +446,8 @@ func (in *Ingester) one(ctx context.Context, lineNo int, line []byte, sum *Summa
 	case err != nil:
 		return fmt.Errorf("ingest: line %d (id %q): %w", lineNo, msg.ID, err)
 	}
-	if res.Status == store.IngestDuplicate && (res.Run.PublishedAt != nil || res.Run.BatchID == in.cfg.BatchID) {
+	ownLostAttempt := tries > 1 && res.Run.BatchID == in.cfg.BatchID
+	if res.Status == store.IngestDuplicate && (res.Run.PublishedAt != nil || (res.Run.BatchID == in.cfg.BatchID && !ownLostAttempt)) {
 		// Published already, or recorded by this very batch (the same id
 		// twice in one file), whose own line publishes it.
 		sum.Duplicates++
@@ -445,7 +459,9 @@ func (in *Ingester) one(ctx context.Context, lineNo int, line []byte, sum *Summa
 	if err := in.publish(ctx, res.Run.DedupID, env); err != nil {
 		return fmt.Errorf("ingest: publishing line %d (id %q): %w; the message is stored and queued, and the next ingest of this file publishes it", lineNo, msg.ID, err)
 	}
-	if err := st.RunMarkPublished(ctx, st.Pool, store.RunMarkPublishedParams{MessageID: res.Run.MessageID, RunNo: res.Run.RunNo}); err != nil {
+	if err := store.Retry(ctx, DBRetryTime, func() error {
+		return st.RunMarkPublished(ctx, st.Pool, store.RunMarkPublishedParams{MessageID: res.Run.MessageID, RunNo: res.Run.RunNo})
+	}); err != nil {
 		return fmt.Errorf("ingest: line %d (id %q): marking published: %w", lineNo, msg.ID, err)
 	}
 	if res.Status == store.IngestDuplicate {

@@ -14,12 +14,15 @@
 #     local address, Debian's nats-server -js is started if installed, else
 #     cmd/natsd is built and started. Logs, pid files and JetStream data go
 #     to .run/ (scripts/stop.sh stops what it started).
+#   - Chromium: Debian's chromium is installed if missing (the triage UI's
+#     end-to-end test drives it headless).
 #   - Migrations: go run ./cmd/migrate up (creates the database if missing).
 #
 # Environment:
 #   DATABASE_URL   default postgres://postgres@127.0.0.1:5432/extractq?sslmode=disable
 #   NATS_URL       default nats://127.0.0.1:4222
 #   SKIP_MIGRATE=1 leave the migrations out
+#   SKIP_CHROMIUM=1 do not install Debian's chromium (the triage browser test)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -199,6 +202,29 @@ setup_nats() {
 	say nats "ready on $host:$port, pid $(<"$pidfile"), log $log"
 }
 
+# ---- Chromium (the triage UI's browser test) -------------------------------------
+
+# setup_chromium installs Debian's chromium when it is missing, for the
+# triage end-to-end test (which skips without it unless CI is set).
+setup_chromium() {
+	if [[ ${SKIP_CHROMIUM:-} == 1 ]]; then
+		say chromium "skipped (SKIP_CHROMIUM=1)"
+		return
+	fi
+	if command -v chromium >/dev/null; then
+		say chromium "$(command -v chromium), left as is"
+		return
+	fi
+	if ! command -v apt-get >/dev/null; then
+		say chromium "not installed and no apt-get: the triage browser test will skip (or fail with CI set)"
+		return
+	fi
+	say chromium "not installed: apt-get install chromium"
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+	say chromium "installed: $(command -v chromium)"
+}
+
 # ---- Migrations ---------------------------------------------------------------
 
 setup_migrations() {
@@ -218,6 +244,7 @@ main() {
 	[[ -f $RUN_DIR/.gitignore ]] || printf '*\n' >"$RUN_DIR/.gitignore"
 	setup_postgres
 	setup_nats
+	setup_chromium
 	setup_migrations
 	say setup "ready: DATABASE_URL=$DATABASE_URL NATS_URL=$NATS_URL"
 }

@@ -35,17 +35,17 @@ const (
 // AuditEntry is one row of the audit log: who did what, when, to what,
 // with the state before and after. Rows are never changed.
 type AuditEntry struct {
-	ID           int64           `db:"id"`
-	At           time.Time       `db:"at"`
-	Actor        string          `db:"actor"`  // the reviewer's login, or the admin's name
-	Via          string          `db:"via"`    // ViaUI, ViaAPI or ViaCLI
-	Action       string          `db:"action"` // such as AuditApprove
-	TriageItemID *int64          `db:"triage_item_id"`
-	MessageID    *int64          `db:"message_id"`
-	RunNo        *int            `db:"run_no"`
-	Reason       string          `db:"reason"` // the written reason, if any
-	Before       json.RawMessage `db:"before"` // a JSON object, or nil
-	After        json.RawMessage `db:"after"`  // a JSON object, or nil
+	ID           int64           `db:"id" json:"id"`
+	At           time.Time       `db:"at" json:"at"`
+	Actor        string          `db:"actor" json:"actor"`   // the reviewer's login, or the admin's name
+	Via          string          `db:"via" json:"via"`       // ViaUI, ViaAPI or ViaCLI
+	Action       string          `db:"action" json:"action"` // such as AuditApprove
+	TriageItemID *int64          `db:"triage_item_id" json:"triage_item_id"`
+	MessageID    *int64          `db:"message_id" json:"message_id"`
+	RunNo        *int            `db:"run_no" json:"run_no"`
+	Reason       string          `db:"reason" json:"reason"` // the written reason, if any
+	Before       json.RawMessage `db:"before" json:"before"` // a JSON object, or nil
+	After        json.RawMessage `db:"after" json:"after"`   // a JSON object, or nil
 }
 
 // AuditInsertParams is an action to record.

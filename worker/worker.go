@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -53,9 +54,10 @@ type Config struct {
 // Worker handles run messages. It is stateless: all state is in the
 // stream and in Postgres, so any number of workers may run.
 type Worker struct {
-	cfg Config
-	log *zap.Logger
-	com *committer // nil when CommitBatch is 1
+	cfg    Config
+	log    *zap.Logger
+	com    *committer  // nil when CommitBatch is 1
+	dbDown atomic.Bool // a database step failed as Postgres went away
 }
 
 // New returns a Worker.
@@ -123,6 +125,7 @@ func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
 		return queue.Term("no such run")
 	}
 	if err != nil {
+		w.noteDBError(err)
 		log.Warn("reading run failed; will retry", zap.Error(err))
 		w.cfg.Metrics.nak("database")
 		return queue.Nak(w.nakDelay(d))
@@ -190,6 +193,38 @@ func shortErr(err error) string {
 	return s
 }
 
+// noteDBError pauses fetching (see Ready) when err says Postgres is
+// unreachable, so runs are not fetched only to be nak'ed, each using up a
+// delivery.
+func (w *Worker) noteDBError(err error) {
+	if store.Transient(err) && w.dbDown.CompareAndSwap(false, true) {
+		w.log.Warn("Postgres unreachable: fetching paused until it answers", zap.Error(err))
+	}
+}
+
+// Ready blocks while Postgres is unreachable, pinging it every second,
+// and returns nil once it answers (or at once when it never went away).
+// It returns ctx's error when ctx ends. It is the worker's part of
+// queue.ConsumerOptions.Ready.
+func (w *Worker) Ready(ctx context.Context) error {
+	for w.dbDown.Load() {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := w.cfg.Store.Pool.Ping(pctx)
+		cancel()
+		if err == nil {
+			w.dbDown.Store(false)
+			w.log.Info("Postgres answers again: fetching resumed")
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	return ctx.Err()
+}
+
 // nakDelay doubles the delay with each delivery.
 func (w *Worker) nakDelay(d *queue.Delivery) time.Duration {
 	delay := w.cfg.NakDelay
@@ -207,6 +242,7 @@ func (w *Worker) commit(ctx context.Context, log *zap.Logger, d *queue.Delivery,
 		log.Info("run outcome was committed by another delivery; acking")
 		return queue.Ack()
 	case err != nil:
+		w.noteDBError(err)
 		log.Error("writing outcome failed; will retry", zap.Error(err))
 		w.cfg.Metrics.nak("database")
 		return queue.Nak(w.nakDelay(d))

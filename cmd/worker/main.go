@@ -11,10 +11,12 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
@@ -66,16 +68,20 @@ func main() {
 		app.Fatal(log, "connecting to NATS", err)
 	}
 	defer nc.Close()
-	if _, err := queue.EnsureStream(ctx, js, cfg.NATS); err != nil {
-		app.Fatal(log, "creating stream", err)
-	}
-	cons, err := queue.EnsureConsumer(ctx, js, cfg.NATS, cfg.Worker)
+	var cons, dead jetstream.Consumer
+	err = app.RetryStartup(ctx, log, "creating the stream and consumers", func() error {
+		if _, err := queue.EnsureStream(ctx, js, cfg.NATS); err != nil {
+			return err
+		}
+		var err error
+		if cons, err = queue.EnsureConsumer(ctx, js, cfg.NATS, cfg.Worker); err != nil {
+			return err
+		}
+		dead, err = queue.EnsureDeadLetter(ctx, js, cfg.NATS)
+		return err
+	})
 	if err != nil {
-		app.Fatal(log, "creating consumer", err)
-	}
-	dead, err := queue.EnsureDeadLetter(ctx, js, cfg.NATS)
-	if err != nil {
-		app.Fatal(log, "creating the dead-letter stream", err)
+		app.Fatal(log, "creating the stream and consumers", err)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -90,7 +96,13 @@ func main() {
 	}
 	err = worker.RunService(ctx, worker.ServiceConfig{
 		Worker: w, Store: st, Conn: nc, Consumer: cons, Publisher: queue.NewPublisher(js, cfg.NATS),
-		JS: js, NATS: cfg.NATS, DeadLetter: dead, Ready: transport.WaitReady,
+		JS: js, NATS: cfg.NATS, DeadLetter: dead,
+		Ready: func(ctx context.Context) error {
+			if err := w.Ready(ctx); err != nil {
+				return err
+			}
+			return transport.WaitReady(ctx)
+		},
 		Concurrency: cfg.Worker.Concurrency, InProgressEvery: cfg.Worker.InProgressEvery,
 		TermWithReason: queue.TermReasonSupported(nc), HealthAddr: *healthAddr, Gatherer: reg, Logger: log,
 	})

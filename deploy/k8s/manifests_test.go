@@ -122,7 +122,7 @@ func TestManifests(t *testing.T) {
 	t.Run("Workloads", func(t *testing.T) {
 		t.Parallel()
 		for _, ref := range []struct{ kind, name string }{
-			{"Deployment", "extractq-worker"}, {"Job", "extractq-migrate"},
+			{"Deployment", "extractq-worker"}, {"Deployment", "extractq-triage"}, {"Job", "extractq-migrate"},
 		} {
 			o := find(all, ref.kind, ref.name)
 			if o == nil {

@@ -11,7 +11,9 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	openai "github.com/sashabaranov/go-openai"
 	"go.uber.org/zap"
@@ -168,4 +170,18 @@ func Fatal(log *zap.Logger, msg string, err error) {
 // Context returns a context that ends on SIGINT or SIGTERM.
 func Context() (context.Context, context.CancelFunc) {
 	return signalContext()
+}
+
+// RetryStartup runs a start-up step (creating a stream or a consumer) until
+// it succeeds, retrying any error with backoff for up to two minutes, so a
+// command started while NATS or Postgres restarts waits instead of
+// exiting. Each failure is logged with what.
+func RetryStartup(ctx context.Context, log *zap.Logger, what string, step func() error) error {
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
+		return struct{}{}, step()
+	}, backoff.WithBackOff(backoff.NewExponentialBackOff()), backoff.WithMaxElapsedTime(2*time.Minute),
+		backoff.WithNotify(func(err error, next time.Duration) {
+			log.Warn(what+" failed; retrying", zap.Error(err), zap.Duration("retry_in", next))
+		}))
+	return err
 }

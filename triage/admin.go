@@ -1,0 +1,315 @@
+package triage
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/extractq/extractq/store"
+)
+
+// AdminUsage describes the admin subcommands.
+const AdminUsage = `usage: triage admin COMMAND [flags]
+
+  add-reviewer -login NAME [-name "Full Name"] [-password-stdin]
+  set-password -login NAME [-password-stdin]
+  disable      -login NAME      (no more logins, sessions or tokens)
+  enable       -login NAME
+  list                          (the accounts)
+  token create -login NAME -name PURPOSE   (prints the token once)
+  token list   [-login NAME]
+  token revoke -id N
+
+Passwords are read from the terminal (twice), or with -password-stdin from
+the first line of standard input. They are stored as bcrypt hashes.
+`
+
+// AdminIO is what the admin command reads from and writes to.
+type AdminIO struct {
+	In  io.Reader // for -password-stdin
+	Out io.Writer
+	// Actor names who runs the command in the audit log, such as
+	// "admin:alice" (the operating-system user).
+	Actor string
+	// BcryptCost is the bcrypt cost of new hashes; 0 means the default.
+	BcryptCost int
+	// ReadPassword prompts on the terminal without echo; nil means there
+	// is no terminal, so -password-stdin is required.
+	ReadPassword func(prompt string) (string, error)
+}
+
+// Admin runs the admin subcommand args (without "admin") against st:
+// reviewer accounts and API tokens. Every change is audited (via cli).
+func Admin(ctx context.Context, st *store.Store, args []string, aio AdminIO) error {
+	if len(args) == 0 {
+		return errors.New(AdminUsage)
+	}
+	if aio.Actor == "" {
+		aio.Actor = "admin"
+	}
+	a := admin{ctx: ctx, st: st, io: aio}
+	switch args[0] {
+	case "add-reviewer":
+		return a.addReviewer(args[1:])
+	case "set-password":
+		return a.setPassword(args[1:])
+	case "disable", "enable":
+		return a.setDisabled(args[0], args[1:])
+	case "list":
+		return a.list()
+	case "token":
+		if len(args) < 2 {
+			return errors.New(AdminUsage)
+		}
+		switch args[1] {
+		case "create":
+			return a.tokenCreate(args[2:])
+		case "list":
+			return a.tokenList(args[2:])
+		case "revoke":
+			return a.tokenRevoke(args[2:])
+		}
+	case "help", "-h", "-help", "--help":
+		_, _ = io.WriteString(aio.Out, AdminUsage)
+		return nil
+	}
+	return fmt.Errorf("unknown admin command %q\n%s", strings.Join(args, " "), AdminUsage)
+}
+
+type admin struct {
+	ctx context.Context
+	st  *store.Store
+	io  AdminIO
+}
+
+func (a admin) flags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("triage admin "+name, flag.ContinueOnError)
+	fs.SetOutput(a.io.Out)
+	return fs
+}
+
+// password reads a new password: from stdin's first line, or twice from
+// the terminal.
+func (a admin) password(fromStdin bool) (string, error) {
+	if fromStdin {
+		line, err := bufio.NewReader(a.io.In).ReadString('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return "", fmt.Errorf("reading the password: %w", err)
+		}
+		return strings.TrimRight(line, "\r\n"), nil
+	}
+	if a.io.ReadPassword == nil {
+		return "", errors.New("no terminal to ask for the password: use -password-stdin")
+	}
+	p1, err := a.io.ReadPassword("Password: ")
+	if err != nil {
+		return "", err
+	}
+	p2, err := a.io.ReadPassword("Again: ")
+	if err != nil {
+		return "", err
+	}
+	if p1 != p2 {
+		return "", errors.New("the passwords differ")
+	}
+	return p1, nil
+}
+
+func (a admin) audit(tx store.DBTX, action, reason string, after any) error {
+	return a.st.AuditInsert(a.ctx, tx, store.AuditInsertParams{Actor: a.io.Actor, Via: store.ViaCLI, Action: action, Reason: reason, After: after})
+}
+
+func (a admin) addReviewer(args []string) error {
+	fs := a.flags("add-reviewer")
+	login := fs.String("login", "", "login: lower-case letters, digits, . _ -")
+	name := fs.String("name", "", "full name, shown on pages")
+	stdin := fs.Bool("password-stdin", false, "read the password from the first line of standard input")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if !store.ValidLogin(*login) {
+		return fmt.Errorf("-login %q: want 1-63 of a-z 0-9 . _ - starting with a letter or digit", *login)
+	}
+	pw, err := a.password(*stdin)
+	if err != nil {
+		return err
+	}
+	hash, err := HashPassword(pw, a.io.BcryptCost)
+	if err != nil {
+		return err
+	}
+	var rv store.Reviewer
+	err = a.st.InTx(a.ctx, func(tx store.DBTX) error {
+		var err error
+		if rv, err = a.st.ReviewerInsert(a.ctx, tx, store.ReviewerInsertParams{Login: *login, Name: *name, PasswordHash: hash}); err != nil {
+			return err
+		}
+		return a.audit(tx, store.AuditReviewerCreate, "", map[string]any{"login": rv.Login, "name": rv.Name})
+	})
+	if errors.Is(err, store.ErrConflict) {
+		return fmt.Errorf("reviewer %s exists already (use set-password)", *login)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.io.Out, "reviewer %s created (id %d)\n", rv.Login, rv.ID)
+	return nil
+}
+
+func (a admin) setPassword(args []string) error {
+	fs := a.flags("set-password")
+	login := fs.String("login", "", "the reviewer's login")
+	stdin := fs.Bool("password-stdin", false, "read the password from the first line of standard input")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	pw, err := a.password(*stdin)
+	if err != nil {
+		return err
+	}
+	hash, err := HashPassword(pw, a.io.BcryptCost)
+	if err != nil {
+		return err
+	}
+	err = a.st.InTx(a.ctx, func(tx store.DBTX) error {
+		if err := a.st.ReviewerSetPassword(a.ctx, tx, *login, hash); err != nil {
+			return err
+		}
+		return a.audit(tx, store.AuditReviewerUpdate, "password set", map[string]any{"login": *login})
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("no reviewer %q", *login)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.io.Out, "password of %s set\n", *login)
+	return nil
+}
+
+func (a admin) setDisabled(cmd string, args []string) error {
+	fs := a.flags(cmd)
+	login := fs.String("login", "", "the reviewer's login")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	disabled := cmd == "disable"
+	err := a.st.InTx(a.ctx, func(tx store.DBTX) error {
+		if err := a.st.ReviewerSetDisabled(a.ctx, tx, *login, disabled); err != nil {
+			return err
+		}
+		return a.audit(tx, store.AuditReviewerUpdate, cmd+"d", map[string]any{"login": *login, "disabled": disabled})
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("no reviewer %q", *login)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.io.Out, "reviewer %s %sd\n", *login, cmd)
+	return nil
+}
+
+func (a admin) list() error {
+	rs, err := a.st.ReviewerList(a.ctx, a.st.Pool)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "LOGIN\tNAME\tCREATED\tSTATE")
+	for _, r := range rs {
+		state := "active"
+		if r.Disabled() {
+			state = "disabled " + r.DisabledAt.UTC().Format(time.DateOnly)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Login, Visible(r.Name), r.CreatedAt.UTC().Format(time.DateOnly), state)
+	}
+	return tw.Flush()
+}
+
+func (a admin) tokenCreate(args []string) error {
+	fs := a.flags("token create")
+	login := fs.String("login", "", "the reviewer the token acts as")
+	name := fs.String("name", "", "what the token is for, such as nightly-rerun")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *name == "" {
+		return errors.New("-name is required")
+	}
+	token, hash := NewAPIToken()
+	var t store.APIToken
+	err := a.st.InTx(a.ctx, func(tx store.DBTX) error {
+		var err error
+		if t, err = a.st.APITokenInsert(a.ctx, tx, store.APITokenInsertParams{Login: *login, Name: *name, TokenHash: hash}); err != nil {
+			return err
+		}
+		return a.audit(tx, store.AuditTokenCreate, "", map[string]any{"login": *login, "token_id": t.ID, "name": *name})
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("no reviewer %q", *login)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.io.Out, "token %d for %s (%s); it is shown once:\n%s\n", t.ID, t.Login, t.Name, token)
+	return nil
+}
+
+func (a admin) tokenList(args []string) error {
+	fs := a.flags("token list")
+	login := fs.String("login", "", "only this reviewer's tokens")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ts, err := a.st.APITokenList(a.ctx, a.st.Pool, *login)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tLOGIN\tNAME\tCREATED\tLAST USED\tSTATE")
+	for _, t := range ts {
+		used, state := "never", "live"
+		if t.LastUsedAt != nil {
+			used = t.LastUsedAt.UTC().Format(time.DateTime)
+		}
+		if t.RevokedAt != nil {
+			state = "revoked"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Login, Visible(t.Name), t.CreatedAt.UTC().Format(time.DateOnly), used, state)
+	}
+	return tw.Flush()
+}
+
+func (a admin) tokenRevoke(args []string) error {
+	fs := a.flags("token revoke")
+	id := fs.String("id", "", "the token's id (see token list)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	n, err := strconv.ParseInt(*id, 10, 64)
+	if err != nil {
+		return fmt.Errorf("-id %q: want a number", *id)
+	}
+	err = a.st.InTx(a.ctx, func(tx store.DBTX) error {
+		if err := a.st.APITokenRevoke(a.ctx, tx, n); err != nil {
+			return err
+		}
+		return a.audit(tx, store.AuditTokenRevoke, "", map[string]any{"token_id": n})
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("no token %d", n)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.io.Out, "token %d revoked\n", n)
+	return nil
+}

@@ -1,0 +1,461 @@
+package triage
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/store"
+)
+
+// The JSON API: the pages' actions for tools, under /api/v1/. Requests
+// authenticate with "Authorization: Bearer <token>" (made by `triage admin
+// token create`) or, from the pages' script, with the session and its
+// CSRF token. Errors are {"error": {"code", "message"[, "errors",
+// "overridable"]}} with the status of statusOf. README.md has curl
+// examples.
+
+// maxJSONBody bounds a JSON request body.
+const maxJSONBody = 2 << 20
+
+// decodeBody reads a JSON body into v; an empty body leaves v as it is.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	r.Body = http.MaxBytesReader(w, r.Body, maxJSONBody)
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return invalidf("cannot read the body: %v", err)
+	}
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return invalidf("body: %s", shortJSONError(err))
+	}
+	return nil
+}
+
+// apiItem is an item as the API lists it.
+type apiItem struct {
+	ID             int64              `json:"id"`
+	MessageID      int64              `json:"message_id"`
+	Source         string             `json:"source"`
+	ExternalID     string             `json:"external_id"`
+	RunNo          int                `json:"run_no"`
+	BatchID        string             `json:"batch_id"`
+	SchemaID       string             `json:"schema_id"`
+	Status         string             `json:"status"`
+	Reason         string             `json:"reason"`
+	Errors         pipeline.ErrorList `json:"errors"`
+	ClaimedBy      string             `json:"claimed_by,omitempty"`
+	ClaimExpires   *time.Time         `json:"claim_expires,omitempty"`
+	DecidedBy      string             `json:"decided_by,omitempty"`
+	DecidedAt      *time.Time         `json:"decided_at,omitempty"`
+	DecisionReason string             `json:"decision_reason,omitempty"`
+	RerunNo        *int               `json:"rerun_no,omitempty"`
+	CreatedAt      time.Time          `json:"created_at"`
+}
+
+func apiItemOf(it store.TriageQueueItem) apiItem {
+	errs := it.Errors
+	if errs == nil {
+		errs = pipeline.ErrorList{}
+	}
+	return apiItem{ID: it.ID, MessageID: it.MessageID, Source: it.Source, ExternalID: it.ExternalID, RunNo: it.RunNo,
+		BatchID: it.BatchID, SchemaID: it.SchemaID, Status: it.Status, Reason: it.Reason, Errors: errs,
+		ClaimedBy: it.ClaimedBy, ClaimExpires: it.ClaimExpires, DecidedBy: it.DecidedBy, DecidedAt: it.DecidedAt,
+		DecisionReason: it.DecisionReason, RerunNo: it.RerunNo, CreatedAt: it.CreatedAt}
+}
+
+func (s *Server) apiMe(w http.ResponseWriter, r *http.Request) error {
+	rv := reviewerFrom(r.Context())
+	writeJSON(w, http.StatusOK, map[string]any{"login": rv.Login, "name": rv.Name, "local": s.cfg.LocalOnly})
+	return nil
+}
+
+// apiItems lists items: the queue filter (status, schema, kind, path,
+// batch, age, sort) and limit (default 50, at most 500) and offset.
+func (s *Server) apiItems(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	q := r.URL.Query()
+	f, err := parseFilter(q)
+	if err != nil {
+		return err
+	}
+	limit, offset := 50, 0
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 500 {
+			return invalidf("limit %q: want 1 to 500", v)
+		}
+	}
+	if v := q.Get("offset"); v != "" {
+		if offset, err = strconv.Atoi(v); err != nil || offset < 0 {
+			return invalidf("offset %q: want 0 or more", v)
+		}
+	}
+	sf := f.Store(reviewerFrom(ctx).Login, time.Now())
+	items, err := s.st.TriageQueueList(ctx, s.st.Pool, store.TriageQueueListParams{Filter: sf, NewestFirst: f.Sort == "newest", Limit: limit, Offset: offset})
+	if err != nil {
+		return err
+	}
+	counts, err := s.st.TriageQueueCounts(ctx, s.st.Pool, sf)
+	if err != nil {
+		return err
+	}
+	out := make([]apiItem, len(items))
+	for i, it := range items {
+		out[i] = apiItemOf(it)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"total": counts.Total, "items": out})
+	return nil
+}
+
+// apiCounts returns the queue's counts and facets for the filter.
+func (s *Server) apiCounts(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	f, err := parseFilter(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	counts, err := s.st.TriageQueueCounts(ctx, s.st.Pool, f.Store(reviewerFrom(ctx).Login, time.Now()))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, counts)
+	return nil
+}
+
+// apiCall is an LLM call as the API shows it.
+type apiCall struct {
+	Attempt          int             `json:"attempt"`
+	Purpose          string          `json:"purpose"`
+	Model            string          `json:"model"`
+	PromptVersion    string          `json:"prompt_version"`
+	SchemaVersion    string          `json:"schema_version"`
+	RepairStrategy   string          `json:"repair_strategy,omitempty"`
+	PromptTokens     int             `json:"prompt_tokens"`
+	CompletionTokens int             `json:"completion_tokens"`
+	CostUSD          float64         `json:"cost_usd"`
+	LatencyMS        int             `json:"latency_ms"`
+	FinishReason     string          `json:"finish_reason"`
+	Valid            bool            `json:"valid"`
+	Reply            string          `json:"reply"`
+	Patch            json.RawMessage `json:"patch,omitempty"`
+}
+
+// apiItem returns one item with its message, calls, draft record, the
+// draft's errors now and the highlights of grounded values.
+func (s *Server) apiItem(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	id, err := itemID(r)
+	if err != nil {
+		return err
+	}
+	it, err := s.loadItem(ctx, id)
+	if err != nil {
+		return err
+	}
+	d := it.D
+	calls := make([]apiCall, len(d.Calls))
+	for i, c := range d.Calls {
+		calls[i] = apiCall{Attempt: c.Attempt, Purpose: c.Purpose, Model: c.Model, PromptVersion: c.PromptVersion,
+			SchemaVersion: c.SchemaVersion, RepairStrategy: c.RepairStrategy, PromptTokens: c.PromptTokens,
+			CompletionTokens: c.CompletionTokens, CostUSD: c.CostUSD, LatencyMS: c.LatencyMS, FinishReason: c.FinishReason,
+			Valid: c.Valid, Reply: c.Reply, Patch: c.Patch}
+	}
+	errs, ev := it.validate(it.Draft)
+	if errs == nil {
+		errs = pipeline.ErrorList{}
+	}
+	if ev == nil {
+		ev = []pipeline.Evidence{}
+	}
+	out := map[string]any{
+		"item": apiItemOf(d.Item),
+		"message": map[string]any{"id": d.Message.ID, "source": d.Message.Source, "external_id": d.Message.ExternalID,
+			"text": d.Message.Body, "flags": d.Message.Flags, "received_at": d.Message.ReceivedAt},
+		"last_reply":   d.LastReply,
+		"calls":        calls,
+		"draft":        it.Draft,
+		"draft_source": it.DraftSource,
+		"draft_errors": errs,
+		"evidence":     ev,
+	}
+	if d.Current != nil {
+		out["current_result"] = resultOf(*d.Current)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func resultOf(e store.Extraction) map[string]any {
+	return map[string]any{"message_id": e.MessageID, "external_id": e.ExternalID, "run_no": e.RunNo,
+		"schema_id": e.SchemaID, "schema_version": e.SchemaVersion, "outcome": e.Outcome, "data": e.Data,
+		"evidence": e.Evidence, "created_by": e.CreatedBy, "created_at": e.CreatedAt, "human_made": e.Outcome == "approved"}
+}
+
+func claimJSON(c store.TriageClaim) map[string]any {
+	return map[string]any{"item_id": c.ItemID, "claimed_by": c.ClaimedBy, "claim_expires": c.Expires, "renewed": c.Renewed}
+}
+
+// apiClaim claims an item or renews the caller's lease.
+func (s *Server) apiClaim(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	id, err := itemID(r)
+	if err != nil {
+		return err
+	}
+	c, err := s.st.TriageItemClaim(ctx, s.st.Pool, store.TriageItemClaimParams{
+		ItemID: id, Reviewer: reviewerFrom(ctx).Login, Via: viaFrom(ctx), Lease: s.cfg.Lease})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, claimJSON(c))
+	return nil
+}
+
+// apiClaimNext claims the oldest open item of the query's filter; 404
+// when none is left.
+func (s *Server) apiClaimNext(w http.ResponseWriter, r *http.Request) error {
+	f, err := parseFilter(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+	c, ok, err := s.claimNextAfter(r.Context(), f, after)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: no open item left for this filter", ErrNotFound)
+	}
+	writeJSON(w, http.StatusOK, claimJSON(c))
+	return nil
+}
+
+func (s *Server) apiRelease(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	id, err := itemID(r)
+	if err != nil {
+		return err
+	}
+	released, err := s.st.TriageItemRelease(ctx, s.st.Pool, store.TriageItemReleaseParams{
+		ItemID: id, Reviewer: reviewerFrom(ctx).Login, Via: viaFrom(ctx)})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"item_id": id, "released": released})
+	return nil
+}
+
+// recordBody is the body of validate and approve.
+type recordBody struct {
+	Record         json.RawMessage `json:"record"`
+	OverrideReason string          `json:"override_reason"`
+}
+
+// readRecord decodes the body's record strictly (numbers kept exact,
+// duplicate keys refused).
+func readRecord(w http.ResponseWriter, r *http.Request) (any, recordBody, error) {
+	var b recordBody
+	if err := decodeBody(w, r, &b); err != nil {
+		return nil, b, err
+	}
+	if len(b.Record) == 0 {
+		return nil, b, invalidf(`body: want {"record": {...}}`)
+	}
+	v, err := pipeline.DecodeStrict(b.Record)
+	if err != nil {
+		return nil, b, invalidf("record: %s", shortJSONError(err))
+	}
+	return v, b, nil
+}
+
+func validateResponse(errs pipeline.ErrorList) map[string]any {
+	if errs == nil {
+		errs = pipeline.ErrorList{}
+	}
+	return map[string]any{"valid": len(errs) == 0, "errors": errs, "overridable": onlyGrounding(errs)}
+}
+
+// apiValidate validates a record for the item without saving it.
+func (s *Server) apiValidate(w http.ResponseWriter, r *http.Request) error {
+	id, err := itemID(r)
+	if err != nil {
+		return err
+	}
+	rec, _, err := readRecord(w, r)
+	if err != nil {
+		return err
+	}
+	it, err := s.loadItem(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	errs, _ := it.validate(rec)
+	writeJSON(w, http.StatusOK, validateResponse(errs))
+	return nil
+}
+
+// apiApprove approves a record for the item; 422 with the error list
+// when it does not validate.
+func (s *Server) apiApprove(w http.ResponseWriter, r *http.Request) error {
+	id, err := itemID(r)
+	if err != nil {
+		return err
+	}
+	rec, body, err := readRecord(w, r)
+	if err != nil {
+		return err
+	}
+	it, err := s.loadItem(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	if it.Entry == nil {
+		return fmt.Errorf("%w: schema %s is not configured here", ErrConflict, it.D.Item.SchemaID)
+	}
+	ap, err := s.approve(r.Context(), it, rec, nil, body.OverrideReason)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"item_id": ap.ItemID, "message_id": ap.MessageID, "run_no": ap.RunNo,
+		"status": store.TriageApproved, "decided_by": ap.DecidedBy, "decided_at": ap.DecidedAt})
+	return nil
+}
+
+// apiReject rejects the item: {"reason": "..."}.
+func (s *Server) apiReject(w http.ResponseWriter, r *http.Request) error {
+	id, err := itemID(r)
+	if err != nil {
+		return err
+	}
+	var b struct {
+		Reason string `json:"reason"`
+	}
+	if err := decodeBody(w, r, &b); err != nil {
+		return err
+	}
+	if err := s.reject(r.Context(), id, b.Reason); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"item_id": id, "status": store.TriageRejected})
+	return nil
+}
+
+// apiRerun sends the item's message back for a new run: {"note": "..."}
+// (optional).
+func (s *Server) apiRerun(w http.ResponseWriter, r *http.Request) error {
+	id, err := itemID(r)
+	if err != nil {
+		return err
+	}
+	var b struct {
+		Note string `json:"note"`
+	}
+	if err := decodeBody(w, r, &b); err != nil {
+		return err
+	}
+	run, published, err := s.rerun(r.Context(), id, b.Note)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"item_id": id, "status": store.TriageRerun, "message_id": run.MessageID,
+		"run_no": run.RunNo, "batch_id": run.BatchID, "dedup_id": run.DedupID, "published": published})
+	return nil
+}
+
+// apiBulkCount returns how many items a bulk re-run of the filter takes.
+func (s *Server) apiBulkCount(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	f, err := parseFilter(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	me := reviewerFrom(ctx).Login
+	n, err := s.st.TriageBulkRerunCount(ctx, s.st.Pool, f.Store(me, time.Now()), me)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"count": n, "filter": f.Values()})
+	return nil
+}
+
+// apiBulkRerun re-runs every open item of the query's filter:
+// {"confirmed": N, "note": "..."}, N being the count the caller saw; 409
+// when the count changed.
+func (s *Server) apiBulkRerun(w http.ResponseWriter, r *http.Request) error {
+	f, err := parseFilter(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	var b struct {
+		Confirmed int    `json:"confirmed"`
+		Note      string `json:"note"`
+	}
+	if err := decodeBody(w, r, &b); err != nil {
+		return err
+	}
+	if b.Confirmed < 1 {
+		return invalidf(`body: want {"confirmed": N} with N from GET /api/v1/rerun/count`)
+	}
+	res, err := s.bulkRerun(r.Context(), f, b.Confirmed, b.Note)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// apiResult returns a message's current result (by the store's message
+// id): the latest validated record, the model's or a reviewer's.
+func (s *Server) apiResult(w http.ResponseWriter, r *http.Request) error {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id < 1 {
+		return invalidf("message id %q is not a positive number", r.PathValue("id"))
+	}
+	e, err := s.st.CurrentResultGet(r.Context(), s.st.Pool, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w: message %d has no result", ErrNotFound, id)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, resultOf(e))
+	return nil
+}
+
+// apiAudit lists audit entries, newest first: item_id, actor, limit
+// (default 100, at most 1000).
+func (s *Server) apiAudit(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	var p store.AuditListParams
+	var err error
+	if v := q.Get("item_id"); v != "" {
+		if p.TriageItemID, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return invalidf("item_id %q", v)
+		}
+	}
+	p.Actor = q.Get("actor")
+	if v := q.Get("limit"); v != "" {
+		if p.Limit, err = strconv.Atoi(v); err != nil || p.Limit < 1 || p.Limit > 1000 {
+			return invalidf("limit %q: want 1 to 1000", v)
+		}
+	}
+	entries, err := s.st.AuditList(r.Context(), s.st.Pool, p)
+	if err != nil {
+		return err
+	}
+	if entries == nil {
+		entries = []store.AuditEntry{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"entries": entries})
+	return nil
+}

@@ -1,0 +1,396 @@
+package triage
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/time/rate"
+
+	"github.com/extractq/extractq/store"
+)
+
+// Who is asking, and how.
+//
+// Pages use a session cookie (HttpOnly, Secure, SameSite=Lax; the
+// session row lives in Postgres) holding the reviewer's id and a CSRF
+// token. Every POST made with a session must carry that token, in the
+// form field csrf_token or the header X-CSRF-Token, and must not come
+// from another origin (Origin, Sec-Fetch-Site). The JSON API also takes
+// "Authorization: Bearer <token>" for tools; such requests carry no
+// cookie and need no CSRF token. With LocalOnly, every request acts as
+// the reviewer "local", still with a session and CSRF token.
+
+// MinPasswordLength is the shortest password the admin command accepts.
+const MinPasswordLength = 10
+
+// LocalReviewer is who acts when the server runs without accounts.
+var LocalReviewer = store.Reviewer{Login: "local", Name: "local (no accounts configured)"}
+
+// Session keys.
+const (
+	sessReviewer = "reviewer_id"
+	sessCSRF     = "csrf"
+	sessFlash    = "flash"
+	sessFlashErr = "flash_err"
+)
+
+type ctxKey int
+
+const (
+	ctxReviewer ctxKey = iota
+	ctxVia
+)
+
+// reviewerFrom returns the reviewer of an authenticated request.
+func reviewerFrom(ctx context.Context) *store.Reviewer {
+	r, _ := ctx.Value(ctxReviewer).(*store.Reviewer)
+	return r
+}
+
+// viaFrom returns store.ViaUI or store.ViaAPI.
+func viaFrom(ctx context.Context) string {
+	v, _ := ctx.Value(ctxVia).(string)
+	if v == "" {
+		return store.ViaUI
+	}
+	return v
+}
+
+// HashPassword returns the bcrypt hash of password at cost (0 means
+// bcrypt.DefaultCost). Passwords shorter than MinPasswordLength, or longer
+// than bcrypt's 72 bytes, are refused.
+func HashPassword(password string, cost int) (string, error) {
+	if len([]rune(password)) < MinPasswordLength {
+		return "", fmt.Errorf("password: at least %d characters", MinPasswordLength)
+	}
+	if len(password) > 72 {
+		return "", errors.New("password: at most 72 bytes")
+	}
+	if cost == 0 {
+		cost = bcrypt.DefaultCost
+	}
+	h, err := bcrypt.GenerateFromPassword([]byte(password), cost)
+	if err != nil {
+		return "", fmt.Errorf("password: %w", err)
+	}
+	return string(h), nil
+}
+
+// dummyHash is compared against when the login is unknown, so a failed
+// login takes as long whether or not the account exists.
+var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("no such account, no such password"), bcrypt.DefaultCost)
+
+// APITokenPrefix starts every API token.
+const APITokenPrefix = "eqt_"
+
+// NewAPIToken returns a new random API token (256 bits) and the SHA-256
+// hash the store keeps.
+func NewAPIToken() (token string, hash []byte) {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // never fails
+	token = APITokenPrefix + base64.RawURLEncoding.EncodeToString(b)
+	h := sha256.Sum256([]byte(token))
+	return token, h[:]
+}
+
+// hashToken returns the stored hash of token.
+func hashToken(token string) []byte {
+	h := sha256.Sum256([]byte(token))
+	return h[:]
+}
+
+func randomToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// csrfToken returns the session's CSRF token, making one if needed.
+func (s *Server) csrfToken(ctx context.Context) string {
+	t := s.sessions.GetString(ctx, sessCSRF)
+	if t == "" {
+		t = randomToken()
+		s.sessions.Put(ctx, sessCSRF, t)
+	}
+	return t
+}
+
+// checkCSRF refuses a state-changing request made with a session unless
+// it carries the session's token and comes from this origin.
+func (s *Server) checkCSRF(r *http.Request) error {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return nil
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
+		return fmt.Errorf("%w: cross-site request", ErrForbidden)
+	}
+	if o := r.Header.Get("Origin"); o != "" && o != "null" {
+		u, err := url.Parse(o)
+		if err != nil || !strings.EqualFold(u.Host, r.Host) {
+			return fmt.Errorf("%w: request from another origin", ErrForbidden)
+		}
+	}
+	want := s.sessions.GetString(r.Context(), sessCSRF)
+	got := r.Header.Get("X-CSRF-Token")
+	if got == "" {
+		got = r.PostFormValue("csrf_token")
+	}
+	if want == "" || got == "" || subtle.ConstantTimeCompare([]byte(want), []byte(got)) != 1 {
+		return fmt.Errorf("%w: missing or stale CSRF token; reload the page", ErrForbidden)
+	}
+	return nil
+}
+
+// sessionReviewer returns the reviewer logged in on the request's
+// session, or nil. A disabled or deleted account ends the session.
+func (s *Server) sessionReviewer(r *http.Request) (*store.Reviewer, error) {
+	if s.cfg.LocalOnly {
+		rv := LocalReviewer
+		return &rv, nil
+	}
+	ctx := r.Context()
+	id := s.sessions.GetInt64(ctx, sessReviewer)
+	if id == 0 {
+		return nil, nil
+	}
+	rv, err := s.st.ReviewerGetByID(ctx, s.st.Pool, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && rv.Disabled()) {
+		_ = s.sessions.Destroy(ctx)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &rv, nil
+}
+
+// bearerReviewer authenticates an "Authorization: Bearer" API token. ok
+// is false when the request has no such header.
+func (s *Server) bearerReviewer(r *http.Request) (rv *store.Reviewer, ok bool, err error) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return nil, false, nil
+	}
+	scheme, token, found := strings.Cut(h, " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") || !strings.HasPrefix(token, APITokenPrefix) {
+		return nil, true, fmt.Errorf("%w: want Authorization: Bearer %s...", ErrUnauthenticated, APITokenPrefix)
+	}
+	got, err := s.st.APITokenAuthenticate(r.Context(), s.st.Pool, hashToken(strings.TrimSpace(token)))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, true, fmt.Errorf("%w: unknown or revoked token", ErrUnauthenticated)
+	}
+	if err != nil {
+		return nil, true, err
+	}
+	return &got, true, nil
+}
+
+// handlerFunc is a handler that returns its error for one place to map to
+// a status.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// public wraps a page anyone may see (the login page): with a session and
+// the CSRF check.
+func (s *Server) public(h handlerFunc) http.Handler {
+	return s.sessions.LoadAndSave(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		noStore(w)
+		if err := s.checkCSRF(r); err != nil {
+			s.pageError(w, r, err)
+			return
+		}
+		if err := h(w, r); err != nil {
+			s.pageError(w, r, err)
+		}
+	}))
+}
+
+// page wraps a page for logged-in reviewers; others are sent to the login
+// page.
+func (s *Server) page(h handlerFunc) http.Handler {
+	return s.sessions.LoadAndSave(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		noStore(w)
+		rv, err := s.sessionReviewer(r)
+		if err != nil {
+			s.pageError(w, r, err)
+			return
+		}
+		if rv == nil {
+			if r.Method == http.MethodGet && r.URL.Path != "/events" && r.URL.Path != "/queue/live" {
+				http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
+			s.pageError(w, r, fmt.Errorf("%w: log in again", ErrUnauthenticated))
+			return
+		}
+		if err := s.checkCSRF(r); err != nil {
+			s.pageError(w, r, err)
+			return
+		}
+		ctx := context.WithValue(r.Context(), ctxReviewer, rv)
+		ctx = context.WithValue(ctx, ctxVia, store.ViaUI)
+		if err := h(w, r.WithContext(ctx)); err != nil {
+			s.pageError(w, r, err)
+		}
+	}))
+}
+
+// api wraps a JSON API route: an API token, or a session with the CSRF
+// check. Errors are JSON.
+func (s *Server) api(h handlerFunc) http.Handler {
+	run := func(w http.ResponseWriter, r *http.Request, rv *store.Reviewer) {
+		ctx := context.WithValue(r.Context(), ctxReviewer, rv)
+		ctx = context.WithValue(ctx, ctxVia, store.ViaAPI)
+		if err := h(w, r.WithContext(ctx)); err != nil {
+			s.apiError(w, r, err)
+		}
+	}
+	withSession := s.sessions.LoadAndSave(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rv, err := s.sessionReviewer(r)
+		if err == nil && rv == nil {
+			err = fmt.Errorf("%w: log in or send Authorization: Bearer <token>", ErrUnauthenticated)
+		}
+		if err == nil {
+			err = s.checkCSRF(r)
+		}
+		if err != nil {
+			s.apiError(w, r, err)
+			return
+		}
+		run(w, r, rv)
+	}))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		noStore(w)
+		rv, hasToken, err := s.bearerReviewer(r)
+		switch {
+		case err != nil:
+			s.apiError(w, r, err)
+		case hasToken:
+			run(w, r, rv)
+		default:
+			withSession.ServeHTTP(w, r)
+		}
+	})
+}
+
+// loginLimiter returns whether another login attempt keyed by key is
+// allowed now.
+func (s *Server) loginAllowed(keys ...string) bool {
+	s.limMu.Lock()
+	defer s.limMu.Unlock()
+	now := time.Now()
+	if len(s.limiters) > 10000 { // forget idle keys
+		for k, e := range s.limiters {
+			if now.Sub(e.seen) > 10*time.Minute {
+				delete(s.limiters, k)
+			}
+		}
+	}
+	ok := true
+	for _, k := range keys {
+		e := s.limiters[k]
+		if e == nil {
+			per := time.Minute / time.Duration(s.cfg.LoginsPerMinute)
+			e = &limiterEntry{lim: rate.NewLimiter(rate.Every(per), s.cfg.LoginsPerMinute)}
+			s.limiters[k] = e
+		}
+		e.seen = now
+		if !e.lim.Allow() {
+			ok = false
+		}
+	}
+	return ok
+}
+
+type loginData struct {
+	Next  string
+	Login string
+	Error string
+}
+
+func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) error {
+	if rv, _ := s.sessionReviewer(r); rv != nil {
+		http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
+		return nil
+	}
+	return s.render(w, r, http.StatusOK, "login", "Log in", loginData{Next: safeNext(r.URL.Query().Get("next"))})
+}
+
+func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	login := strings.ToLower(strings.TrimSpace(r.PostFormValue("login")))
+	password := r.PostFormValue("password")
+	next := safeNext(r.PostFormValue("next"))
+	host, _, _ := net.SplitHostPort(r.RemoteAddr)
+	if !s.loginAllowed("login:"+login, "addr:"+host) {
+		s.log.Warn("login attempts limited", zap.String("login", login), zap.String("remote", host))
+		return s.render(w, r, http.StatusTooManyRequests, "login", "Log in",
+			loginData{Next: next, Login: login, Error: "Too many attempts; wait a minute."})
+	}
+	rv, err := s.st.ReviewerGetByLogin(ctx, s.st.Pool, login)
+	hash := dummyHash
+	if err == nil {
+		hash = []byte(rv.PasswordHash)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	cmpErr := bcrypt.CompareHashAndPassword(hash, []byte(password))
+	if err != nil || cmpErr != nil || rv.Disabled() || s.cfg.LocalOnly {
+		s.log.Info("login failed", zap.String("login", login), zap.String("remote", host))
+		return s.render(w, r, http.StatusUnauthorized, "login", "Log in",
+			loginData{Next: next, Login: login, Error: "Wrong login or password."})
+	}
+	// A new session token at login, so a token planted before cannot ride
+	// the new session; a new CSRF token with it.
+	if err := s.sessions.RenewToken(ctx); err != nil {
+		return err
+	}
+	s.sessions.Put(ctx, sessReviewer, rv.ID)
+	s.sessions.Put(ctx, sessCSRF, randomToken())
+	if err := s.st.AuditInsert(ctx, s.st.Pool, store.AuditInsertParams{Actor: rv.Login, Via: store.ViaUI, Action: store.AuditLogin}); err != nil {
+		return err
+	}
+	s.log.Info("login", zap.String("login", rv.Login))
+	http.Redirect(w, r, next, http.StatusSeeOther)
+	return nil
+}
+
+func (s *Server) logout(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	rv := reviewerFrom(ctx)
+	if err := s.st.AuditInsert(ctx, s.st.Pool, store.AuditInsertParams{Actor: rv.Login, Via: store.ViaUI, Action: store.AuditLogout}); err != nil {
+		return err
+	}
+	if err := s.sessions.Destroy(ctx); err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+	return nil
+}
+
+// safeNext returns next if it is a path on this site, else "/".
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") ||
+		strings.ContainsAny(next, "\r\n") {
+		return "/"
+	}
+	return next
+}
+
+// setFlash leaves a one-line message for the next page.
+func (s *Server) setFlash(ctx context.Context, msg string, isErr bool) {
+	s.sessions.Put(ctx, sessFlash, msg)
+	s.sessions.Put(ctx, sessFlashErr, isErr)
+}

@@ -1,0 +1,80 @@
+package triage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/extractq/extractq/store"
+)
+
+func TestErrorStatus(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err    error
+		status int
+		public string
+	}{
+		{invalidf("bad id %q", "x"), http.StatusBadRequest, `invalid request: bad id "x"`},
+		{fmt.Errorf("approve: %w", &store.ItemClaimedError{ItemID: 3, By: "bob", Until: time.Now()}), http.StatusConflict, "item 3 is claimed by bob"},
+		{fmt.Errorf("store.X: %w", &store.ItemClosedError{ItemID: 3, Status: "approved"}), http.StatusConflict, "item 3 is already approved"},
+		{fmt.Errorf("store.TriageItemGet(9): %w", store.ErrNotFound), http.StatusNotFound, "not found"},
+		{&store.CountChangedError{Confirmed: 3, Now: 2}, http.StatusConflict, "3 items were confirmed but 2 match now"},
+		{&ValidationError{Msg: "fix it"}, http.StatusUnprocessableEntity, "fix it"},
+		{fmt.Errorf("%w: cross-site request", ErrForbidden), http.StatusForbidden, "forbidden: cross-site request"},
+		{errors.New("pq: connection refused at 10.0.0.1"), http.StatusInternalServerError, "internal error; it has been logged"},
+		{fmt.Errorf("wrapped: %w", context.Canceled), 499, ""},
+	} {
+		status := statusOf(tc.err)
+		if status != tc.status {
+			t.Errorf("statusOf(%v) = %d, want %d", tc.err, status, tc.status)
+		}
+		if tc.public != "" && !strings.HasPrefix(publicMessage(tc.err, status), tc.public) {
+			t.Errorf("publicMessage(%v) = %q, want prefix %q", tc.err, publicMessage(tc.err, status), tc.public)
+		}
+	}
+	if !errors.Is(&ValidationError{}, ErrUnprocessable) {
+		t.Error("ValidationError does not match ErrUnprocessable")
+	}
+}
+
+func TestFilterAndHosts(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	f, err := parseFilter(map[string][]string{"status": {"mine"}, "age": {">24h"}, "path": {"/items/*/sku"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf := f.Store("alice", now)
+	if sf.Status != store.TriageOpen || sf.ClaimedBy != "alice" || !sf.OlderThan.Equal(now.Add(-24*time.Hour)) || !sf.NewerThan.IsZero() {
+		t.Errorf("store filter = %+v", sf)
+	}
+	if q := f.Query(); q != "age=%3E24h&path=%2Fitems%2F%2A%2Fsku&status=mine" {
+		t.Errorf("query = %q", q)
+	}
+	for _, bad := range []map[string][]string{{"status": {"x"}}, {"path": {"order_id"}}, {"age": {"3h"}}, {"sort": {"up"}}} {
+		if _, err := parseFilter(bad); err == nil {
+			t.Errorf("parseFilter(%v): no error", bad)
+		}
+	}
+	for host, want := range map[string]bool{"localhost:8080": true, "127.0.0.1": true, "[::1]:80": true, "127.9.9.9:1": true,
+		"evil.example": false, "10.0.0.1:8080": false, "localhost.evil.example": false} {
+		if isLoopbackHost(host) != want {
+			t.Errorf("isLoopbackHost(%q) != %v", host, want)
+		}
+	}
+	for addr, want := range map[string]string{":8080": "127.0.0.1:8080", "0.0.0.0:9000": "127.0.0.1:9000", "localhost:8080": "localhost:8080", "[::1]:80": "[::1]:80"} {
+		if got := loopbackAddr(addr); got != want {
+			t.Errorf("loopbackAddr(%q) = %q, want %q", addr, got, want)
+		}
+	}
+	for next, want := range map[string]string{"/items/3?x=1": "/items/3?x=1", "//evil.example": "/", "https://evil.example": "/", "/\\evil": "/", "": "/"} {
+		if got := safeNext(next); got != want {
+			t.Errorf("safeNext(%q) = %q, want %q", next, got, want)
+		}
+	}
+}

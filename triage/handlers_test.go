@@ -1,0 +1,262 @@
+package triage_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/extractq/extractq/store"
+)
+
+func TestSessionsAndSafety(t *testing.T) {
+	t.Parallel()
+
+	t.Run("LoginRequiredCookieAndHeaders", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, bundleOpts{})
+		b.reviewer(t, "alice", "correct horse battery")
+		c := b.client(t)
+
+		r := c.get("/")
+		if r.status != http.StatusSeeOther || !strings.HasPrefix(r.location, "/login") {
+			t.Fatalf("GET / logged out: %d %q", r.status, r.location)
+		}
+		r = c.get("/login")
+		for h, want := range map[string]string{
+			"Content-Security-Policy": "script-src 'self'",
+			"X-Content-Type-Options":  "nosniff",
+			"X-Frame-Options":         "DENY",
+			"Cache-Control":           "no-store",
+		} {
+			if !strings.Contains(r.header.Get(h), want) {
+				t.Errorf("%s = %q, want %q in it", h, r.header.Get(h), want)
+			}
+		}
+		if !strings.Contains(r.header.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
+			t.Errorf("CSP lacks frame-ancestors: %q", r.header.Get("Content-Security-Policy"))
+		}
+		if strings.Contains(r.body, "<script>") || strings.Contains(r.body, " style=") {
+			t.Error("the page holds inline script or style")
+		}
+
+		// A login without the CSRF token is refused.
+		r = c.post("/login", url.Values{"login": {"alice"}, "password": {"correct horse battery"}, "csrf_token": {"forged"}})
+		if r.status != http.StatusForbidden {
+			t.Fatalf("login with a forged CSRF token: %d", r.status)
+		}
+		r = c.login("alice", "wrong password!")
+		if r.status != http.StatusUnauthorized || !strings.Contains(r.body, "Wrong login or password") {
+			t.Fatalf("wrong password: %d", r.status)
+		}
+		r = c.login("alice", "correct horse battery")
+		if r.status != http.StatusSeeOther || r.location != "/" {
+			t.Fatalf("login: %d %q", r.status, r.location)
+		}
+		var cookie string
+		for _, sc := range r.header.Values("Set-Cookie") {
+			if strings.HasPrefix(sc, "extractq_triage=") {
+				cookie = sc
+			}
+		}
+		for _, attr := range []string{"HttpOnly", "Secure", "SameSite=Lax"} {
+			if !strings.Contains(cookie, attr) {
+				t.Errorf("session cookie %q lacks %s", cookie, attr)
+			}
+		}
+		r = c.get("/")
+		if r.status != http.StatusOK || !strings.Contains(r.body, "alice") {
+			t.Fatalf("queue after login: %d", r.status)
+		}
+
+		// State changes need the session's token and this origin.
+		id, _ := b.failedItem(t, "customer_message", albertText, albertFirst, albertRepair)
+		path := fmt.Sprintf("/items/%d/claim", id)
+		if r := c.post(path, url.Values{"csrf_token": {"stale"}}); r.status != http.StatusForbidden {
+			t.Errorf("claim with a wrong token: %d", r.status)
+		}
+		req, _ := http.NewRequest(http.MethodPost, b.ts.URL+path, strings.NewReader("csrf_token="+url.QueryEscape(c.csrf)))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", "https://evil.example")
+		if r := c.do(req); r.status != http.StatusForbidden {
+			t.Errorf("claim from another origin: %d", r.status)
+		}
+		if r := c.post(path, nil); r.status != http.StatusSeeOther {
+			t.Errorf("claim: %d %s", r.status, r.body)
+		}
+
+		if r := c.post("/logout", nil); r.status != http.StatusSeeOther {
+			t.Fatalf("logout: %d", r.status)
+		}
+		if r := c.get("/"); r.status != http.StatusSeeOther {
+			t.Errorf("GET / after logout: %d", r.status)
+		}
+		entries, _ := b.st.AuditList(context.Background(), b.st.Pool, store.AuditListParams{Actor: "alice"})
+		var actions []string
+		for _, e := range entries {
+			actions = append(actions, e.Action)
+		}
+		if got := strings.Join(actions, ","); got != "logout,claim,login" {
+			t.Errorf("audit = %s", got)
+		}
+	})
+
+	t.Run("DisabledAccountLosesSession", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, bundleOpts{})
+		b.reviewer(t, "bob", "bob's long password")
+		c := b.client(t)
+		if r := c.login("bob", "bob's long password"); r.status != http.StatusSeeOther {
+			t.Fatalf("login: %d", r.status)
+		}
+		if err := b.st.ReviewerSetDisabled(context.Background(), b.st.Pool, "bob", true); err != nil {
+			t.Fatal(err)
+		}
+		if r := c.get("/"); r.status != http.StatusSeeOther {
+			t.Errorf("disabled reviewer still served: %d", r.status)
+		}
+		if r := c.login("bob", "bob's long password"); r.status != http.StatusUnauthorized {
+			t.Errorf("disabled reviewer logged in: %d", r.status)
+		}
+	})
+
+	t.Run("LocalOnlyWithoutAccounts", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, bundleOpts{local: true})
+		c := b.client(t)
+		r := c.get("/")
+		if r.status != http.StatusOK || !strings.Contains(r.body, "localhost only") {
+			t.Fatalf("local queue: %d", r.status)
+		}
+		// A name that is not loopback (DNS rebinding) is refused.
+		req, _ := http.NewRequest(http.MethodGet, b.ts.URL+"/", nil)
+		req.Host = "evil.example:443"
+		if r := c.do(req); r.status != http.StatusMisdirectedRequest {
+			t.Errorf("foreign Host: %d", r.status)
+		}
+		// Still no state change without the CSRF token.
+		id, _ := b.failedItem(t, "customer_message", albertText, albertFirst)
+		if r := c.post(fmt.Sprintf("/items/%d/claim", id), url.Values{"csrf_token": {"x"}}); r.status != http.StatusForbidden {
+			t.Errorf("local claim without token: %d", r.status)
+		}
+		if r := c.post(fmt.Sprintf("/items/%d/claim", id), nil); r.status != http.StatusSeeOther {
+			t.Errorf("local claim: %d", r.status)
+		}
+	})
+}
+
+func TestQueueAndItemPages(t *testing.T) {
+	t.Parallel()
+
+	t.Run("CustomerTextIsShownAsText", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, bundleOpts{})
+		b.reviewer(t, "alice", "correct horse battery")
+		c := b.client(t)
+		c.login("alice", "correct horse battery")
+		id, _ := b.failedItem(t, "customer_message", hostileText, hostileReply)
+
+		for _, path := range []string{"/", fmt.Sprintf("/items/%d", id)} {
+			r := c.get(path)
+			if r.status != http.StatusOK {
+				t.Fatalf("GET %s: %d", path, r.status)
+			}
+			for _, bad := range []string{"<script>alert", "<img src=x", "onerror=alert(2)>", "\u202E", "\u200B"} {
+				if strings.Contains(r.body, bad) {
+					t.Errorf("GET %s: page holds %q unescaped", path, bad)
+				}
+			}
+			if !strings.Contains(r.body, "&lt;script&gt;alert(&#39;xss&#39;)&lt;/script&gt;") {
+				t.Errorf("GET %s: the escaped script text is missing", path)
+			}
+			if !strings.Contains(r.body, "RLO") {
+				t.Errorf("GET %s: the right-to-left override is not shown as a marker", path)
+			}
+		}
+		r := c.get(fmt.Sprintf("/items/%d", id))
+		if !strings.Contains(r.body, `&#34;&gt;&lt;img src=x onerror=alert(2)&gt;`) {
+			t.Error("the attribute breakout is not shown as text")
+		}
+		if !strings.Contains(r.body, `class="ctl" title="U&#43;202E RIGHT-TO-LEFT OVERRIDE`) || !strings.Contains(r.body, ">ZWSP<") {
+			t.Error("control characters are not shown as markers")
+		}
+		if !strings.Contains(r.body, "right-to-left text") {
+			t.Error("right-to-left text is not noted")
+		}
+		// The field value the model copied is escaped inside the input too.
+		if !strings.Contains(r.body, `value="&lt;script&gt;alert(&#39;name&#39;)&lt;/script&gt;"`) {
+			t.Error("the field value is not escaped in its input")
+		}
+	})
+
+	t.Run("ListsFiltersAndShowsTheFailure", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, bundleOpts{})
+		b.reviewer(t, "alice", "correct horse battery")
+		c := b.client(t)
+		c.login("alice", "correct horse battery")
+		id1, _ := b.failedItem(t, "customer_message", albertText, albertFirst, albertRepair)
+		id2, _ := b.failedItem(t, "customer_message", albertText+" again", "I cannot help with that.")
+
+		r := c.get("/")
+		if !strings.Contains(r.body, fmt.Sprintf("#%d", id1)) || !strings.Contains(r.body, fmt.Sprintf("#%d", id2)) {
+			t.Fatal("queue does not list both items")
+		}
+		if strings.Index(r.body, fmt.Sprintf("#%d", id1)) > strings.Index(r.body, fmt.Sprintf("#%d", id2)) {
+			t.Error("queue is not oldest first")
+		}
+		r = c.get("/?kind=rule")
+		if !strings.Contains(r.body, fmt.Sprintf("#%d", id1)) || strings.Contains(r.body, fmt.Sprintf("#%d<", id2)) {
+			t.Error("kind filter")
+		}
+		// Links keep the filter.
+		for _, want := range []string{`href="/?kind=rule&amp;status=approved"`, fmt.Sprintf(`href="/items/%d?kind=rule"`, id1),
+			`action="/claim-next?kind=rule"`, `data-src="/queue/live?kind=rule"`} {
+			if !strings.Contains(r.body, want) {
+				t.Errorf("queue page lacks %s", want)
+			}
+		}
+		r = c.get("/?path=%2Forder_id")
+		if !strings.Contains(r.body, `<strong id="total">1</strong>`) {
+			t.Error("path filter count")
+		}
+		r = c.get("/?path=%2F") // errors about the whole record
+		if !strings.Contains(r.body, fmt.Sprintf("#%d<", id2)) || strings.Contains(r.body, fmt.Sprintf("#%d<", id1)) {
+			t.Error("root path filter")
+		}
+		if r := c.get("/?status=bogus"); r.status != http.StatusBadRequest {
+			t.Errorf("bad status filter: %d", r.status)
+		}
+		live := c.get("/queue/live?kind=parse")
+		if live.status != http.StatusOK || !strings.Contains(live.body, fmt.Sprintf("#%d", id2)) || strings.Contains(live.body, "<html") {
+			t.Errorf("live fragment: %d", live.status)
+		}
+
+		r = c.get(fmt.Sprintf("/items/%d", id1))
+		for _, want := range []string{
+			`<mark class="found"`,                  // grounded values found in the message
+			`title="/account_id"`,                  // ... with their field
+			"value does not appear in the message", // the grounding error
+			"first reply → repair reply",           // the repair as a diff
+			`class="ddel">-   &#34;refund_amount&#34;: &#34;20 dollars&#34;`,
+			"regenerate", "$0.000440", "520 ms", // calls with cost and latency
+			`name="v:/order_id"`, // the editor, generated from the schema
+			"Nobody holds this item.",
+		} {
+			if !strings.Contains(r.body, want) {
+				t.Errorf("item page lacks %q", want)
+			}
+		}
+		if r := c.get("/items/999999"); r.status != http.StatusNotFound {
+			t.Errorf("unknown item: %d", r.status)
+		}
+		if r := c.get("/nope"); r.status != http.StatusNotFound || !strings.Contains(r.body, "Back to the queue") {
+			t.Errorf("unknown page: %d", r.status)
+		}
+		if r := c.get("/items/abc"); r.status != http.StatusBadRequest {
+			t.Errorf("bad item id: %d", r.status)
+		}
+	})
+}

@@ -1,0 +1,180 @@
+package triage
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/store"
+)
+
+// itemView is what the item page shows.
+type itemView struct {
+	It     *itemState
+	D      store.TriageItemDetail
+	Filter Filter
+	// Prev and Next are the neighbouring items in the filtered queue.
+	Prev, Next int64
+	// Open: the item awaits a decision. Mine: the reviewer holds its
+	// lease. ClaimedByOther: someone else does. Editable: open and mine.
+	Open, Mine, ClaimedByOther, Editable bool
+	LeaseSeconds                         int
+
+	Segments          []Segment
+	MsgControls, RTL  bool
+	Chars             int
+	Form              *Field
+	Unplaced          pipeline.ErrorList // errors no field shows
+	Errors            pipeline.ErrorList // the draft's errors now
+	Raw               string             // the draft as JSON
+	Valid             bool
+	Overridable       bool
+	Message           string // what the last action said
+	MessageErr        bool
+	OverrideReason    string
+	SchemaVersion     string // the version the editor validates with
+	RunSchemaVersions []string
+
+	Calls          []store.LLMCallRecord
+	TotalTokens    int
+	TotalCost      float64
+	TotalLatencyMS int
+	FirstPretty    string
+	RepairPretty   string
+	PatchPretty    string
+	Diff           []DiffLine
+	DiffTitle      string
+
+	Audit         []store.AuditEntry
+	CurrentPretty string
+}
+
+// viewOpts are what an action carries into the page it shows.
+type viewOpts struct {
+	record     any                // nil: the draft
+	parseErrs  pipeline.ErrorList // from reading the form or JSON
+	message    string
+	messageErr bool
+	reason     string
+}
+
+// itemViewOf builds the item page for reviewer rv.
+func (s *Server) itemViewOf(ctx context.Context, it *itemState, f Filter, o viewOpts) (*itemView, error) {
+	rv := reviewerFrom(ctx)
+	d := it.D
+	v := &itemView{It: it, D: d, Filter: f, Message: o.message, MessageErr: o.messageErr, OverrideReason: o.reason,
+		LeaseSeconds: int(s.cfg.Lease / time.Second)}
+	v.Open = d.Item.Status == store.TriageOpen
+	v.Mine = v.Open && d.Item.ClaimedBy == rv.Login
+	v.ClaimedByOther = v.Open && d.Item.ClaimedBy != "" && !v.Mine
+	v.Editable = v.Mine && it.Entry != nil
+
+	var err error
+	v.Prev, v.Next, err = s.st.TriageQueueNeighbors(ctx, s.st.Pool, f.Store(rv.Login, time.Now()), d.Item.ID)
+	if err != nil {
+		return nil, err
+	}
+
+	record := o.record
+	if record == nil {
+		record = it.Draft
+	}
+	v.Raw = prettyJSON(record)
+	if it.Entry != nil {
+		v.SchemaVersion = it.Entry.Schema.Version
+	}
+	seen := map[string]bool{}
+	for _, c := range d.Calls {
+		if !seen[c.SchemaVersion] {
+			seen[c.SchemaVersion] = true
+			v.RunSchemaVersions = append(v.RunSchemaVersions, c.SchemaVersion)
+		}
+	}
+
+	// Errors now, and the values found in the message.
+	var anchors map[string]string
+	if d.Item.Status == store.TriageApproved && d.Current != nil && o.record == nil {
+		var ev []pipeline.Evidence
+		_ = json.Unmarshal(d.Current.Evidence, &ev)
+		v.Segments, anchors = highlight(it, nil, ev)
+		v.Valid = true
+	} else {
+		errs, ev := it.validate(record)
+		errs = append(append(pipeline.ErrorList{}, o.parseErrs...), errs...)
+		v.Errors, v.Valid, v.Overridable = errs, len(errs) == 0, onlyGrounding(errs)
+		v.Segments, anchors = highlight(it, errs, ev)
+	}
+	v.MsgControls, v.RTL = HasControls(d.Message.Body), HasRTL(d.Message.Body)
+	v.Chars = len([]rune(d.Message.Body))
+	if it.Doc != nil {
+		v.Form, v.Unplaced = BuildForm(it.Doc, record, v.Errors, anchors)
+	} else {
+		v.Unplaced = v.Errors
+	}
+
+	// The calls, the first reply, and the repair as a diff or a patch.
+	v.Calls = d.Calls
+	for _, c := range d.Calls {
+		v.TotalTokens += c.PromptTokens + c.CompletionTokens
+		v.TotalCost += c.CostUSD
+		v.TotalLatencyMS += c.LatencyMS
+		switch c.Attempt {
+		case 1:
+			v.FirstPretty = replyPretty(c.Reply)
+		case 2:
+			v.RepairPretty = replyPretty(c.Reply)
+			if len(c.Patch) > 0 {
+				v.PatchPretty = prettyRaw(c.Patch)
+			}
+		}
+	}
+	switch {
+	case it.First != nil && it.Patched != nil:
+		v.Diff, v.DiffTitle = LineDiff(prettyJSON(it.First), prettyJSON(it.Patched)), "first reply → with the repair patch applied"
+	case it.First != nil && it.Repair != nil:
+		v.Diff, v.DiffTitle = LineDiff(prettyJSON(it.First), prettyJSON(it.Repair)), "first reply → repair reply"
+	}
+
+	if v.Audit, err = s.st.AuditList(ctx, s.st.Pool, store.AuditListParams{TriageItemID: d.Item.ID, Limit: 50}); err != nil {
+		return nil, err
+	}
+	if d.Current != nil {
+		v.CurrentPretty = prettyRaw(d.Current.Data)
+	}
+	return v, nil
+}
+
+// highlight cuts the item's message into segments with the grounded
+// values of ev highlighted, "failing" where the record's field has an
+// error (in errs). It returns the segments and the highlight anchor of
+// each path.
+func highlight(it *itemState, errs pipeline.ErrorList, ev []pipeline.Evidence) ([]Segment, map[string]string) {
+	failing := map[string]bool{}
+	for _, e := range errs {
+		failing[e.Path] = true
+	}
+	spans := make([]Span, 0, len(ev))
+	for _, e := range ev {
+		spans = append(spans, Span{Path: e.Path, Start: e.Start, End: e.End, Failing: failing[e.Path]})
+	}
+	segs := Segments(it.D.Message.Body, spans)
+	anchors := map[string]string{}
+	for _, seg := range segs {
+		for _, p := range seg.Paths {
+			if seg.Anchor != "" && anchors[p] == "" {
+				anchors[p] = seg.Anchor
+			}
+		}
+	}
+	return segs, anchors
+}
+
+// replyPretty shows a reply's JSON object indented, or the reply as it is.
+func replyPretty(reply string) string {
+	if obj := parsedObject(reply); obj != nil && strings.HasPrefix(strings.TrimSpace(reply), "{") {
+		return prettyJSON(obj)
+	}
+	return reply
+}

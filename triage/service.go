@@ -1,0 +1,351 @@
+package triage
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"go.uber.org/zap"
+
+	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/queue"
+	"github.com/extractq/extractq/store"
+)
+
+// The actions, shared by the pages and the JSON API.
+
+// MinOverrideReason is the shortest written reason that overrides a
+// grounding error.
+const MinOverrideReason = 5
+
+// itemState is an item with what the views and actions derive from it.
+type itemState struct {
+	D     store.TriageItemDetail
+	Entry *SchemaEntry // nil when the item's schema is not configured here
+	Doc   schemaNode   // the schema document, nil with Entry
+	// Draft is the record the editor starts from, and DraftSource says
+	// where it came from.
+	Draft       any
+	DraftSource string
+	// First and Repair are the parsed replies of the two calls, nil when
+	// there is no such call or no JSON object in it; Patched is the first
+	// reply with the stored repair patch applied.
+	First, Repair, Patched any
+}
+
+// loadItem reads item id and derives its draft record.
+func (s *Server) loadItem(ctx context.Context, id int64) (*itemState, error) {
+	d, err := s.st.TriageItemGet(ctx, s.st.Pool, id)
+	if err != nil {
+		return nil, err
+	}
+	it := &itemState{D: d}
+	if e, ok := s.cfg.Schemas[d.Item.SchemaID]; ok {
+		it.Entry, it.Doc = &e, s.docs[d.Item.SchemaID]
+	}
+	var repairCall *store.LLMCallRecord
+	for i := range d.Calls {
+		c := &d.Calls[i]
+		switch c.Attempt {
+		case 1:
+			it.First = parsedObject(c.Reply)
+		case 2:
+			repairCall = c
+			if len(c.Patch) == 0 {
+				it.Repair = parsedObject(c.Reply)
+			}
+		}
+	}
+	if repairCall != nil && len(repairCall.Patch) > 0 && it.First != nil {
+		it.Patched = applyPatch(it.First, repairCall.Patch)
+	}
+
+	switch {
+	case d.Item.Status == store.TriageApproved && d.Current != nil && d.Current.RunNo == d.Item.RunNo:
+		it.Draft, it.DraftSource = decodeRecord(d.Current.Data), "the approved record"
+	case it.Patched != nil:
+		it.Draft, it.DraftSource = it.Patched, "the first reply with the repair patch applied"
+	case it.Repair != nil:
+		it.Draft, it.DraftSource = it.Repair, "the repair reply"
+	case parsedObject(d.LastReply) != nil:
+		it.Draft, it.DraftSource = parsedObject(d.LastReply), "the last reply"
+	case it.First != nil:
+		it.Draft, it.DraftSource = it.First, "the first reply"
+	case it.Doc != nil:
+		it.Draft, it.DraftSource = skeleton(it.Doc, it.Doc), "an empty record (no reply held a JSON object)"
+	default:
+		it.Draft, it.DraftSource = map[string]any{}, "an empty record"
+	}
+	return it, nil
+}
+
+// parsedObject returns the one JSON object of a model reply, or nil.
+func parsedObject(reply string) any {
+	if strings.TrimSpace(reply) == "" {
+		return nil
+	}
+	rep, errs := pipeline.ParseReply(reply)
+	if len(errs) > 0 || rep.Object == nil {
+		return nil
+	}
+	return rep.Object
+}
+
+// applyPatch applies a stored (already applied once) RFC 6902 patch to doc.
+func applyPatch(doc any, patch []byte) any {
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return nil
+	}
+	p, err := jsonpatch.DecodePatch(patch)
+	if err != nil {
+		return nil
+	}
+	out, err := p.Apply(b)
+	if err != nil {
+		return nil
+	}
+	return decodeRecord(out)
+}
+
+// decodeRecord decodes a stored record with numbers as json.Number.
+func decodeRecord(b []byte) any {
+	v, err := pipeline.DecodeStrict(b)
+	if err != nil {
+		return nil
+	}
+	return v
+}
+
+// validate checks record with the worker's validator (schema, key case,
+// grounding against the message text) and returns its errors and the
+// evidence of the grounded values found.
+func (it *itemState) validate(record any) (pipeline.ErrorList, []pipeline.Evidence) {
+	if it.Entry == nil {
+		return pipeline.ErrorList{{Kind: pipeline.KindSchema, Keyword: "schema",
+			Message: "the schema " + it.D.Item.SchemaID + " is not configured here"}}, nil
+	}
+	if _, ok := record.(map[string]any); !ok {
+		return pipeline.ErrorList{{Kind: pipeline.KindParse, Message: "the record must be a JSON object"}}, nil
+	}
+	errs, ev := it.Entry.Schema.Validate(record, it.D.Message.Body)
+	errs = append(errs, nulErrors(record, "")...)
+	errs.Sort()
+	return errs, ev
+}
+
+// nulErrors flags strings holding NUL, which Postgres cannot store.
+func nulErrors(v any, path string) pipeline.ErrorList {
+	var out pipeline.ErrorList
+	switch t := v.(type) {
+	case string:
+		if strings.ContainsRune(t, 0) {
+			out = append(out, pipeline.Error{Kind: pipeline.KindSchema, Path: path, Keyword: "nul", Message: "contains a NUL character"})
+		}
+	case map[string]any:
+		for k, c := range t {
+			out = append(out, nulErrors(c, path+"/"+escapeToken(k))...)
+		}
+	case []any:
+		for i, c := range t {
+			out = append(out, nulErrors(c, fmt.Sprintf("%s/%d", path, i))...)
+		}
+	}
+	return out
+}
+
+// onlyGrounding reports whether every error is a grounding error, the
+// one kind a reviewer may override with a written reason.
+func onlyGrounding(errs pipeline.ErrorList) bool {
+	if len(errs) == 0 {
+		return false
+	}
+	for _, e := range errs {
+		if e.Kind != pipeline.KindRule || e.Keyword != "grounded" {
+			return false
+		}
+	}
+	return true
+}
+
+// approve validates record for item id and, if it validates (or only
+// grounding errors remain and reason explains them), makes it the run's
+// result. A record that does not pass returns a *ValidationError.
+func (s *Server) approve(ctx context.Context, it *itemState, record any, parseErrs pipeline.ErrorList, reason string) (store.TriageApproval, error) {
+	rv := reviewerFrom(ctx)
+	errs, ev := it.validate(record)
+	errs = append(parseErrs, errs...)
+	reason = strings.TrimSpace(reason)
+	if len(errs) > 0 {
+		ve := &ValidationError{Errors: errs, Overridable: onlyGrounding(errs)}
+		switch {
+		case !ve.Overridable:
+			ve.Msg = "The record does not validate: fix the errors beside the fields."
+			return store.TriageApproval{}, ve
+		case len([]rune(reason)) < MinOverrideReason:
+			ve.Msg = fmt.Sprintf("Only grounding errors remain. To approve anyway, write why (at least %d characters).", MinOverrideReason)
+			return store.TriageApproval{}, ve
+		}
+	} else {
+		reason = "" // nothing overridden
+	}
+	data, err := compactJSON(record)
+	if err != nil {
+		return store.TriageApproval{}, invalidf("record cannot be encoded: %v", err)
+	}
+	evidence, err := json.Marshal(ev)
+	if err != nil {
+		return store.TriageApproval{}, err
+	}
+	if ev == nil {
+		evidence = []byte(`[]`)
+	}
+	ap, err := s.st.TriageItemApprove(ctx, s.st.Pool, store.TriageItemApproveParams{
+		ItemID: it.D.Item.ID, Reviewer: rv.Login, Via: viaFrom(ctx), Data: data, Evidence: evidence,
+		SchemaVersion: it.Entry.Schema.Version, Overridden: errs, OverrideReason: reason,
+	})
+	if err != nil {
+		return ap, err
+	}
+	s.log.Info("triage item approved", zap.Int64("item_id", ap.ItemID), zap.Int64("message_id", ap.MessageID),
+		zap.String("reviewer", rv.Login), zap.Int("overridden_errors", len(errs)))
+	return ap, nil
+}
+
+// reject closes item id as rejected with reason.
+func (s *Server) reject(ctx context.Context, id int64, reason string) error {
+	rv := reviewerFrom(ctx)
+	reason = strings.TrimSpace(reason)
+	if reason == "" {
+		return invalidf("a rejection needs a reason")
+	}
+	if len(reason) > 2000 {
+		return invalidf("the reason is longer than 2000 bytes")
+	}
+	if _, err := s.st.TriageItemReject(ctx, s.st.Pool, store.TriageItemRejectParams{
+		ItemID: id, Reviewer: rv.Login, Via: viaFrom(ctx), Reason: reason,
+	}); err != nil {
+		return err
+	}
+	s.log.Info("triage item rejected", zap.Int64("item_id", id), zap.String("reviewer", rv.Login))
+	return nil
+}
+
+// rerun starts a new run of item id's message and publishes it. published
+// is false when the run is left for the worker's sweeper.
+func (s *Server) rerun(ctx context.Context, id int64, note string) (store.Run, bool, error) {
+	rv := reviewerFrom(ctx)
+	d, err := s.st.TriageItemGet(ctx, s.st.Pool, id)
+	if err != nil {
+		return store.Run{}, false, err
+	}
+	if _, ok := s.cfg.Schemas[d.Item.SchemaID]; !ok {
+		return store.Run{}, false, fmt.Errorf("%w: schema %s is not configured, so no worker would run it", ErrConflict, d.Item.SchemaID)
+	}
+	run, err := s.st.TriageItemRerun(ctx, s.st.Pool, store.TriageItemRerunParams{
+		ItemID: id, Reviewer: rv.Login, Via: viaFrom(ctx), Note: strings.TrimSpace(note),
+	})
+	if err != nil {
+		return run, false, err
+	}
+	n := s.publish(ctx, []store.Run{run})
+	s.log.Info("triage item re-run", zap.Int64("item_id", id), zap.Int64("message_id", run.MessageID),
+		zap.Int("run_no", run.RunNo), zap.String("reviewer", rv.Login), zap.Bool("published", n == 1))
+	return run, n == 1, nil
+}
+
+// bulkResult is what a bulk re-run did.
+type bulkResult struct {
+	BatchID   string `json:"batch_id"`
+	Runs      int    `json:"runs"`
+	Published int    `json:"published"`
+}
+
+// bulkRerun re-runs every item matching f, which the reviewer confirmed
+// to be confirmed items.
+func (s *Server) bulkRerun(ctx context.Context, f Filter, confirmed int, note string) (bulkResult, error) {
+	rv := reviewerFrom(ctx)
+	if f.Schema == "" {
+		return bulkResult{}, invalidf("a bulk re-run needs a schema in its filter")
+	}
+	if _, ok := s.cfg.Schemas[f.Schema]; !ok {
+		return bulkResult{}, fmt.Errorf("%w: schema %s is not configured, so no worker would run it", ErrConflict, f.Schema)
+	}
+	if f.Status != "" && f.Status != "mine" {
+		return bulkResult{}, invalidf("a bulk re-run takes open items only")
+	}
+	suffix := make([]byte, 3)
+	_, _ = rand.Read(suffix)
+	batch := fmt.Sprintf("rerun-%s-%x", time.Now().UTC().Format("20060102T150405"), suffix)
+	runs, err := s.st.TriageBulkRerun(ctx, s.st.Pool, store.TriageBulkRerunParams{
+		Filter: f.Store(rv.Login, time.Now()), Reviewer: rv.Login, Via: viaFrom(ctx), Confirmed: confirmed,
+		BatchID: batch, SchemaID: f.Schema, Note: strings.TrimSpace(note),
+	})
+	if err != nil {
+		return bulkResult{}, err
+	}
+	res := bulkResult{BatchID: batch, Runs: len(runs), Published: s.publish(ctx, runs)}
+	s.log.Info("bulk re-run", zap.String("batch_id", batch), zap.Int("runs", res.Runs),
+		zap.Int("published", res.Published), zap.String("reviewer", rv.Login))
+	return res, nil
+}
+
+// publish publishes runs on the stream and marks those accepted as
+// published, returning how many. Without a publisher, or on failure, runs
+// stay unpublished and the worker's sweeper publishes them.
+func (s *Server) publish(ctx context.Context, runs []store.Run) int {
+	if s.cfg.Publisher == nil || len(runs) == 0 {
+		return 0
+	}
+	// The request may end; the publish should not.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	items := make([]queue.BatchItem, len(runs))
+	for i, r := range runs {
+		items[i] = queue.BatchItem{DedupID: r.DedupID, Envelope: queue.Envelope{
+			MessageID: r.MessageID, RunNo: r.RunNo, BatchID: r.BatchID, SchemaID: r.SchemaID}}
+	}
+	var ok []store.RunGetParams
+	if len(runs) == 1 {
+		if _, err := s.cfg.Publisher.Publish(ctx, runs[0].DedupID, items[0].Envelope); err != nil {
+			s.log.Warn("re-run not published; the sweeper will publish it", zap.String("dedup_id", runs[0].DedupID), zap.Error(err))
+		} else {
+			ok = append(ok, store.RunGetParams{MessageID: runs[0].MessageID, RunNo: runs[0].RunNo})
+		}
+	} else {
+		for i, res := range s.cfg.Publisher.PublishBatch(ctx, items) {
+			if res.Err != nil {
+				s.log.Warn("re-run not published; the sweeper will publish it", zap.String("dedup_id", runs[i].DedupID), zap.Error(res.Err))
+				continue
+			}
+			ok = append(ok, store.RunGetParams{MessageID: runs[i].MessageID, RunNo: runs[i].RunNo})
+		}
+	}
+	if len(ok) == 0 {
+		return 0
+	}
+	if _, err := s.st.RunMarkPublishedMany(ctx, s.st.Pool, ok); err != nil {
+		// Published but not marked: the sweeper publishes again and the
+		// dedup id keeps the stream from holding it twice.
+		s.log.Warn("marking re-runs published", zap.Error(err))
+	}
+	return len(ok)
+}
+
+// claimNextAfter claims the next item for the reviewer under f, after
+// item after (0: from the start). ok is false when none is left.
+func (s *Server) claimNextAfter(ctx context.Context, f Filter, after int64) (store.TriageClaim, bool, error) {
+	rv := reviewerFrom(ctx)
+	c, err := s.st.TriageItemClaimNext(ctx, s.st.Pool, store.TriageItemClaimNextParams{
+		Filter: f.Store(rv.Login, time.Now()), Reviewer: rv.Login, Via: viaFrom(ctx), Lease: s.cfg.Lease, AfterID: after,
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return c, false, nil
+	}
+	return c, err == nil, err
+}
