@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,9 @@ type ServiceConfig struct {
 	HealthAddr string
 	// Gatherer, if set, is served on /metrics.
 	Gatherer prometheus.Gatherer
+	// Pprof serves Go's profiles on /debug/pprof/ beside the health
+	// endpoints. Off by default: only for a listener that is not exposed.
+	Pprof bool
 	// SweepEvery is how often runs recorded but never published (an ingest
 	// that died between its write and its publish) are published again.
 	// Default 30s; negative means never.
@@ -82,6 +86,10 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 				w.Write([]byte("ready\n"))
 			}
 		})
+		if cfg.Pprof {
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		}
 		if cfg.Gatherer != nil {
 			mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
 		}

@@ -19,6 +19,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -33,7 +35,11 @@ func main() {
 	configPath := flag.String("config", os.Getenv("CONFIG"), "configuration file (default: $CONFIG, else the embedded defaults)")
 	addr := flag.String("addr", "", "listen address (default: simulator.addr)")
 	seed := flag.Int64("seed", 0, "fault seed (default: simulator.seed)")
+	pprofAddr := flag.String("pprof-addr", "", "serve Go's profiles on /debug/pprof/ at this address (default: off)")
 	flag.Parse()
+	if *pprofAddr != "" {
+		go func() { _ = http.ListenAndServe(*pprofAddr, nil) }() // DefaultServeMux has net/http/pprof
+	}
 
 	log, err := zap.NewProduction()
 	if err != nil {

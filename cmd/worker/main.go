@@ -32,6 +32,7 @@ func main() {
 	configPath := flag.String("config", env.Config, "configuration file (default: CONFIG, else the embedded defaults)")
 	concurrency := flag.Int("concurrency", 0, "messages in flight (default: worker.concurrency of the configuration)")
 	healthAddr := flag.String("health-addr", app.GetEnv("HEALTH_ADDR", "127.0.0.1:9090"), "address of /healthz, /readyz and /metrics; empty for none")
+	pprofOn := flag.Bool("pprof", false, "serve Go's profiles on /debug/pprof/ at -health-addr (keep that address private)")
 	logLevel := flag.String("log-level", app.GetEnv("LOG_LEVEL", "info"), "debug, info, warn or error")
 	flag.Parse()
 
@@ -104,7 +105,7 @@ func main() {
 			return transport.WaitReady(ctx)
 		},
 		Concurrency: cfg.Worker.Concurrency, InProgressEvery: cfg.Worker.InProgressEvery,
-		TermWithReason: queue.TermReasonSupported(nc), HealthAddr: *healthAddr, Gatherer: reg, Logger: log,
+		TermWithReason: queue.TermReasonSupported(nc), HealthAddr: *healthAddr, Gatherer: reg, Pprof: *pprofOn, Logger: log,
 	})
 	if err != nil {
 		app.Fatal(log, "worker stopped", err)
