@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 )
@@ -319,7 +320,7 @@ func phraseStarts(phrase, scope string, limit int) []int {
 	if len(ws) == 0 {
 		return nil
 	}
-	lower := strings.ToLower(scope)
+	lower := lowerOf(scope)
 	var out []int
 	for i := 0; i < len(lower) && (limit < 0 || len(out) < limit); {
 		j := strings.Index(lower[i:], ws[0])
@@ -403,4 +404,25 @@ func sortCands(cs []cand) {
 		}
 		return cs[i].pos < cs[j].pos
 	})
+}
+
+// lowerCache keeps the lower-cased form of recent scopes: every enum
+// keyword of a schema is looked for in the same message text, and
+// lower-casing it each time was most of the simulator's work.
+var (
+	lowerCache sync.Map // string -> string
+	lowerCount atomic.Int64
+)
+
+func lowerOf(s string) string {
+	if v, ok := lowerCache.Load(s); ok {
+		return v.(string)
+	}
+	l := strings.ToLower(s)
+	if lowerCount.Add(1) > 4096 {
+		lowerCache.Clear()
+		lowerCount.Store(0)
+	}
+	lowerCache.Store(s, l)
+	return l
 }

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // maxSchemaDepth bounds $ref chains and nesting, so a cyclic schema cannot
@@ -15,6 +17,31 @@ const maxSchemaDepth = 32
 // within the document ("#/$defs/item", "#/definitions/item").
 type schemaDoc struct {
 	root any
+}
+
+// schemaCache keeps parsed schemas: clients send the same schema with every
+// request. A schemaDoc is never changed after parsing.
+var (
+	schemaCache sync.Map // string -> *schemaDoc
+	schemaCount atomic.Int64
+)
+
+// parseSchemaCached is parseSchema with the cache.
+func parseSchemaCached(raw []byte) (*schemaDoc, error) {
+	key := string(raw)
+	if v, ok := schemaCache.Load(key); ok {
+		return v.(*schemaDoc), nil
+	}
+	d, err := parseSchema(raw)
+	if err != nil {
+		return nil, err
+	}
+	if schemaCount.Add(1) > 256 {
+		schemaCache.Clear()
+		schemaCount.Store(0)
+	}
+	schemaCache.Store(key, d)
+	return d, nil
 }
 
 func parseSchema(raw []byte) (*schemaDoc, error) {

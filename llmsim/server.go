@@ -185,7 +185,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, rec *callRecord) {
 	}
 	var sd *schemaDoc
 	if tg.schema != nil {
-		if sd, err = parseSchema(tg.schema); err != nil {
+		if sd, err = parseSchemaCached(tg.schema); err != nil {
 			writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_schema", "response_format",
 				"the JSON schema is not valid JSON: "+err.Error())
 			return
