@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -260,7 +262,7 @@ func Parse(b []byte) (*Config, error) {
 		dec := yaml.NewDecoder(bytesReader(doc))
 		dec.KnownFields(true)
 		if err := dec.Decode(&c); err != nil && !errors.Is(err, errEOF) {
-			return nil, err
+			return nil, yamlError(err)
 		}
 	}
 	c = c.WithDefaults()
@@ -335,8 +337,28 @@ func (c Config) Validate() error {
 			return fmt.Errorf("schemas[%d].repair: %q is not regenerate or patch", i, s.Repair)
 		}
 	}
-	if c.Budget.MaxTokens < 1 || c.Budget.MaxCostUSD <= 0 {
-		return errors.New("budget: max_tokens and max_cost_usd must be positive")
+	if c.Budget.MaxTokens < 1 {
+		return fmt.Errorf("budget.max_tokens: %d is below 1", c.Budget.MaxTokens)
+	}
+	if c.Budget.MaxCostUSD <= 0 {
+		return fmt.Errorf("budget.max_cost_usd: %v is not positive", c.Budget.MaxCostUSD)
+	}
+	if c.Ingest.MaxTextBytes < 1 {
+		return fmt.Errorf("ingest.max_text_bytes: %d is below 1", c.Ingest.MaxTextBytes)
+	}
+	for name, d := range map[string]time.Duration{
+		"nats.duplicate_window": c.NATS.DuplicateWindow, "worker.ack_wait": c.Worker.AckWait,
+		"worker.in_progress_every": c.Worker.InProgressEvery, "worker.commit_wait": c.Worker.CommitWait,
+		"llm.timeout": c.LLM.Timeout, "provider.initial_interval": c.Provider.InitialInterval,
+		"provider.max_interval": c.Provider.MaxInterval, "provider.max_elapsed_time": c.Provider.MaxElapsedTime,
+		"provider.breaker_cooldown": c.Provider.BreakerCooldown,
+	} {
+		if d <= 0 {
+			return fmt.Errorf("%s: %v is not a positive duration", name, d)
+		}
+	}
+	if c.Worker.CommitBatch < 1 {
+		return fmt.Errorf("worker.commit_batch: %d is below 1", c.Worker.CommitBatch)
 	}
 	for name, p := range c.Prices.Models {
 		if p.InputPerMTok < 0 || p.OutputPerMTok < 0 || p.CachedInputPerMTok < 0 {
@@ -382,3 +404,22 @@ func (c Config) SchemaByID(id string) (Schema, bool) {
 
 // DefaultSchema returns the first configured schema.
 func (c Config) DefaultSchema() Schema { return c.Schemas[0] }
+
+var unknownField = regexp.MustCompile(`field (\S+) not found in type config\.(\w+)`)
+
+// yamlError rewrites the decoder's Go-speak for people: "field concurency
+// not found in type config.Worker" becomes "unknown key concurency in
+// worker".
+func yamlError(err error) error {
+	msg := unknownField.ReplaceAllStringFunc(err.Error(), func(m string) string {
+		sm := unknownField.FindStringSubmatch(m)
+		section := map[string]string{"Config": "the file", "LLM": "llm", "Provider": "provider", "Schema": "schemas",
+			"Budget": "budget", "Prices": "prices", "Price": "prices.models", "Worker": "worker", "NATS": "nats",
+			"Ingest": "ingest", "Simulator": "simulator"}[sm[2]]
+		if section == "" {
+			section = strings.ToLower(sm[2])
+		}
+		return fmt.Sprintf("unknown key %q in %s", sm[1], section)
+	})
+	return errors.New(strings.TrimPrefix(msg, "yaml: "))
+}

@@ -47,7 +47,10 @@ func TestParse(t *testing.T) {
 			"schemas:\n  - {id: a, file: a.json, repair: twice}\n": "schemas[0].repair",
 			"worker:\n  concurrency: -1\n":                         "worker.concurrency",
 			"simulator:\n  fenced_rate: 2\n":                       "simulator.fenced_rate",
-			"nats:\n  strem: X\n":                                  "strem",
+			"nats:\n  strem: X\n":                                  `unknown key "strem" in nats`,
+			"ingest:\n  max_text_bytes: -5\n":                      "ingest.max_text_bytes",
+			"nats:\n  duplicate_window: -1s\n":                     "nats.duplicate_window",
+			"budget:\n  max_cost_usd: -3\n":                        "budget.max_cost_usd",
 		} {
 			_, err := Parse([]byte(doc))
 			if err == nil || !strings.Contains(err.Error(), want) {

@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"go.uber.org/zap"
 
 	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/queue"
+	"github.com/extractq/extractq/schemas"
 	"github.com/extractq/extractq/store"
 )
 
@@ -34,19 +37,22 @@ type CommandOptions struct {
 
 // Report is cmd/ingest's -json output.
 type Report struct {
-	BatchID          string      `json:"batch_id"`
-	Lines            int         `json:"lines"`
-	Published        int         `json:"published"`
-	Duplicates       int         `json:"duplicates"`
-	Rejected         int         `json:"rejected"`
-	Queued           int         `json:"queued"`
-	Succeeded        int         `json:"succeeded"`
-	Repaired         int         `json:"repaired"`
-	Failed           int         `json:"failed"`
-	LLMCalls         int         `json:"llm_calls"`
-	PromptTokens     int         `json:"prompt_tokens"`
-	CompletionTokens int         `json:"completion_tokens"`
-	CostUSD          float64     `json:"cost_usd"`
+	BatchID          string  `json:"batch_id"`
+	Lines            int     `json:"lines"`
+	Published        int     `json:"published"`
+	Duplicates       int     `json:"duplicates"`
+	Rejected         int     `json:"rejected"`
+	Queued           int     `json:"queued"`
+	Succeeded        int     `json:"succeeded"`
+	Repaired         int     `json:"repaired"`
+	Failed           int     `json:"failed"`
+	LLMCalls         int     `json:"llm_calls"`
+	PromptTokens     int     `json:"prompt_tokens"`
+	CompletionTokens int     `json:"completion_tokens"`
+	CostUSD          float64 `json:"cost_usd"`
+	// QueuedDuplicates counts duplicates whose earlier run is still queued;
+	// they are in Queued and a wait covers them.
+	QueuedDuplicates int         `json:"queued_duplicates,omitempty"`
 	TimedOut         bool        `json:"timed_out,omitempty"`
 	Errors           []LineError `json:"errors,omitempty"`
 }
@@ -73,9 +79,19 @@ func RunCommand(ctx context.Context, o CommandOptions, env app.Env, log *zap.Log
 	if o.SchemaID == "" {
 		o.SchemaID = cfg.DefaultSchema().ID
 	}
-	if _, ok := cfg.SchemaByID(o.SchemaID); !ok {
-		fmt.Fprintf(stderr, "ingest: -schema %q is not in the configuration\n", o.SchemaID)
+	sc, ok := cfg.SchemaByID(o.SchemaID)
+	if !ok {
+		var ids []string
+		for _, s := range cfg.Schemas {
+			ids = append(ids, s.ID)
+		}
+		fmt.Fprintf(stderr, "ingest: -schema %q is not in the configuration; it has: %s\n", o.SchemaID, strings.Join(ids, ", "))
 		return ExitUsage
+	}
+	// The schema must load here, or its messages would wait for a worker
+	// that cannot load it either.
+	if _, err := pipeline.LoadSchema(schemas.FS, sc.ID, sc.File); err != nil {
+		return fail("%v", err)
 	}
 	var in io.Reader
 	var size int64 = -1
@@ -161,7 +177,9 @@ func RunCommand(ctx context.Context, o CommandOptions, env app.Env, log *zap.Log
 	if err != nil {
 		return fail("reading batch %s: %v", sum.BatchID, err)
 	}
-	rep.Queued, rep.Succeeded, rep.Repaired, rep.Failed = bs.Queued, bs.Succeeded, bs.Repaired, bs.Failed
+	waiting, _ := st.RunCountQueued(bctx, st.Pool, sum.Waiting)
+	rep.Queued, rep.Succeeded, rep.Repaired, rep.Failed = bs.Queued+waiting, bs.Succeeded, bs.Repaired, bs.Failed
+	rep.QueuedDuplicates = waiting
 	rep.LLMCalls, rep.PromptTokens, rep.CompletionTokens, rep.CostUSD = bs.LLMCalls, bs.PromptTokens, bs.CompletionTokens, bs.CostUSD
 
 	if o.JSON {
@@ -201,7 +219,12 @@ func waitBatch(ctx context.Context, st *store.Store, sum Summary, o CommandOptio
 			if bar != nil {
 				bar.Set(bs.Messages - bs.Queued)
 			}
-			if bs.Done() {
+			done := bs.Done()
+			if done && len(sum.Waiting) > 0 {
+				n, err := st.RunCountQueued(ctx, st.Pool, sum.Waiting)
+				done = err == nil && n == 0
+			}
+			if done {
 				if bar != nil {
 					bar.Finish()
 				}

@@ -146,6 +146,19 @@ func TestRunCommandWaitTimesOut(t *testing.T) {
 	if !strings.Contains(stderr, "timed out after 200ms with 2 messages still queued") {
 		t.Errorf("stderr:\n%s", stderr)
 	}
+
+	// Ingested again while still queued: duplicates, but still waited for.
+	code, stdout, stderr = runCommand(t, o, env)
+	if code != ingest.ExitTimeout {
+		t.Fatalf("second run: exit %d, want %d; stderr:\n%s", code, ingest.ExitTimeout, stderr)
+	}
+	rep = ingest.Report{}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("stdout: %v\n%s", err, stdout)
+	}
+	if rep.Published != 0 || rep.Duplicates != 2 || rep.Queued != 2 || rep.QueuedDuplicates != 2 {
+		t.Errorf("second report = %+v, want 2 duplicates still queued", rep)
+	}
 }
 
 func TestRunCommandWaitEmptyBatch(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/store"
 )
@@ -40,6 +41,9 @@ const (
 	// FlagInvalidUTF8 marks a message whose line held invalid UTF-8; each
 	// invalid byte sequence was replaced by U+FFFD before storing.
 	FlagInvalidUTF8 = "invalid_utf8_replaced"
+	// FlagLoneSurrogate marks a message whose text held a lone UTF-16
+	// surrogate escape (such as \ud800); each was replaced by U+FFFD.
+	FlagLoneSurrogate = "lone_surrogate_replaced"
 )
 
 // Config configures an Ingester.
@@ -93,6 +97,9 @@ type Summary struct {
 	Rejected int `json:"rejected"`
 	// Errors lists every rejected line.
 	Errors []LineError `json:"errors,omitempty"`
+	// Waiting lists the duplicates whose run (of an earlier batch) is still
+	// queued, so a wait covers them too.
+	Waiting []store.RunRef `json:"-"`
 }
 
 // Ingester records and publishes messages.
@@ -162,12 +169,24 @@ func ParseLine(line []byte, maxText int) (Input, error) {
 	if err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
-			return in, fmt.Errorf("invalid JSON at byte %d: %v", se.Offset, err)
+			return in, fmt.Errorf("invalid JSON at byte %d: %s", se.Offset, strings.TrimPrefix(se.Error(), "json: "))
+		}
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return in, fmt.Errorf("not a JSON object: the line is a JSON %s", te.Value)
 		}
 		return in, fmt.Errorf("not a JSON object: %v", err)
 	}
 	if obj == nil { // the line is JSON null
 		return in, errors.New("not a JSON object: null")
+	}
+	// A key given twice would be last-wins in encoding/json: refuse it, as
+	// the reply parser does.
+	if _, derr := pipeline.DecodeStrict(line); derr != nil {
+		var dk *pipeline.DuplicateKeyError
+		if errors.As(derr, &dk) {
+			return in, fmt.Errorf("key %s occurs twice", dk.Path)
+		}
 	}
 	rawID, ok := obj["id"]
 	if !ok {
@@ -200,6 +219,10 @@ func ParseLine(line []byte, maxText int) (Input, error) {
 		}
 	}
 	rawText, ok := obj["text"]
+	if ok && pipeline.HasLoneSurrogate(string(rawText)) {
+		// encoding/json turns each into U+FFFD, as with invalid UTF-8.
+		in.Flags = append(in.Flags, FlagLoneSurrogate)
+	}
 	if !ok {
 		return in, errors.New(`missing "text"`)
 	}
@@ -334,6 +357,7 @@ func (in *Ingester) Run(ctx context.Context, r io.Reader) (Summary, error) {
 		sum.Duplicates += p.Duplicates
 		sum.Rejected += p.Rejected
 		sum.Errors = append(sum.Errors, p.Errors...)
+		sum.Waiting = append(sum.Waiting, p.Waiting...)
 	}
 	sort.SliceStable(sum.Errors, func(i, j int) bool { return sum.Errors[i].Line < sum.Errors[j].Line })
 	if err := context.Cause(ctx); err != nil {
@@ -374,6 +398,10 @@ func (in *Ingester) read(ctx context.Context, r io.Reader, sum *Summary, handle 
 			sum.reject(LineError{Line: lineNo, Reason: fmt.Sprintf("line is longer than %d bytes", MaxLineBytes)})
 			in.progress(lineNo)
 			continue
+		}
+		if lineNo == 1 {
+			// A UTF-8 byte order mark, as some editors write, is not data.
+			line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf"))
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
 			sum.Lines++
@@ -451,6 +479,9 @@ func (in *Ingester) one(ctx context.Context, lineNo int, line []byte, sum *Summa
 		// Published already, or recorded by this very batch (the same id
 		// twice in one file), whose own line publishes it.
 		sum.Duplicates++
+		if res.Run.Status == store.RunQueued && res.Run.BatchID != in.cfg.BatchID {
+			sum.Waiting = append(sum.Waiting, store.RunRef{MessageID: res.Run.MessageID, RunNo: res.Run.RunNo})
+		}
 		return nil
 	}
 	// New, or stored earlier but never published: publish now. The dedup

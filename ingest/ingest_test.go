@@ -143,9 +143,9 @@ func TestParseLine(t *testing.T) {
 		{name: "trailing garbage", line: `{"id":"a","text":"x"} more`,
 			wantErr: `invalid JSON at byte 23: invalid character 'm' after top-level value`},
 		{name: "JSON array", line: `[{"id":"a","text":"x"}]`,
-			wantErr: `not a JSON object: json: cannot unmarshal array into Go value of type map[string]json.RawMessage`},
+			wantErr: `not a JSON object: the line is a JSON array`},
 		{name: "JSON string", line: `"hello"`,
-			wantErr: `not a JSON object: json: cannot unmarshal string into Go value of type map[string]json.RawMessage`},
+			wantErr: `not a JSON object: the line is a JSON string`},
 		{name: "JSON null", line: `null`, wantErr: `not a JSON object: null`},
 		{name: "invalid UTF-8 on a rejected line", line: "{\"id\":\"u\",\"text\":\"\xff\"", // cut off
 			wantErr: `invalid JSON at byte 20: unexpected end of JSON input`},
@@ -215,7 +215,7 @@ var mixedRejects = []ingest.LineError{
 	{Line: 7, ID: "no-text", Reason: `missing "text"`},
 	{Line: 9, ID: "blank-text", Reason: `"text" is empty or only white space`},
 	{Line: 10, Reason: `invalid JSON at byte 2: invalid character 'h' in literal true (expecting 'r')`},
-	{Line: 12, Reason: `not a JSON object: json: cannot unmarshal array into Go value of type map[string]json.RawMessage`},
+	{Line: 12, Reason: `not a JSON object: the line is a JSON array`},
 	{Line: 14, ID: "nul-1", Reason: `"text" contains a NUL character`},
 	{Line: 16, Reason: `"id" must be a string or an integer`},
 	{Line: 17, ID: "obj-text", Reason: `"text" must be a string`},
@@ -298,6 +298,12 @@ func TestRunMixedFileTwice(t *testing.T) {
 	if sum2.BatchID == sum.BatchID {
 		t.Errorf("second ingest reused batch id %s", sum.BatchID)
 	}
+	// No worker runs here: every duplicate's run is still queued, and the
+	// summary lists them for a wait.
+	if len(sum2.Waiting) != n {
+		t.Errorf("second ingest waits for %d runs, want %d", len(sum2.Waiting), n)
+	}
+	sum2.Waiting = nil
 	want2 := ingest.Summary{BatchID: sum2.BatchID, Lines: 18, Duplicates: n, Rejected: len(mixedRejects), Errors: mixedRejects}
 	if !reflect.DeepEqual(sum2, want2) {
 		t.Errorf("second ingest:\n got %+v\nwant %+v", sum2, want2)
@@ -764,5 +770,19 @@ func assertJSONEqual(t *testing.T, what string, got json.RawMessage, want string
 	}
 	if !reflect.DeepEqual(g, w) {
 		t.Errorf("%s = %s, want %s", what, got, want)
+	}
+}
+
+func TestParseLineBOMAndDuplicateKeys(t *testing.T) {
+	t.Parallel()
+	if _, err := ingest.ParseLine([]byte(`{"id":"z","text":"a","text":"b"}`), 100); err == nil || !strings.Contains(err.Error(), "/text occurs twice") {
+		t.Errorf("duplicate text key: %v", err)
+	}
+	in, err := ingest.ParseLine([]byte(`{"id":"s","text":"x\ud800y"}`), 100)
+	if err != nil || len(in.Flags) != 1 || in.Flags[0] != ingest.FlagLoneSurrogate || in.Text != "x\uFFFDy" {
+		t.Errorf("lone surrogate: %+v %v", in, err)
+	}
+	if _, err := ingest.ParseLine([]byte(`[1,2]`), 100); err == nil || err.Error() != "not a JSON object: the line is a JSON array" {
+		t.Errorf("array line: %v", err)
 	}
 }

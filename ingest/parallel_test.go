@@ -61,3 +61,19 @@ func TestRunParallel(t *testing.T) {
 		t.Fatalf("%+v %v, stream %d", again, err, q.Messages(t))
 	}
 }
+
+// TestRunByteOrderMark: a UTF-8 byte order mark before the first line is
+// not data.
+func TestRunByteOrderMark(t *testing.T) {
+	t.Parallel()
+	st := storetest.NewStore(t)
+	q := queuetest.NewStream(t)
+	in, err := ingest.New(ingest.Config{Store: st, Publisher: queue.NewPublisher(q.JS, q.NATS), SchemaID: "customer_message", MaxTextBytes: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := in.Run(context.Background(), strings.NewReader("\xef\xbb\xbf{\"id\":\"b1\",\"text\":\"hello\"}\n{\"id\":\"b2\",\"text\":\"again\"}\n"))
+	if err != nil || sum.Published != 2 || sum.Rejected != 0 {
+		t.Fatalf("%+v %v", sum, err)
+	}
+}

@@ -436,7 +436,7 @@ func (e *Extractor) check(resp openai.ChatCompletionResponse, in Input) (any, Er
 	if len(errs) > 0 {
 		return nil, errs, ""
 	}
-	if hasLoneSurrogate(content) {
+	if HasLoneSurrogate(content) {
 		return nil, ErrorList{{Kind: KindRule, Keyword: "surrogate",
 			Message: "reply holds a lone UTF-16 surrogate escape (\\ud800-\\udfff); no text can hold one"}}, rep.Stripped
 	}
@@ -541,10 +541,10 @@ func (e *Extractor) repairTurns(resp openai.ChatCompletionResponse, errs ErrorLi
 	}
 }
 
-// hasLoneSurrogate reports whether JSON text holds a \uD800-\uDFFF escape
+// HasLoneSurrogate reports whether JSON text holds a \uD800-\uDFFF escape
 // that is not half of a surrogate pair. encoding/json would replace it with
 // U+FFFD, silently changing the value, and Postgres refuses it in jsonb.
-func hasLoneSurrogate(s string) bool {
+func HasLoneSurrogate(s string) bool {
 	for i := 0; i+6 <= len(s); i++ {
 		if s[i] != '\\' {
 			continue

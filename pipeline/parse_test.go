@@ -96,7 +96,7 @@ func TestHasLoneSurrogate(t *testing.T) {
 		`{"a":"\ud83d\u0041"}`: true,
 		`{"a":"\u00e9\uD800"}`: true,
 	} {
-		if got := hasLoneSurrogate(s); got != want {
+		if got := HasLoneSurrogate(s); got != want {
 			t.Errorf("%s: %v, want %v", s, got, want)
 		}
 	}

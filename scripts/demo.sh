@@ -41,6 +41,12 @@ if [[ -z ${LLM_BASE_URL:-} ]]; then
 		"$BIN/llmsim" >"$RUN_DIR/llmsim.log" 2>&1 &
 		echo $! >"$RUN_DIR/llmsim.pid"
 		wait_http 127.0.0.1 8089 || { say llmsim "did not start; see $RUN_DIR/llmsim.log"; exit 1; }
+		sleep 0.5
+		if ! running llmsim; then
+			say llmsim "exited (is 127.0.0.1:8089 taken by another checkout's simulator? make stop there):"
+			tail -3 "$RUN_DIR/llmsim.log" >&2
+			exit 1
+		fi
 		say llmsim "LLM simulator (not a model) on http://127.0.0.1:8089/v1, log $RUN_DIR/llmsim.log"
 	fi
 else
@@ -52,7 +58,13 @@ if running worker; then
 else
 	"$BIN/worker" >"$RUN_DIR/worker.log" 2>&1 &
 	echo $! >"$RUN_DIR/worker.pid"
-	say worker "started (pid $!), log $RUN_DIR/worker.log"
+	sleep 1
+	if ! running worker; then
+		say worker "exited (is HEALTH_ADDR, default 127.0.0.1:9090, taken? set HEALTH_ADDR):"
+		tail -3 "$RUN_DIR/worker.log" >&2
+		exit 1
+	fi
+	say worker "started (pid $(cat "$RUN_DIR/worker.pid")), log $RUN_DIR/worker.log"
 fi
 
 say ingest "$DEMO_FILE"

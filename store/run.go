@@ -156,3 +156,30 @@ func limitOr(limit, def int) int {
 	}
 	return limit
 }
+
+// RunRef names one run.
+type RunRef struct {
+	MessageID int64
+	RunNo     int
+}
+
+const runCountQueuedSQL = `
+SELECT count(*) FROM runs r
+JOIN unnest($1::bigint[], $2::int[]) AS u(message_id, run_no) USING (message_id, run_no)
+WHERE r.status = 'queued'`
+
+// RunCountQueued returns how many of refs are still queued.
+func (s *Store) RunCountQueued(ctx context.Context, db DBTX, refs []RunRef) (int, error) {
+	if len(refs) == 0 {
+		return 0, nil
+	}
+	ids, nos := make([]int64, len(refs)), make([]int32, len(refs))
+	for i, r := range refs {
+		ids[i], nos[i] = r.MessageID, int32(r.RunNo)
+	}
+	var n int
+	if err := db.QueryRow(ctx, runCountQueuedSQL, ids, nos).Scan(&n); err != nil {
+		return 0, fmt.Errorf("store.RunCountQueued(%d runs): %w", len(refs), interpretError(err))
+	}
+	return n, nil
+}

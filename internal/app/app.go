@@ -6,6 +6,7 @@ package app
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	openai "github.com/sashabaranov/go-openai"
 	"go.uber.org/zap"
@@ -178,7 +180,14 @@ func Context() (context.Context, context.CancelFunc) {
 // exiting. Each failure is logged with what.
 func RetryStartup(ctx context.Context, log *zap.Logger, what string, step func() error) error {
 	_, err := backoff.Retry(ctx, func() (struct{}, error) {
-		return struct{}{}, step()
+		err := step()
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.Code != 503 && apiErr.Code != 408 {
+			// The server refused the request itself (a bad stream setting):
+			// waiting will not change its mind.
+			return struct{}{}, backoff.Permanent(err)
+		}
+		return struct{}{}, err
 	}, backoff.WithBackOff(backoff.NewExponentialBackOff()), backoff.WithMaxElapsedTime(2*time.Minute),
 		backoff.WithNotify(func(err error, next time.Duration) {
 			log.Warn(what+" failed; retrying", zap.Error(err), zap.Duration("retry_in", next))

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"context"
 	"fmt"
 	"io"
@@ -23,6 +24,9 @@ func PrintReport(ctx context.Context, w io.Writer, st *store.Store, batchID stri
 		batchID = id
 	}
 	bs, err := st.BatchSummary(ctx, db, batchID)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("there is no batch %q", batchID)
+	}
 	if err != nil {
 		return err
 	}
