@@ -1,0 +1,43 @@
+package store_test
+
+import (
+	"testing"
+
+	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/store"
+	"github.com/extractq/extractq/store/storetest"
+)
+
+// TestFailingFieldsRootPath: an error about the whole reply (a parse
+// error, path "") is reported at "/" by the analytics views.
+func TestFailingFieldsRootPath(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := storetest.NewStore(t)
+	run := messageFixture(ctx, t, st, batchFixture(ctx, t, st))
+	p := failedOutcome(run)
+	p.Failures = append(p.Failures, store.FailureEvent{CallIndex: 0, Err: pipeline.Error{Kind: pipeline.KindParse, Message: "reply holds no JSON object"}})
+	if err := st.RunOutcomeInsert(ctx, st.Pool, p); err != nil {
+		t.Fatal(err)
+	}
+	ff, err := st.FailingFieldList(ctx, st.Pool, store.FailingFieldListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range ff {
+		if f.PathPattern == "" {
+			t.Errorf("empty path in failing_fields: %+v", f)
+		}
+		if f.PathPattern == "/" && f.Kind == "parse" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no parse error at / in %+v", ff)
+	}
+	var n int
+	if err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM repair_effectiveness WHERE path_pattern = '/'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("repair_effectiveness at /: %d %v", n, err)
+	}
+}
