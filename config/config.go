@@ -144,6 +144,9 @@ type Worker struct {
 	// CommitWait is how long an outcome waits for others to share its
 	// transaction. Default 2ms.
 	CommitWait time.Duration `yaml:"commit_wait"`
+	// ShutdownGrace is how long runs in flight may finish after SIGTERM
+	// before they are cancelled (and redelivered later). Default 30s.
+	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
 }
 
 // NATS names the stream, subjects and consumer, so tests, the demo and
@@ -303,6 +306,7 @@ func (c Config) WithDefaults() Config {
 	c.Worker.InProgressEvery = cmp.Or(c.Worker.InProgressEvery, c.Worker.AckWait/3)
 	c.Worker.CommitBatch = cmp.Or(c.Worker.CommitBatch, 16)
 	c.Worker.CommitWait = cmp.Or(c.Worker.CommitWait, 2*time.Millisecond)
+	c.Worker.ShutdownGrace = cmp.Or(c.Worker.ShutdownGrace, 30*time.Second)
 	c.NATS.Stream = cmp.Or(c.NATS.Stream, "EXTRACTQ")
 	c.NATS.SubjectPrefix = cmp.Or(c.NATS.SubjectPrefix, "extractq")
 	c.NATS.Consumer = cmp.Or(c.NATS.Consumer, "workers")
@@ -349,7 +353,8 @@ func (c Config) Validate() error {
 	for name, d := range map[string]time.Duration{
 		"nats.duplicate_window": c.NATS.DuplicateWindow, "worker.ack_wait": c.Worker.AckWait,
 		"worker.in_progress_every": c.Worker.InProgressEvery, "worker.commit_wait": c.Worker.CommitWait,
-		"llm.timeout": c.LLM.Timeout, "provider.initial_interval": c.Provider.InitialInterval,
+		"worker.shutdown_grace": c.Worker.ShutdownGrace,
+		"llm.timeout":           c.LLM.Timeout, "provider.initial_interval": c.Provider.InitialInterval,
 		"provider.max_interval": c.Provider.MaxInterval, "provider.max_elapsed_time": c.Provider.MaxElapsedTime,
 		"provider.breaker_cooldown": c.Provider.BreakerCooldown,
 	} {

@@ -104,7 +104,7 @@ func main() {
 			}
 			return transport.WaitReady(ctx)
 		},
-		Concurrency: cfg.Worker.Concurrency, InProgressEvery: cfg.Worker.InProgressEvery,
+		Concurrency: cfg.Worker.Concurrency, InProgressEvery: cfg.Worker.InProgressEvery, ShutdownGrace: cfg.Worker.ShutdownGrace,
 		TermWithReason: queue.TermReasonSupported(nc), HealthAddr: *healthAddr, Gatherer: reg, Pprof: *pprofOn, Logger: log,
 	})
 	if err != nil {
