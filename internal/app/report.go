@@ -1,8 +1,8 @@
 package app
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
