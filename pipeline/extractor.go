@@ -487,6 +487,11 @@ func (e *Extractor) replyContent(resp openai.ChatCompletionResponse) (string, Er
 	return args, nil
 }
 
+// CheckStrings returns a KindRule error (keyword "nul") for every string
+// or key at or below path in v holding a NUL character, which Postgres
+// cannot store in jsonb. The worker and the triage editor both apply it.
+func CheckStrings(v any, path string) ErrorList { return checkStrings(v, path) }
+
 // checkStrings flags strings Postgres cannot store in jsonb: NUL
 // characters. (Lone surrogate escapes are already replaced by U+FFFD when
 // decoding, as encoding/json does.)

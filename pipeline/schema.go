@@ -256,7 +256,14 @@ func compactJSON(v any) string {
 	return string(b)
 }
 
-// resolvePointer returns the value at JSON Pointer ptr in doc.
+// ResolvePointer returns the value at JSON Pointer ptr (RFC 6901) in doc,
+// a decoded JSON value; false when there is none. "" is doc itself.
+func ResolvePointer(doc any, ptr string) (any, bool) { return resolvePointer(doc, ptr) }
+
+// EscapeToken escapes one JSON Pointer reference token: "~" as "~0" and
+// "/" as "~1".
+func EscapeToken(s string) string { return escapeToken(s) }
+
 func resolvePointer(doc any, ptr string) (any, bool) {
 	if ptr == "" {
 		return doc, true

@@ -88,7 +88,7 @@ func resolve(root, n schemaNode) schemaNode {
 		if !ok || !strings.HasPrefix(ref, "#") {
 			return n
 		}
-		target, ok := pointerGet(root, ref[1:])
+		target, ok := pipeline.ResolvePointer(root, ref[1:])
 		m, isMap := target.(map[string]any)
 		if !ok || !isMap {
 			return n
@@ -96,41 +96,6 @@ func resolve(root, n schemaNode) schemaNode {
 		n = m
 	}
 	return n
-}
-
-// pointerGet returns the value at JSON Pointer ptr in doc.
-func pointerGet(doc any, ptr string) (any, bool) {
-	if ptr == "" {
-		return doc, true
-	}
-	if !strings.HasPrefix(ptr, "/") {
-		return nil, false
-	}
-	cur := doc
-	for _, tok := range strings.Split(ptr[1:], "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		switch c := cur.(type) {
-		case map[string]any:
-			v, ok := c[tok]
-			if !ok {
-				return nil, false
-			}
-			cur = v
-		case []any:
-			i, err := strconv.Atoi(tok)
-			if err != nil || i < 0 || i >= len(c) {
-				return nil, false
-			}
-			cur = c[i]
-		default:
-			return nil, false
-		}
-	}
-	return cur, true
-}
-
-func escapeToken(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
 func nodeTypes(n schemaNode) []string {
@@ -326,7 +291,7 @@ func (b *formBuilder) build(n schemaNode, v any, present bool, path, key, label 
 		for _, name := range propertyOrder(n) {
 			child, ok := obj[name]
 			pn, _ := props[name].(map[string]any)
-			f.Fields = append(f.Fields, b.build(pn, child, ok, path+"/"+escapeToken(name), name, name, req[name], depth+1))
+			f.Fields = append(f.Fields, b.build(pn, child, ok, path+"/"+pipeline.EscapeToken(name), name, name, req[name], depth+1))
 		}
 		var extra []string
 		for k := range obj {
@@ -336,7 +301,7 @@ func (b *formBuilder) build(n schemaNode, v any, present bool, path, key, label 
 		}
 		sort.Strings(extra)
 		for _, k := range extra {
-			p := path + "/" + escapeToken(k)
+			p := path + "/" + pipeline.EscapeToken(k)
 			ef := &Field{Path: p, Key: k, Label: k, Kind: "json", Extra: true, Value: prettyJSON(obj[k]), Depth: depth + 1,
 				Desc: "not in the schema: empty this box to remove the key"}
 			if es, ok := b.errs[p]; ok {
@@ -505,7 +470,7 @@ func (p *formParser) value(n schemaNode, path string) (any, bool) {
 		obj := map[string]any{}
 		for name, pn := range props {
 			child, _ := pn.(map[string]any)
-			if v, ok := p.value(child, path+"/"+escapeToken(name)); ok {
+			if v, ok := p.value(child, path+"/"+pipeline.EscapeToken(name)); ok {
 				obj[name] = v
 			}
 		}

@@ -134,30 +134,11 @@ func (it *itemState) validate(record any) (pipeline.ErrorList, []pipeline.Eviden
 		return pipeline.ErrorList{{Kind: pipeline.KindParse, Message: "the record must be a JSON object"}}, nil
 	}
 	errs, ev := it.Entry.Schema.Validate(record, it.D.Message.Body)
-	errs = append(errs, nulErrors(record, "")...)
+	errs = append(errs, pipeline.CheckStrings(record, "")...)
 	errs.Sort()
 	return errs, ev
 }
 
-// nulErrors flags strings holding NUL, which Postgres cannot store.
-func nulErrors(v any, path string) pipeline.ErrorList {
-	var out pipeline.ErrorList
-	switch t := v.(type) {
-	case string:
-		if strings.ContainsRune(t, 0) {
-			out = append(out, pipeline.Error{Kind: pipeline.KindSchema, Path: path, Keyword: "nul", Message: "contains a NUL character"})
-		}
-	case map[string]any:
-		for k, c := range t {
-			out = append(out, nulErrors(c, path+"/"+escapeToken(k))...)
-		}
-	case []any:
-		for i, c := range t {
-			out = append(out, nulErrors(c, fmt.Sprintf("%s/%d", path, i))...)
-		}
-	}
-	return out
-}
 
 // onlyGrounding reports whether every error is a grounding error, the
 // one kind a reviewer may override with a written reason.
