@@ -139,7 +139,6 @@ func (it *itemState) validate(record any) (pipeline.ErrorList, []pipeline.Eviden
 	return errs, ev
 }
 
-
 // onlyGrounding reports whether every error is a grounding error, the
 // one kind a reviewer may override with a written reason.
 func onlyGrounding(errs pipeline.ErrorList) bool {
