@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -169,8 +170,20 @@ func hasExtractor(n node) bool {
 const maxBreadth = 128
 
 func searchablePattern(p string) bool {
-	return p != "" && breadth(stripAnchors(p)) <= maxBreadth
+	if p == "" {
+		return false
+	}
+	if v, ok := searchableCache.Load(p); ok {
+		return v.(bool)
+	}
+	ok := breadth(stripAnchors(p)) <= maxBreadth
+	searchableCache.Store(p, ok) // patterns come from schemas: few
+	return ok
 }
+
+// searchableCache keeps searchablePattern's answer per pattern, which
+// otherwise parses the pattern again for every request.
+var searchableCache sync.Map
 
 // minIDLen is the fewest characters a pattern must demand, and a token
 // must have, for a match to be taken by its shape alone.
