@@ -183,7 +183,7 @@ func (h *harness) run(ctx context.Context) (verdict, error) {
 	cctx2, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	h.logf("checking: outcomes, duplicates, results validated again against their schema")
-	return checkStore(cctx2, h.pool, h.schemas, h.o.Messages, h.sim.served.Load())
+	return checkStore(cctx2, h.pool, h.schemas, h.o.Messages, h.sim.served())
 }
 
 // setup builds the commands and starts Postgres, NATS, the simulator and
@@ -456,7 +456,7 @@ func (h *harness) waitOutcomes(ctx context.Context, ingestDone <-chan struct{}, 
 		if time.Since(lastPrint) >= 5*time.Second {
 			lastPrint = time.Now()
 			h.logf("progress: %d/%d messages have an outcome (%d stored), simulator answered %d calls",
-				done, h.o.Messages, stored, h.sim.served.Load())
+				done, h.o.Messages, stored, h.sim.served())
 		}
 		if ingested && chaosDone && err == nil && done == stored {
 			h.logf("every stored message has an outcome: %d/%d", done, h.o.Messages)
