@@ -2,20 +2,16 @@ package queue_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/extractq/extractq/config"
 	"github.com/extractq/extractq/queue"
+	"github.com/extractq/extractq/queue/queuetest"
 )
 
 // testBundle is one test's own stream, subjects and consumer.
@@ -27,56 +23,20 @@ type testBundle struct {
 	stream jetstream.Stream
 }
 
-func natsURL() string {
-	if u := os.Getenv("NATS_URL"); u != "" {
-		return u
-	}
-	return nats.DefaultURL
-}
+func natsURL() string { return queuetest.URL() }
 
-func randomSuffix(t *testing.T) string {
-	t.Helper()
-	b := make([]byte, 6)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
-
-// setup connects to the server at NATS_URL and makes a stream with a
-// random name and subject prefix, deleted when the test ends. The worker
-// config has a short ack wait so redelivery tests stay fast.
+// setup makes a private stream (queuetest.NewStream), deleted when the test
+// ends. The worker config has a short ack wait so redelivery tests stay
+// fast.
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	ctx := t.Context()
-	sfx := randomSuffix(t)
-	cfg := config.NATS{
-		Stream:          "TEST_" + strings.ToUpper(sfx),
-		SubjectPrefix:   "test_" + sfx,
-		Consumer:        "workers",
-		DuplicateWindow: time.Minute,
+	q := queuetest.NewStream(t)
+	s, err := q.JS.Stream(t.Context(), q.NATS.Stream)
+	if err != nil {
+		t.Fatalf("stream %s: %v", q.NATS.Stream, err)
 	}
 	w := config.Worker{Concurrency: 4, AckWait: time.Second, MaxDeliver: 3}
-
-	// The connection's handlers may log after the test ends, where a
-	// zaptest logger would panic: connect with a no-op logger.
-	nc, js, err := queue.Connect(ctx, natsURL(), "queue-test", zap.NewNop())
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	s, err := queue.EnsureStream(ctx, js, cfg)
-	if err != nil {
-		t.Fatalf("EnsureStream: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := js.DeleteStream(ctx, cfg.Stream); err != nil {
-			t.Errorf("delete stream %s: %v", cfg.Stream, err)
-		}
-	})
-	return &testBundle{nc: nc, js: js, cfg: cfg, worker: w, stream: s}
+	return &testBundle{nc: q.Conn, js: q.JS, cfg: q.NATS, worker: w, stream: s}
 }
 
 // consumer makes the bundle's consumer with its worker config.
