@@ -1,6 +1,7 @@
 // Package app is the wiring the commands share: environment, logger,
 // configuration, and building the store, the stream and the pipeline from
-// them. Only cmd/ packages import it.
+// them. Commands and their command-level code (ingest.RunCommand) import
+// it; library packages do not.
 package app
 
 import (
