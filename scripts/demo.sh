@@ -74,8 +74,8 @@ batch=$(sed -n 's/.*"batch_id":"\([^"]*\)".*/\1/p' <<<"$summary")
 published=$(sed -n 's/.*"published":\([0-9]*\).*/\1/p' <<<"$summary")
 echo
 if [[ $published == 0 ]]; then
-	say report "every message was already ingested: reporting the newest batch with messages"
-	"$BIN/report"
+	say report "every message was already ingested: reporting the batch that first ingested $DEMO_FILE"
+	"$BIN/report" -source "$DEMO_FILE"
 else
 	"$BIN/report" -batch "$batch"
 fi

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/extractq/extractq/pipeline"
@@ -39,5 +40,24 @@ func TestFailingFieldsRootPath(t *testing.T) {
 	var n int
 	if err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM repair_effectiveness WHERE path_pattern = '/'`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("repair_effectiveness at /: %d %v", n, err)
+	}
+}
+
+// TestBatchLatest: the newest batch with runs, optionally of one source;
+// an empty batch (a re-ingest of known messages) is skipped.
+func TestBatchLatest(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := storetest.NewStore(t)
+	withRuns := batchFixture(ctx, t, st)
+	messageFixture(ctx, t, st, withRuns)
+	if err := st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: "empty-later", SchemaID: "s", SourceName: "other.jsonl"}); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := st.BatchLatest(ctx, st.Pool, ""); err != nil || id != withRuns {
+		t.Fatalf("latest %q %v, want %q", id, err, withRuns)
+	}
+	if _, err := st.BatchLatest(ctx, st.Pool, "other.jsonl"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("source with only an empty batch: %v", err)
 	}
 }

@@ -3,9 +3,10 @@
 //
 // Usage:
 //
-//	report [-batch ID] [-examples N] [-fields N]
+//	report [-batch ID | -source FILE] [-examples N] [-fields N]
 //
-// Without -batch it reports the newest batch that has messages. It reads
+// Without -batch it reports the newest batch that has messages (a
+// re-ingest of known messages makes an empty batch), of FILE with -source. It reads
 // DATABASE_URL.
 package main
 
@@ -23,6 +24,7 @@ import (
 func main() {
 	env := app.ReadEnv()
 	batch := flag.String("batch", "", "batch id (default: the newest batch with messages)")
+	source := flag.String("source", "", "without -batch: the newest batch with messages ingested from this file")
 	examples := flag.Int("examples", 3, "results and triage items to show")
 	fields := flag.Int("fields", 10, "failing fields to show")
 	flag.Parse()
@@ -39,7 +41,7 @@ func main() {
 		os.Exit(1)
 	}
 	defer st.Close()
-	if err := app.PrintReport(ctx, os.Stdout, st, *batch, *examples, *fields); err != nil {
+	if err := app.PrintReport(ctx, os.Stdout, st, *batch, *source, *examples, *fields); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}

@@ -13,11 +13,11 @@ import (
 
 // PrintReport writes a batch's report: counts, cost, examples and the
 // fields that fail most. An empty batchID means the newest batch with
-// messages.
-func PrintReport(ctx context.Context, w io.Writer, st *store.Store, batchID string, examples, fields int) error {
+// messages, of the ingested file source when source is not empty.
+func PrintReport(ctx context.Context, w io.Writer, st *store.Store, batchID, source string, examples, fields int) error {
 	db := st.Pool
 	if batchID == "" {
-		id, err := st.BatchLatest(ctx, db)
+		id, err := st.BatchLatest(ctx, db, source)
 		if err != nil {
 			return fmt.Errorf("no batch with messages yet: %w", err)
 		}
