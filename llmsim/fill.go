@@ -15,14 +15,33 @@ import (
 type filler struct {
 	d  *schemaDoc // nil when the request gave no schema
 	re *regexCache
+
+	// last is the last scope prepared for keyword search: the fields
+	// of an object are filled from the same scope.
+	last *searchScope
+}
+
+// search returns scope prepared for keyword search.
+func (f *filler) search(scope string) *searchScope {
+	if f.last == nil || f.last.scope != scope {
+		f.last = newSearchScope(scope)
+	}
+	return f.last
 }
 
 // fill returns the honest record for text. Without a schema it is an empty
-// object.
+// object. The record may be shared (schemaDoc.fills): copy it before
+// changing it.
 func (f *filler) fill(text string) any {
 	if f.d == nil {
 		return map[string]any{}
 	}
+	v, _ := f.d.fills.get(text, func(text string) (any, error) { return f.fillNew(text), nil })
+	return v
+}
+
+// fillNew is fill without the cache, for a schema.
+func (f *filler) fillNew(text string) any {
 	n := f.d.node(f.d.root)
 	v, known := f.value(n, "", text)
 	if v == nil && !known {
@@ -121,7 +140,7 @@ func enumFallback(enum []any) any {
 }
 
 func (f *filler) enumValue(n node, scope string) (any, bool) {
-	scores := enumScores(n, scope)
+	scores := enumScores(n, f.search(scope))
 	best := -1
 	for i, s := range scores {
 		if s > 0 && (best < 0 || s > scores[best]) {
@@ -151,6 +170,13 @@ func (f *filler) boolean(n node, scope string) (any, bool) {
 // hasExtractor reports whether n is a scalar field filled from candidates
 // found in the text.
 func hasExtractor(n node) bool {
+	if n.x != nil {
+		return n.x.extractor
+	}
+	return deriveHasExtractor(n)
+}
+
+func deriveHasExtractor(n node) bool {
 	if len(n.enum()) > 0 || n.m["const"] != nil {
 		return false
 	}
@@ -213,11 +239,12 @@ func (f *filler) cands(n node, name, scope string) ([]cand, int) {
 	seen := map[string]bool{}
 	spec := 0
 	byShape := false // a pattern strict enough that its id-like matches need no keyword
+	whole := false   // every token matches the pattern whole: no need to check
 	add := func(val string, pos, score int) {
 		if n.primary() == "string" && !lengthOK(n, val) {
 			return
 		}
-		if full != nil && n.primary() == "string" && !full.re.MatchString(val) {
+		if full != nil && n.primary() == "string" && !whole && !full.re.MatchString(val) {
 			return
 		}
 		if n.primary() != "string" {
@@ -233,7 +260,7 @@ func (f *filler) cands(n node, name, scope string) ([]cand, int) {
 		seen[val] = true
 		switch {
 		case score != 0:
-		case keywordBefore(scope, pos, kw, val):
+		case keywordEnds(f.search(scope).lineBefore(pos), kw, val):
 			score = 2
 		case n.str("format") == "email", byShape && idLike(val):
 			score = 1
@@ -259,20 +286,26 @@ func (f *filler) cands(n node, name, scope string) ([]cand, int) {
 		}
 	case n.primary() == "string" && n.str("format") == "email":
 		cr := f.re.get(emailExpr, true)
-		for _, loc := range findTokens(cr.re, scope) {
+		for _, loc := range cr.findTokens(scope) {
 			add(scope[loc[0]:loc[1]], loc[0], 0)
 		}
 	default:
 		if full == nil {
 			return nil, 0
 		}
-		inner := f.re.get(stripAnchors(n.str("pattern")), true)
+		p := n.str("pattern")
+		innerExpr := stripAnchors(p)
+		inner := f.re.get(innerExpr, true)
 		if inner == nil {
 			return nil, 0
 		}
 		spec = inner.spec
 		byShape = inner.minLen >= minIDLen
-		for _, loc := range findTokens(inner.re, scope) {
+		// A token is a match of innerExpr, and so matches "^innerExpr$"
+		// whole, when innerExpr looks at nothing around it: no assertion,
+		// as a scanner ensures.
+		whole = inner.scan != nil && p == "^"+innerExpr+"$"
+		for _, loc := range inner.findTokens(scope) {
 			add(scope[loc[0]:loc[1]], loc[0], 0)
 		}
 	}
@@ -433,15 +466,14 @@ func (f *filler) array(n node, name, scope string) (any, bool) {
 	case len(items.enum()) > 0:
 		// Each value is named in full ("calvin klein boots"), or by one
 		// of its x-keywords phrases.
-		kwMap, _ := items.m["x-keywords"].(map[string]any)
-		for _, v := range items.enum() {
-			s, ok := v.(string)
-			if !ok {
+		ss := f.search(scope)
+		named := items.enumNamed()
+		for i, v := range items.enum() {
+			if _, ok := v.(string); !ok {
 				continue
 			}
-			phrases := append([]string{strings.Join(strings.FieldsFunc(s, isSeparator), " ")}, stringList(kwMap[s])...)
-			for _, p := range phrases {
-				if countPhrase(p, scope) > 0 {
+			for _, ws := range named[i] {
+				if n, _ := ss.find(ws, 1); n > 0 {
 					out = append(out, v)
 					break
 				}
@@ -509,17 +541,16 @@ func (f *filler) enumKeyed(items node, names []string, props map[string]any, sco
 		if len(kn.enum()) == 0 || kn.primary() != "string" {
 			continue
 		}
-		kwMap, _ := kn.m["x-keywords"].(map[string]any)
+		ss := f.search(scope)
+		named := kn.enumNamed()
 		var hits []hit
-		for _, v := range kn.enum() {
-			s, ok := v.(string)
-			if !ok {
+		for vi, v := range kn.enum() {
+			if _, ok := v.(string); !ok {
 				continue
 			}
 			pos := -1
-			phrases := append([]string{strings.Join(strings.FieldsFunc(s, isSeparator), " ")}, stringList(kwMap[s])...)
-			for _, p := range phrases {
-				if i := phraseIndex(p, scope); i >= 0 && (pos < 0 || i < pos) {
+			for _, ws := range named[vi] {
+				if _, i := ss.find(ws, 1); i >= 0 && (pos < 0 || i < pos) {
 					pos = i
 				}
 			}

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 )
@@ -18,8 +17,9 @@ type regexCache struct{ m sync.Map }
 
 type cachedRegex struct {
 	re     *regexp.Regexp
-	spec   int // breadth of the widest character class
-	minLen int // fewest characters a match has
+	spec   int      // breadth of the widest character class
+	minLen int      // fewest characters a match has
+	scan   *scanner // finds re's matches faster; nil when it cannot, or re is not leftmost-longest
 }
 
 func (c *regexCache) get(expr string, longest bool) *cachedRegex {
@@ -36,6 +36,9 @@ func (c *regexCache) get(expr string, longest bool) *cachedRegex {
 			re.Longest()
 		}
 		cr = &cachedRegex{re: re, spec: breadth(expr), minLen: minLen(expr)}
+		if longest {
+			cr.scan = newScanner(expr, re)
+		}
 	}
 	v, _ := c.m.LoadOrStore(key, cr)
 	return v.(*cachedRegex)
@@ -78,7 +81,12 @@ type cand struct {
 
 const emailExpr = `[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}`
 
-func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_' }
+func isWordRune(r rune) bool {
+	if r < utf8.RuneSelf { // the ASCII letters and digits are the only ASCII ones
+		return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '_'
+	}
+	return unicode.IsLetter(r) || unicode.IsDigit(r)
+}
 
 // bounded reports whether s[start:end] is a whole token: not glued to
 // letters or digits on either side.
@@ -102,14 +110,34 @@ func bounded(s string, start, end int) bool {
 
 // findTokens returns every whole-token match of re in s, in text order.
 func findTokens(re *regexp.Regexp, s string) [][2]int {
+	return tokens(s, func(pos int) (int, int, bool) {
+		loc := re.FindStringIndex(s[pos:])
+		if loc == nil {
+			return 0, 0, false
+		}
+		return pos + loc[0], pos + loc[1], true
+	})
+}
+
+// findTokens returns every whole-token match of c's expression in s, in
+// text order.
+func (c *cachedRegex) findTokens(s string) [][2]int {
+	if c.scan == nil {
+		return findTokens(c.re, s)
+	}
+	return tokens(s, func(pos int) (int, int, bool) { return c.scan.find(s, pos) })
+}
+
+// tokens returns the whole-token matches in s that find gives: find
+// returns the leftmost match at or after pos, if any.
+func tokens(s string, find func(pos int) (start, end int, ok bool)) [][2]int {
 	var out [][2]int
 	pos := 0
 	for pos <= len(s) {
-		loc := re.FindStringIndex(s[pos:])
-		if loc == nil {
+		start, end, ok := find(pos)
+		if !ok {
 			break
 		}
-		start, end := pos+loc[0], pos+loc[1]
 		if end > start && bounded(s, start, end) {
 			out = append(out, [2]int{start, end})
 			pos = end
@@ -194,7 +222,7 @@ func stringList(v any) []string {
 // fieldKeywords are the words that, just before a candidate, tie it to the
 // field: the property name's words and an "x-keywords" list.
 func fieldKeywords(name string, n node) []string {
-	kw := words(name)
+	kw := cachedWords(name)
 	if _, isMap := n.m["x-keywords"].(map[string]any); !isMap {
 		for _, k := range stringList(n.m["x-keywords"]) {
 			kw = append(kw, strings.ToLower(k))
@@ -209,7 +237,17 @@ func fieldKeywords(name string, n node) []string {
 // candidate without a digit also needs a ":" or "is" / "was" in between,
 // so "the state of my refund" does not make "of" a state.
 func keywordBefore(scope string, pos int, kw []string, val string) bool {
-	line := strings.ToLower(scope[strings.LastIndexByte(scope[:pos], '\n')+1 : pos])
+	return keywordEnds(strings.ToLower(scope[lineStart(scope, pos):pos]), kw, val)
+}
+
+// lineStart returns the offset in scope of the line holding offset pos.
+func lineStart(scope string, pos int) int {
+	return strings.LastIndexByte(scope[:pos], '\n') + 1
+}
+
+// keywordEnds is keywordBefore on line, the lower-case text from the
+// start of the candidate's line to the candidate.
+func keywordEnds(line string, kw []string, val string) bool {
 	end := -1
 	for _, k := range kw {
 		if k == "" {
@@ -300,40 +338,47 @@ func minLen(expr string) int {
 // shorter words match whole. Words of a phrase may be separated by spaces,
 // "-", "_" or "/".
 func countPhrase(phrase, scope string) int {
-	return len(phraseStarts(phrase, scope, -1))
+	n, _ := findPhrase(phraseWords(phrase), lowerOf(scope), -1)
+	return n
 }
 
 // phraseIndex returns the byte offset in scope of the first occurrence of
 // a keyword phrase, matched as countPhrase does, or -1.
 func phraseIndex(phrase, scope string) int {
-	if at := phraseStarts(phrase, scope, 1); len(at) > 0 {
-		return at[0]
-	}
-	return -1
+	_, at := findPhrase(phraseWords(phrase), lowerOf(scope), 1)
+	return at
 }
 
-// phraseStarts returns the byte offsets of up to limit occurrences of
-// phrase in scope (all when limit < 0). Offsets are into scope when case
-// folding keeps its length, else into its lower-case form.
-func phraseStarts(phrase, scope string, limit int) []int {
-	ws := strings.Fields(strings.ToLower(phrase))
+// phraseWords splits a keyword phrase into its lower-case words, as
+// findPhrase takes it.
+func phraseWords(phrase string) []string {
+	return strings.Fields(strings.ToLower(phrase))
+}
+
+// findPhrase counts up to limit occurrences (all when limit < 0) of the
+// phrase of words ws in lower, the lower-case form of a scope, and
+// returns the byte offset of the first, or -1. Offsets are into the scope
+// when case folding keeps its length, else into lower.
+func findPhrase(ws []string, lower string, limit int) (count, first int) {
+	first = -1
 	if len(ws) == 0 {
-		return nil
+		return 0, -1
 	}
-	lower := lowerOf(scope)
-	var out []int
-	for i := 0; i < len(lower) && (limit < 0 || len(out) < limit); {
+	for i := 0; i < len(lower) && (limit < 0 || count < limit); {
 		j := strings.Index(lower[i:], ws[0])
 		if j < 0 {
 			break
 		}
 		start := i + j
 		if phraseAt(lower, start, ws) {
-			out = append(out, start)
+			if count == 0 {
+				first = start
+			}
+			count++
 		}
 		i = start + len(ws[0])
 	}
-	return out
+	return count, first
 }
 
 func phraseAt(s string, pos int, ws []string) bool {
@@ -376,22 +421,19 @@ func phraseAt(s string, pos int, ws []string) bool {
 }
 
 // enumScores scores each string enum value by how often its words (and its
-// "x-keywords" phrases, counted twice) occur in scope.
-func enumScores(n node, scope string) []int {
-	enum := n.enum()
-	kwMap, _ := n.m["x-keywords"].(map[string]any)
-	scores := make([]int, len(enum))
-	for i, v := range enum {
-		s, ok := v.(string)
-		if !ok {
-			continue
-		}
-		for _, w := range words(s) {
-			scores[i] += countPhrase(w, scope)
-		}
-		for _, p := range stringList(kwMap[s]) {
-			scores[i] += 2 * countPhrase(p, scope)
-		}
+// "x-keywords" phrases, counted twice) occur in the scope.
+func enumScores(n node, ss *searchScope) []int {
+	x := n.x
+	if x == nil {
+		x = deriveExtra(n)
+	}
+	scores := make([]int, len(n.enum()))
+	counts := make([]int, len(x.phrases))
+	for j, ws := range x.phrases {
+		counts[j], _ = ss.find(ws, -1)
+	}
+	for _, t := range x.terms {
+		scores[t.value] += t.weight * counts[t.phrase]
 	}
 	return scores
 }
@@ -409,20 +451,9 @@ func sortCands(cs []cand) {
 // lowerCache keeps the lower-cased form of recent scopes: every enum
 // keyword of a schema is looked for in the same message text, and
 // lower-casing it each time was most of the simulator's work.
-var (
-	lowerCache sync.Map // string -> string
-	lowerCount atomic.Int64
-)
+var lowerCache = clearingCache[string]{max: 4096}
 
 func lowerOf(s string) string {
-	if v, ok := lowerCache.Load(s); ok {
-		return v.(string)
-	}
-	l := strings.ToLower(s)
-	if lowerCount.Add(1) > 4096 {
-		lowerCache.Clear()
-		lowerCount.Store(0)
-	}
-	lowerCache.Store(s, l)
+	l, _ := lowerCache.get(s, func(s string) (string, error) { return strings.ToLower(s), nil })
 	return l
 }

@@ -2,11 +2,14 @@ package llmsim
 
 import (
 	"encoding/json"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
+	"unsafe"
 )
 
 // maxSchemaDepth bounds $ref chains and nesting, so a cyclic schema cannot
@@ -16,32 +19,43 @@ const maxSchemaDepth = 32
 // schemaDoc is one JSON Schema document, decoded. $ref is followed only
 // within the document ("#/$defs/item", "#/definitions/item").
 type schemaDoc struct {
-	root any
+	root  any
+	runes int // code points of the document's text
+
+	// nodes keeps the node of each subschema (a map of the document)
+	// once folded, with what the filler derives from it: every request
+	// with the same schema walks the same subschemas.
+	nodes     sync.Map // unsafe.Pointer of the map -> *nodeEntry
+	nodeCount atomic.Int64
+
+	// fills keeps the honest record of each recent message text (filler.fill
+	// depends on the schema and the text only): a message is extracted, then
+	// repaired or redelivered, and a benchmark repeats texts. The records
+	// are shared: whoever changes one copies it first (deepCopy).
+	fills clearingCache[any]
+}
+
+// maxCachedFills bounds schemaDoc.fills, in message texts.
+const maxCachedFills = 4096
+
+// maxCachedNodes bounds schemaDoc.nodes; the subschemas past it are
+// folded on every use.
+const maxCachedNodes = 4096
+
+// nodeEntry is a cached node with the map it was folded from, which it
+// keeps alive so the map's address names only it.
+type nodeEntry struct {
+	src map[string]any
+	n   node
 }
 
 // schemaCache keeps parsed schemas: clients send the same schema with every
 // request. A schemaDoc is never changed after parsing.
-var (
-	schemaCache sync.Map // string -> *schemaDoc
-	schemaCount atomic.Int64
-)
+var schemaCache = clearingCache[*schemaDoc]{max: 256}
 
 // parseSchemaCached is parseSchema with the cache.
 func parseSchemaCached(raw []byte) (*schemaDoc, error) {
-	key := string(raw)
-	if v, ok := schemaCache.Load(key); ok {
-		return v.(*schemaDoc), nil
-	}
-	d, err := parseSchema(raw)
-	if err != nil {
-		return nil, err
-	}
-	if schemaCount.Add(1) > 256 {
-		schemaCache.Clear()
-		schemaCount.Store(0)
-	}
-	schemaCache.Store(key, d)
-	return d, nil
+	return schemaCache.get(string(raw), func(s string) (*schemaDoc, error) { return parseSchema([]byte(s)) })
 }
 
 func parseSchema(raw []byte) (*schemaDoc, error) {
@@ -49,23 +63,56 @@ func parseSchema(raw []byte) (*schemaDoc, error) {
 	if err := json.Unmarshal(raw, &root); err != nil {
 		return nil, err
 	}
-	return &schemaDoc{root: root}, nil
+	return &schemaDoc{root: root, runes: utf8.RuneCount(raw), fills: clearingCache[any]{max: maxCachedFills}}, nil
 }
 
 // node is a schema with $ref resolved and anyOf / oneOf / allOf folded into
 // one map. types holds the non-null JSON types it allows (inferred when
-// "type" is absent); nullable reports whether null is allowed.
+// "type" is absent); nullable reports whether null is allowed. x holds
+// what the filler derives from m; it is nil for a node not made by
+// schemaDoc.node, whose methods then derive it each time. A node is
+// shared between requests: nothing may change m or x.
 type node struct {
 	m        map[string]any
 	types    []string
 	nullable bool
+	x        *nodeExtra
 }
 
-// node folds schema s into a node.
+// node folds schema s into a node. The node of a subschema of the
+// document is folded once and then shared.
 func (d *schemaDoc) node(s any) node {
+	sm, ok := s.(map[string]any)
+	if !ok || sm == nil {
+		return d.foldNode(s)
+	}
+	key := mapKey(sm)
+	if v, ok := d.nodes.Load(key); ok {
+		return v.(*nodeEntry).n
+	}
+	n := d.foldNode(s)
+	if d.nodeCount.Load() >= maxCachedNodes {
+		return n
+	}
+	v, loaded := d.nodes.LoadOrStore(key, &nodeEntry{src: sm, n: n})
+	if !loaded {
+		d.nodeCount.Add(1)
+	}
+	return v.(*nodeEntry).n
+}
+
+// mapKey returns m's address (a map is a pointer), which names m while m
+// lives.
+func mapKey(m map[string]any) unsafe.Pointer {
+	return reflect.ValueOf(m).UnsafePointer()
+}
+
+// foldNode folds schema s into a new node.
+func (d *schemaDoc) foldNode(s any) node {
 	m := d.fold(s, 0)
 	n := node{m: m, nullable: nullableOf(m)}
 	n.types = typesOf(m)
+	n.x = deriveExtra(n)
 	return n
 }
 
@@ -113,14 +160,15 @@ func (d *schemaDoc) fold(s any, depth int) map[string]any {
 }
 
 // mergeInto copies src's keys into dst; properties and required are
-// unioned.
+// unioned into new values, as dst's may be the document's own.
 func mergeInto(dst, src map[string]any) {
 	for k, v := range src {
 		switch k {
 		case "properties":
-			p, _ := dst[k].(map[string]any)
-			if p == nil {
-				p = map[string]any{}
+			dp, _ := dst[k].(map[string]any)
+			p := make(map[string]any, len(dp))
+			for name, s := range dp {
+				p[name] = s
 			}
 			sp, _ := v.(map[string]any)
 			for name, s := range sp {
@@ -280,8 +328,15 @@ func jsonType(v any) string {
 }
 
 // properties returns the object node's property names, sorted, and its
-// required set.
+// required set. The caller must not change them.
 func (n node) properties() ([]string, map[string]any, map[string]bool) {
+	if n.x != nil {
+		return n.x.names, n.x.props, n.x.req
+	}
+	return n.deriveProperties()
+}
+
+func (n node) deriveProperties() ([]string, map[string]any, map[string]bool) {
 	props, _ := n.m["properties"].(map[string]any)
 	names := make([]string, 0, len(props))
 	for k := range props {

@@ -1,7 +1,6 @@
 package llmsim
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -43,6 +42,7 @@ type Server struct {
 	re     regexCache
 	calls  atomic.Int64
 	tries  tries
+	known  knownSchemas
 	limit  limiter
 	outage outageState
 	stats  counters
@@ -172,11 +172,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, rec *callRecord) {
 		return
 	}
 	var req chatRequest
-	if err := json.NewDecoder(bytes.NewReader(body)).Decode(&req); err != nil {
+	if err := s.known.decodeRequest(body, &req); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_json", "",
 			"request body is not valid JSON: "+err.Error())
 		return
 	}
+	req.keepTexts()
 	tg, conv, err := checkRequest(&req)
 	var br *badRequest
 	if errors.As(err, &br) {
@@ -217,7 +218,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, rec *callRecord) {
 		writeServerError(w)
 		return
 	}
-	promptTok := estimateTokens(promptText(req, tg))
+	promptTok := promptTokens(&req, tg, sd)
 	charged := promptTok + cmp.Or(req.MaxCompletionTokens, req.MaxTokens)
 	ld := s.limit.take(time.Now(), charged)
 	ld.setHeaders(h)
@@ -439,18 +440,25 @@ func estimateTokens(s string) int {
 	return (utf8.RuneCountInString(s) + 3) / 4
 }
 
-// promptText is what the prompt estimate counts: every message's text and
-// tool call arguments, and the schema.
-func promptText(req chatRequest, tg target) string {
-	var b strings.Builder
+// promptTokens is the prompt estimate: estimateTokens of every message's
+// text and tool call arguments, and the schema (parsed as sd, nil for
+// none), one after the other. The code points are counted piece by
+// piece, which is the count of the whole: every piece but the schema is
+// decoded JSON text, valid UTF-8, and the schema comes last.
+func promptTokens(req *chatRequest, tg target, sd *schemaDoc) int {
+	n := 0
 	for _, m := range req.Messages {
-		b.WriteString(m.text())
+		n += utf8.RuneCountInString(m.text())
 		for _, tc := range m.ToolCalls {
-			b.WriteString(tc.Function.Arguments)
+			n += utf8.RuneCountInString(tc.Function.Arguments)
 		}
 	}
-	b.Write(tg.schema)
-	return b.String()
+	if sd != nil {
+		n += sd.runes
+	} else {
+		n += utf8.RuneCount(tg.schema)
+	}
+	return (n + 3) / 4
 }
 
 func hashHex(s string) string {

@@ -26,11 +26,29 @@ type chatMessage struct {
 	Content    json.RawMessage `json:"content,omitempty"`
 	ToolCalls  []toolCall      `json:"tool_calls,omitempty"`
 	ToolCallID string          `json:"tool_call_id,omitempty"`
+
+	// decoded holds decodeText's answer once keepTexts has run.
+	decoded *string
+}
+
+// keepTexts decodes the text of every message once, for text.
+func (r *chatRequest) keepTexts() {
+	for i := range r.Messages {
+		t := r.Messages[i].decodeText()
+		r.Messages[i].decoded = &t
+	}
 }
 
 // text returns the message's text: the content string, or the text parts of
 // a multi-part content joined by newlines.
 func (m chatMessage) text() string {
+	if m.decoded != nil {
+		return *m.decoded
+	}
+	return m.decodeText()
+}
+
+func (m chatMessage) decodeText() string {
 	if len(m.Content) == 0 {
 		return ""
 	}

@@ -16,6 +16,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -28,6 +29,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/extractq/extractq/config"
+	"github.com/extractq/extractq/internal/app"
 	"github.com/extractq/extractq/llmsim"
 )
 
@@ -36,12 +38,13 @@ func main() {
 	addr := flag.String("addr", "", "listen address (default: simulator.addr)")
 	seed := flag.Int64("seed", 0, "fault seed (default: simulator.seed)")
 	pprofAddr := flag.String("pprof-addr", "", "serve Go's profiles on /debug/pprof/ at this address (default: off)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile to this file until the simulator stops (go tool pprof)")
 	flag.Parse()
 	if *pprofAddr != "" {
 		go func() { _ = http.ListenAndServe(*pprofAddr, nil) }() // DefaultServeMux has net/http/pprof
 	}
 
-	log, err := zap.NewProduction()
+	log, err := app.NewLogger("llmsim", cmp.Or(os.Getenv("LOG_LEVEL"), "info"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "llmsim:", err)
 		os.Exit(1)
@@ -73,9 +76,17 @@ func main() {
 		zap.Duration("retry_after", sim.RetryAfter), zap.Int("requests_per_minute", sim.RequestsPerMinute),
 		zap.Int("tokens_per_minute", sim.TokensPerMinute))
 
+	stopProfile, err := app.StartCPUProfile(*cpuProfile)
+	if err != nil {
+		log.Fatal("starting the CPU profile", zap.Error(err))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := llmsim.New(sim, log).ListenAndServe(ctx, sim.Addr); err != nil {
+	err = llmsim.New(sim, log).ListenAndServe(ctx, sim.Addr)
+	if perr := stopProfile(); perr != nil {
+		log.Error("writing the CPU profile", zap.Error(perr))
+	}
+	if err != nil {
 		log.Fatal("llmsim", zap.Error(err))
 	}
 }
