@@ -24,8 +24,11 @@ func (p Price) Cost(prompt, cached, completion int) float64 {
 // four bytes, rounded up, the rule of thumb OpenAI documents for English
 // ("a token is about 4 characters"). It needs no tokenizer download; it
 // over-counts dense JSON slightly, which keeps budget checks conservative.
-func EstimateTokens(s string) int {
-	return int(math.Ceil(float64(len(s)) / 4))
+func EstimateTokens(s string) int { return estimateBytes(len(s)) }
+
+// estimateBytes is EstimateTokens of a text of n bytes.
+func estimateBytes(n int) int {
+	return int(math.Ceil(float64(n) / 4))
 }
 
 // Budget bounds one message run over all its calls. A zero field means no

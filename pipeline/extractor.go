@@ -220,12 +220,13 @@ func (e *Extractor) Process(ctx context.Context, in Input) (*Result, error) {
 	if err != nil {
 		return res, err
 	}
-	inst, errs, stripped := e.check(resp, in)
+	text := &runText{text: in.Text}
+	inst, errs, stripped, ev := e.check(resp, in, text)
 	call.Errors, call.Stripped = errs, stripped
 	res.Calls = append(res.Calls, call)
 	res.LastReply = call.Reply
 	if len(errs) == 0 {
-		return succeed(res, OutcomeSucceeded, inst, in), nil
+		return succeed(res, OutcomeSucceeded, inst, ev), nil
 	}
 	if !errs.Repairable() {
 		return fail(res, errs), nil
@@ -247,17 +248,18 @@ func (e *Extractor) Process(ctx context.Context, in Input) (*Result, error) {
 	}
 	var inst2 any
 	var errs2 ErrorList
+	var ev2 []Evidence
 	if in.Repair == RepairPatch {
-		inst2, errs2, res.Patch = e.checkPatch(resp2, inst, errs, in)
+		inst2, errs2, res.Patch, ev2 = e.checkPatch(resp2, inst, errs, in, text)
 		call2.Patch = res.Patch
 	} else {
-		inst2, errs2, call2.Stripped = e.check(resp2, in)
+		inst2, errs2, call2.Stripped, ev2 = e.check(resp2, in, text)
 	}
 	call2.Errors = errs2
 	res.Calls = append(res.Calls, call2)
 	res.LastReply = call2.Reply
 	if len(errs2) == 0 {
-		return succeed(res, OutcomeRepaired, inst2, in), nil
+		return succeed(res, OutcomeRepaired, inst2, ev2), nil
 	}
 	return fail(res, errs2), nil
 }
@@ -269,12 +271,13 @@ func fail(res *Result, errs ErrorList) *Result {
 	return res
 }
 
-func succeed(res *Result, outcome string, inst any, in Input) *Result {
+// succeed records a validated instance with ev, the evidence its
+// validation found.
+func succeed(res *Result, outcome string, inst any, ev []Evidence) *Result {
 	b, err := json.Marshal(inst)
 	if err != nil {
 		return fail(res, ErrorList{{Kind: KindParse, Message: "record cannot be encoded as JSON"}})
 	}
-	_, ev := in.Schema.Ground(inst, in.Text)
 	res.Outcome = outcome
 	res.Data = b
 	res.Evidence = ev
@@ -290,7 +293,7 @@ func checkInput(text string) ErrorList {
 }
 
 func (e *Extractor) estimate(msgs []openai.ChatCompletionMessage, s *Schema) int {
-	n := EstimateTokens(string(s.ModelSchema())) + 8
+	n := estimateBytes(len(s.ModelSchema())) + 8
 	for _, m := range msgs {
 		n += EstimateTokens(m.Content) + 4
 		for _, tc := range m.ToolCalls {
@@ -426,26 +429,27 @@ func (e *TransportError) Retryable() bool {
 }
 
 // check classifies a reply and validates it. It returns the instance, the
-// error list (empty when valid) and what the parser stripped.
-func (e *Extractor) check(resp openai.ChatCompletionResponse, in Input) (any, ErrorList, string) {
+// error list (empty when valid), what the parser stripped and the
+// evidence of the grounded values found.
+func (e *Extractor) check(resp openai.ChatCompletionResponse, in Input, text *runText) (any, ErrorList, string, []Evidence) {
 	content, errs := e.replyContent(resp)
 	if len(errs) > 0 {
-		return nil, errs, ""
+		return nil, errs, "", nil
 	}
 	rep, errs := ParseReply(content)
 	if len(errs) > 0 {
-		return nil, errs, ""
+		return nil, errs, "", nil
 	}
 	if HasLoneSurrogate(content) {
 		return nil, ErrorList{{Kind: KindRule, Keyword: "surrogate",
-			Message: "reply holds a lone UTF-16 surrogate escape (\\ud800-\\udfff); no text can hold one"}}, rep.Stripped
+			Message: "reply holds a lone UTF-16 surrogate escape (\\ud800-\\udfff); no text can hold one"}}, rep.Stripped, nil
 	}
 	inst := any(rep.Object)
 	verrs := checkStrings(inst, "")
-	serrs, _ := in.Schema.Validate(inst, in.Text)
+	serrs, ev := in.Schema.validate(inst, text)
 	verrs = append(verrs, serrs...)
 	verrs.Sort()
-	return inst, verrs, rep.Stripped
+	return inst, verrs, rep.Stripped, ev
 }
 
 // replyContent returns the JSON text of a reply, or the error that stops
@@ -496,6 +500,35 @@ func CheckStrings(v any, path string) ErrorList { return checkStrings(v, path) }
 // characters. (Lone surrogate escapes are already replaced by U+FFFD when
 // decoding, as encoding/json does.)
 func checkStrings(v any, path string) ErrorList {
+	if !hasNUL(v) {
+		return nil
+	}
+	return nulErrors(v, path)
+}
+
+// hasNUL reports whether a string or key in v holds a NUL character.
+func hasNUL(v any) bool {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, c := range t {
+			if strings.IndexByte(k, 0) >= 0 || hasNUL(c) {
+				return true
+			}
+		}
+	case []any:
+		for _, c := range t {
+			if hasNUL(c) {
+				return true
+			}
+		}
+	case string:
+		return strings.IndexByte(t, 0) >= 0
+	}
+	return false
+}
+
+// nulErrors is checkStrings for a value that holds a NUL.
+func nulErrors(v any, path string) ErrorList {
 	var out ErrorList
 	switch t := v.(type) {
 	case map[string]any:
@@ -504,11 +537,11 @@ func checkStrings(v any, path string) ErrorList {
 			if strings.ContainsRune(k, 0) {
 				out = append(out, Error{Kind: KindRule, Path: p, Keyword: "nul", Message: "key holds a NUL character"})
 			}
-			out = append(out, checkStrings(c, p)...)
+			out = append(out, nulErrors(c, p)...)
 		}
 	case []any:
 		for i, c := range t {
-			out = append(out, checkStrings(c, path+"/"+itoa(i))...)
+			out = append(out, nulErrors(c, path+"/"+itoa(i))...)
 		}
 	case string:
 		if strings.ContainsRune(t, 0) {

@@ -1,10 +1,13 @@
 package pipeline
 
 import (
+	"bytes"
 	"encoding/json"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Evidence locates a grounded value in the message text. Start and End are
@@ -29,7 +32,12 @@ type Evidence struct {
 // It returns one KindRule error (keyword "grounded") per value not found,
 // whose message names no value, and the evidence of every value found.
 func (s *Schema) Ground(instance any, text string) (ErrorList, []Evidence) {
-	g := grounder{doc: s.doc, text: newNormText(text)}
+	return s.ground(instance, &runText{text: text})
+}
+
+// ground is Ground over a text normalised on first use.
+func (s *Schema) ground(instance any, text *runText) (ErrorList, []Evidence) {
+	g := grounder{doc: s.doc, text: text}
 	g.walk(s.doc, instance, "", false, 0)
 	sort.Slice(g.evidence, func(i, j int) bool { return g.evidence[i].Path < g.evidence[j].Path })
 	return g.errs, g.evidence
@@ -37,49 +45,79 @@ func (s *Schema) Ground(instance any, text string) (ErrorList, []Evidence) {
 
 type grounder struct {
 	doc      map[string]any
-	text     normText
+	text     *runText
 	errs     ErrorList
 	evidence []Evidence
 }
 
-func (g *grounder) walk(schema any, inst any, path string, grounded bool, depth int) {
-	if depth > 64 {
-		return
-	}
-	sm, _ := schema.(map[string]any)
-	if ref, ok := sm["$ref"].(string); ok && strings.HasPrefix(ref, "#") {
-		if target, ok := resolvePointer(g.doc, ref[1:]); ok {
-			g.walk(target, inst, path, grounded || isTrue(sm["x-grounded"]), depth+1)
-			return
+// resolve follows $ref from schema and returns the schema node that
+// describes the value, whether the value is grounded, and the depth
+// reached; false past the depth limit.
+func (g *grounder) resolve(schema any, grounded bool, depth int) (map[string]any, bool, int, bool) {
+	for {
+		if depth > 64 {
+			return nil, false, depth, false
 		}
+		sm, _ := schema.(map[string]any)
+		if ref, ok := sm["$ref"].(string); ok && strings.HasPrefix(ref, "#") {
+			if target, ok := resolvePointer(g.doc, ref[1:]); ok {
+				grounded = grounded || isTrue(sm["x-grounded"])
+				schema, depth = target, depth+1
+				continue
+			}
+		}
+		return sm, grounded || isTrue(sm["x-grounded"]), depth, true
 	}
-	if isTrue(sm["x-grounded"]) {
-		grounded = true
+}
+
+func (g *grounder) walk(schema any, inst any, path string, grounded bool, depth int) {
+	sm, grounded, depth, ok := g.resolve(schema, grounded, depth)
+	if !ok {
+		return
 	}
 	switch v := inst.(type) {
 	case map[string]any:
 		props, _ := sm["properties"].(map[string]any)
 		for k, child := range v {
-			g.walk(props[k], child, path+"/"+escapeToken(k), grounded, depth+1)
+			g.child(props[k], child, path, escapeToken(k), grounded, depth+1)
 		}
 	case []any:
 		items := sm["items"]
 		for i, child := range v {
-			g.walk(items, child, path+"/"+itoa(i), grounded, depth+1)
+			g.child(items, child, path, strconv.Itoa(i), grounded, depth+1)
 		}
-	case string:
-		if grounded {
-			g.check(path, v)
-		}
-	case json.Number:
-		if grounded {
-			g.check(path, v.String())
+	default:
+		g.scalar(inst, path, grounded)
+	}
+}
+
+// child walks the value at path+"/"+tok, building that path only for a
+// value that needs it: a container, or a grounded string or number.
+func (g *grounder) child(schema any, inst any, path, tok string, grounded bool, depth int) {
+	switch inst.(type) {
+	case map[string]any, []any:
+		g.walk(schema, inst, path+"/"+tok, grounded, depth)
+	case string, json.Number:
+		if _, grounded, _, ok := g.resolve(schema, grounded, depth); ok && grounded {
+			g.scalar(inst, path+"/"+tok, true)
 		}
 	}
 }
 
+func (g *grounder) scalar(inst any, path string, grounded bool) {
+	if !grounded {
+		return
+	}
+	switch v := inst.(type) {
+	case string:
+		g.check(path, v)
+	case json.Number:
+		g.check(path, v.String())
+	}
+}
+
 func (g *grounder) check(path, value string) {
-	start, end, ok := g.text.find(value)
+	start, end, ok := g.text.normalized().find(value)
 	if !ok {
 		g.errs = append(g.errs, Error{Kind: KindRule, Path: path, Keyword: "grounded",
 			Message: "value does not appear in the message; copy it exactly or use null"})
@@ -88,23 +126,58 @@ func (g *grounder) check(path, value string) {
 	g.evidence = append(g.evidence, Evidence{Path: path, Start: start, End: end})
 }
 
-func isTrue(v any) bool { b, _ := v.(bool); return b }
-
-func itoa(i int) string {
-	b, _ := json.Marshal(i)
-	return string(b)
+// runText is a message text, normalised for grounding on first use and
+// then shared by every validation of a run.
+type runText struct {
+	text string
+	norm *normText
 }
 
+func (t *runText) normalized() *normText {
+	if t.norm == nil {
+		nt := newNormText(t.text)
+		t.norm = &nt
+	}
+	return t.norm
+}
+
+func isTrue(v any) bool { b, _ := v.(bool); return b }
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
 // normText is a text reduced to lower-case letters and digits, with the
-// code-point offset of each kept rune in the original.
+// code-point offset of each kept rune in the original. An ASCII text is
+// kept as bytes, where code-point offsets are byte offsets; any other
+// as runes.
 type normText struct {
-	orig  []rune
-	norm  []rune
-	index []int
+	ascii bool
+	text  string // the original, for an ASCII text
+	normA []byte // the normal form of an ASCII text
+	orig  []rune // the original's code points, for a non-ASCII text
+	norm  []rune // the normal form of a non-ASCII text
+	index []int  // code-point offset in the original of each normal rune
 }
 
 func newNormText(s string) normText {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return newNormRunes(s)
+		}
+	}
+	t := normText{ascii: true, text: s, normA: make([]byte, 0, len(s)), index: make([]int, 0, len(s))}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; keepASCII(c) {
+			t.normA = append(t.normA, lowerASCII(c))
+			t.index = append(t.index, i)
+		}
+	}
+	return t
+}
+
+func newNormRunes(s string) normText {
 	t := normText{orig: []rune(s)}
+	t.norm = make([]rune, 0, len(t.orig))
+	t.index = make([]int, 0, len(t.orig))
 	for i, r := range t.orig {
 		if keepRune(r) {
 			t.norm = append(t.norm, unicode.ToLower(r))
@@ -116,9 +189,41 @@ func newNormText(s string) normText {
 
 func keepRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
 
+// keepASCII is keepRune for an ASCII byte.
+func keepASCII(c byte) bool {
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+}
+
+// lowerASCII is unicode.ToLower for an ASCII byte.
+func lowerASCII(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
 // Normalize returns s as the grounding rule compares it: lower-case letters
 // and digits only.
 func Normalize(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return normalizeRunes(s)
+		}
+	}
+	return string(normalizeASCII(s))
+}
+
+func normalizeASCII(s string) []byte {
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; keepASCII(c) {
+			b = append(b, lowerASCII(c))
+		}
+	}
+	return b
+}
+
+func normalizeRunes(s string) string {
 	var b strings.Builder
 	for _, r := range s {
 		if keepRune(r) {
@@ -130,8 +235,49 @@ func Normalize(s string) string {
 
 // find returns the code-point span in the original text of the first
 // word-bounded occurrence of value's normal form.
-func (t normText) find(value string) (int, int, bool) {
-	needle := []rune(Normalize(value))
+func (t *normText) find(value string) (int, int, bool) {
+	if t.ascii {
+		return t.findASCII(value)
+	}
+	return t.findRunes([]rune(Normalize(value)))
+}
+
+// findASCII is find in an ASCII text. A value whose normal form is not
+// ASCII cannot occur in it.
+func (t *normText) findASCII(value string) (int, int, bool) {
+	var needle []byte
+	if isASCII(value) {
+		needle = normalizeASCII(value)
+	} else {
+		n := normalizeRunes(value)
+		if !isASCII(n) {
+			return 0, 0, false
+		}
+		needle = []byte(n)
+	}
+	if len(needle) == 0 || len(needle) > len(t.normA) {
+		return 0, 0, false
+	}
+	for from := 0; ; {
+		j := bytes.Index(t.normA[from:], needle)
+		if j < 0 {
+			return 0, 0, false
+		}
+		i := from + j
+		from = i + 1
+		start := t.index[i]
+		end := t.index[i+len(needle)-1] + 1
+		if start > 0 && keepASCII(t.text[start-1]) {
+			continue
+		}
+		if end < len(t.text) && keepASCII(t.text[end]) {
+			continue
+		}
+		return start, end, true
+	}
+}
+
+func (t *normText) findRunes(needle []rune) (int, int, bool) {
 	if len(needle) == 0 || len(needle) > len(t.norm) {
 		return 0, 0, false
 	}
@@ -150,6 +296,15 @@ func (t normText) find(value string) (int, int, bool) {
 		return start, end, true
 	}
 	return 0, 0, false
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 func runesEqual(a, b []rune) bool {

@@ -1,6 +1,11 @@
 package pipeline
 
-import "testing"
+import (
+	"slices"
+	"strings"
+	"testing"
+	"unicode"
+)
 
 func TestGround(t *testing.T) {
 	t.Parallel()
@@ -57,4 +62,157 @@ func TestNormalize(t *testing.T) {
 	if got := Normalize(" AB-123 45 "); got != "ab12345" {
 		t.Fatalf("got %q", got)
 	}
+}
+
+// refNormalize and refFind are the grounding rule written plainly, over
+// runes: the reference the optimised normalisation and search are checked
+// against.
+func refNormalize(s string) []rune {
+	var out []rune
+	for _, r := range s {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			out = append(out, unicode.ToLower(r))
+		}
+	}
+	return out
+}
+
+// refText is a text as refFind searches it.
+type refText struct {
+	orig  []rune
+	norm  []rune
+	index []int
+}
+
+func refKeep(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+
+func newRefText(text string) refText {
+	t := refText{orig: []rune(text)}
+	for i, r := range t.orig {
+		if refKeep(r) {
+			t.norm = append(t.norm, unicode.ToLower(r))
+			t.index = append(t.index, i)
+		}
+	}
+	return t
+}
+
+func (t refText) find(value string) (int, int, bool) {
+	needle := refNormalize(value)
+	if len(needle) == 0 {
+		return 0, 0, false
+	}
+	for i := 0; i+len(needle) <= len(t.norm); i++ {
+		if !slices.Equal(t.norm[i:i+len(needle)], needle) {
+			continue
+		}
+		start, end := t.index[i], t.index[i+len(needle)-1]+1
+		if start > 0 && refKeep(t.orig[start-1]) {
+			continue
+		}
+		if end < len(t.orig) && refKeep(t.orig[end]) {
+			continue
+		}
+		return start, end, true
+	}
+	return 0, 0, false
+}
+
+// checkFind compares Normalize and the search with the reference for
+// every value in text, and returns how many values were found.
+func checkFind(t *testing.T, text string, values []string) int {
+	t.Helper()
+	nt := newNormText(text)
+	ref := newRefText(text)
+	found := 0
+	for _, v := range values {
+		if got, want := Normalize(v), string(refNormalize(v)); got != want {
+			t.Fatalf("Normalize(%q) = %q, want %q", v, got, want)
+		}
+		s, e, ok := nt.find(v)
+		ws, we, wok := ref.find(v)
+		if s != ws || e != we || ok != wok {
+			t.Fatalf("find(%q) in %q = %d,%d,%v; reference %d,%d,%v", v, text, s, e, ok, ws, we, wok)
+		}
+		if ok {
+			found++
+		}
+	}
+	return found
+}
+
+// sampleValues returns every string in a ground-truth value.
+func sampleValues(v any) []string {
+	switch t := v.(type) {
+	case string:
+		return []string{t}
+	case []any:
+		var out []string
+		for _, c := range t {
+			out = append(out, sampleValues(c)...)
+		}
+		return out
+	case map[string]any:
+		var out []string
+		for _, c := range t {
+			out = append(out, sampleValues(c)...)
+		}
+		return out
+	}
+	return nil
+}
+
+// TestFindMatchesReference checks the grounding search against refFind on
+// the whole ABCD sample: every message with every value of its ground
+// truth and of the previous message's, every word of the message and
+// pieces of it, and the sample's texts and values with non-ASCII
+// characters put in.
+func TestFindMatchesReference(t *testing.T) {
+	t.Parallel()
+	msgs := loadSample(t)
+	nonASCII := []string{"é", "Ü", "\u212a", "\u0130", "ß", "ﬁ", "１２", "😀", "Ω", "ǅ", "\u0301", "\u00a0", "Ⅻ", "ℌ"}
+	var prev []string
+	var counts [3]int
+	for i, m := range msgs {
+		values := sampleValues(m.Expected)
+		cur := values
+		values = append(values, prev...)
+		prev = cur
+		words := strings.Fields(m.Text)
+		values = append(values, words...)
+		for j := 0; j+2 <= len(words); j += 3 {
+			values = append(values, words[j]+" "+words[j+1], strings.ToUpper(words[j]))
+		}
+		for j := 0; j+8 <= len(m.Text); j += 37 {
+			values = append(values, m.Text[j:j+8])
+		}
+		for _, x := range nonASCII {
+			values = append(values, x, "Chloe"+x+"Zhang", x+"silver", strings.ReplaceAll(strings.ReplaceAll(m.Text[:min(len(m.Text), 30)], "k", x), "i", x))
+		}
+		counts[0] += len(values)
+		counts[1] += checkFind(t, m.Text, values)
+
+		// The same message with non-ASCII characters: the rune path.
+		x := nonASCII[i%len(nonASCII)]
+		text := strings.Replace(m.Text, " ", " "+x, 3)
+		text = strings.ReplaceAll(text, "K", "\u212a")
+		counts[2] += checkFind(t, text, values)
+		counts[2] += checkFind(t, x+m.Text+x, values)
+	}
+	t.Logf("%d values a message; found %d in the texts, %d in the non-ASCII texts", counts[0]/len(msgs), counts[1], counts[2])
+	if counts[1] < len(msgs) || counts[2] < len(msgs) {
+		t.Fatalf("too few matches: %v", counts)
+	}
+}
+
+func FuzzFind(f *testing.F) {
+	f.Add("order 4821300017 please", "4821300017")
+	f.Add("😀é order 4821300017", "4821300017")
+	f.Add("call (720) 986-4183 now", "720-986-4183")
+	f.Add("\u212aim and KIM", "kim")
+	f.Add("İstanbul", "i\u0307stanbul")
+	f.Add("bad \xff utf8", "\xff")
+	f.Fuzz(func(t *testing.T, text, value string) {
+		checkFind(t, text, []string{value})
+	})
 }

@@ -30,6 +30,24 @@ func (e *DuplicateKeyError) Error() string { return "duplicate key at " + e.Path
 // object is a *DuplicateKeyError, nesting deeper than MaxJSONDepth is an
 // error, and anything but white space after the value is an error.
 func DecodeStrict(b []byte) (any, error) {
+	if v, ok := decodeFast(string(b)); ok {
+		return v, nil
+	}
+	return decodeTokens(b)
+}
+
+// decodeStrictString is DecodeStrict of a string.
+func decodeStrictString(s string) (any, error) {
+	if v, ok := decodeFast(s); ok {
+		return v, nil
+	}
+	return decodeTokens([]byte(s))
+}
+
+// decodeTokens is DecodeStrict on encoding/json's token stream. It is the
+// reference: decodeFast only speeds up the documents it accepts, and
+// every error comes from here.
+func decodeTokens(b []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	v, err := decodeValue(dec, "", 0)
@@ -134,7 +152,7 @@ func ParseReply(content string) (Reply, ErrorList) {
 	if trimmed == "" {
 		return Reply{}, ErrorList{{Kind: KindParse, Message: "reply is empty; return one JSON object"}}
 	}
-	v, err := DecodeStrict([]byte(trimmed))
+	v, err := decodeStrictString(trimmed)
 	if err == nil {
 		if m, ok := v.(map[string]any); ok {
 			return Reply{Object: m}, nil
@@ -225,7 +243,7 @@ func scanObjects(s string) ([]map[string]any, string, *DuplicateKeyError) {
 			outside.WriteString(s[i:])
 			break
 		}
-		v, err := DecodeStrict([]byte(s[i : end+1]))
+		v, err := decodeStrictString(s[i : end+1])
 		if m, ok := v.(map[string]any); err == nil && ok {
 			objs = append(objs, m)
 			i = end + 1

@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"encoding/json"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -100,4 +102,61 @@ func TestHasLoneSurrogate(t *testing.T) {
 			t.Errorf("%s: %v, want %v", s, got, want)
 		}
 	}
+}
+
+// decodeCases are JSON texts at the edges of the grammar and of
+// DecodeStrict's limits.
+func decodeCases() []string {
+	deep := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	deepObj := func(n int) string { return strings.Repeat(`{"a":`, n) + "1" + strings.Repeat("}", n) }
+	return []string{
+		`{}`, `[]`, ` {"a" : [1, -0, 1.5e+3, 0.1E-2, 2e5, true, false, null, "x\"y", "\u00e9", "é", "\ud83d\ude00", "\ud800", "\/", "a\\b"]} `,
+		`"plain"`, `12`, `-1.25`, `true`, `null`, "\t\r\n{\"a\":1}\n",
+		`{"a":1,"a":2}`, `{"a":1,"\u0061":2}`, `{"a":{"b":1,"b":1}}`, `[{"x":1},{"x":1,"x":2}]`, `{"a":1,"a":2,}`,
+		`[1,]`, `{"a":1,}`, `{,}`, `[,1]`, `01`, `-`, `-01`, `1.`, `.5`, `1e`, `1e+`, `+1`, `0x10`, `1.5.2`, `--1`,
+		"\"a\x01b\"", "\"tab\there\"", "\"\xff\xfe\"", "\xff", "\"ok\xc3\"", "\"\xed\xa0\x80\"", "\ufeff{}",
+		`{"a":1} x`, `{"a":1} {}`, `{"a":1}}`, `"abc`, `tru`, `nul`, `nulll`, `truex`, `[1 2]`, `{"a" 1}`, `{"a":}`, `{"a"}`,
+		`{1:2}`, `["a\x"]`, `"\u12"`, `"\u12G4"`, `"\`, `[`, `{`, `{"a":[}`, `[1]]`, ``, `   `,
+		deep(64), deep(65), deep(66), deep(200), deepObj(64), deepObj(65), deepObj(66),
+		`{"":1,"":2}`, `{"a/b~c":{"x":[0,{"y":1,"y":2}]}}`, `[1e400,12345678901234567890,-0.0]`,
+	}
+}
+
+// TestDecodeFastMatchesTokens checks that the fast decoder accepts exactly
+// what the token decoder accepts, with the same values, on edge cases and
+// on every reply of the ABCD sample.
+func TestDecodeFastMatchesTokens(t *testing.T) {
+	t.Parallel()
+	inputs := decodeCases()
+	for _, c := range sampleCases(t) {
+		inputs = append(inputs, c.first, c.repair)
+	}
+	for _, s := range inputs {
+		checkDecode(t, s)
+	}
+}
+
+func checkDecode(t *testing.T, s string) {
+	t.Helper()
+	fv, fok := decodeFast(s)
+	tv, terr := decodeTokens([]byte(s))
+	if fok != (terr == nil) {
+		t.Fatalf("%q: fast ok %v, token decoder error %v", s, fok, terr)
+	}
+	if fok && !reflect.DeepEqual(fv, tv) {
+		t.Fatalf("%q: fast %#v, token decoder %#v", s, fv, tv)
+	}
+	dv, derr := DecodeStrict([]byte(s))
+	if !reflect.DeepEqual(dv, tv) || fmt.Sprint(derr) != fmt.Sprint(terr) {
+		t.Fatalf("%q: DecodeStrict %#v %v, token decoder %#v %v", s, dv, derr, tv, terr)
+	}
+}
+
+func FuzzDecodeStrict(f *testing.F) {
+	for _, s := range decodeCases() {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		checkDecode(t, s)
+	})
 }

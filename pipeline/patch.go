@@ -158,12 +158,12 @@ func underFlagged(p string, flagged ErrorList) bool {
 }
 
 // checkPatch applies a patch-form repair reply to the first reply's
-// instance and validates the result. It returns the instance, the errors
-// and the applied patch.
-func (e *Extractor) checkPatch(resp openai.ChatCompletionResponse, prev any, flagged ErrorList, in Input) (any, ErrorList, json.RawMessage) {
+// instance and validates the result. It returns the instance, the errors,
+// the applied patch and the evidence of the grounded values found.
+func (e *Extractor) checkPatch(resp openai.ChatCompletionResponse, prev any, flagged ErrorList, in Input, text *runText) (any, ErrorList, json.RawMessage, []Evidence) {
 	content, errs := e.replyContent(resp)
 	if len(errs) > 0 {
-		return nil, errs, nil
+		return nil, errs, nil, nil
 	}
 	raw := strings.TrimSpace(content)
 	if m := fenceBlock.FindStringSubmatch(raw); m != nil {
@@ -171,11 +171,11 @@ func (e *Extractor) checkPatch(resp openai.ChatCompletionResponse, prev any, fla
 	}
 	inst, errs := ApplyRepairPatch(prev, []byte(raw), flagged)
 	if len(errs) > 0 {
-		return nil, errs, nil
+		return nil, errs, nil, nil
 	}
 	verrs := checkStrings(inst, "")
-	serrs, _ := in.Schema.Validate(inst, in.Text)
+	serrs, ev := in.Schema.validate(inst, text)
 	verrs = append(verrs, serrs...)
 	verrs.Sort()
-	return inst, verrs, json.RawMessage(raw)
+	return inst, verrs, json.RawMessage(raw), ev
 }

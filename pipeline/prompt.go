@@ -5,6 +5,7 @@ import (
 	"embed"
 	"fmt"
 	"strings"
+	"sync"
 	"text/template"
 )
 
@@ -20,6 +21,7 @@ const MaxRepairLines = 5
 type Prompt struct {
 	Version string
 	tmpl    *template.Template
+	system  *sync.Map // schema title -> rendered system turn
 }
 
 // LoadPrompt parses the embedded template file of version, such as
@@ -36,7 +38,7 @@ func LoadPrompt(version string) (*Prompt, error) {
 			return nil, fmt.Errorf("prompt %s: no %q template", version, name)
 		}
 	}
-	return &Prompt{Version: version, tmpl: t}, nil
+	return &Prompt{Version: version, tmpl: t, system: new(sync.Map)}, nil
 }
 
 type promptData struct {
@@ -54,9 +56,18 @@ func (p *Prompt) render(name string, d promptData) string {
 	return b.String()
 }
 
-// System returns the system turn.
+// System returns the system turn. It depends on the title only, so each
+// title's turn is rendered once.
 func (p *Prompt) System(schemaTitle string) string {
-	return p.render("system", promptData{SchemaTitle: schemaTitle})
+	if p.system == nil {
+		return p.render("system", promptData{SchemaTitle: schemaTitle})
+	}
+	if s, ok := p.system.Load(schemaTitle); ok {
+		return s.(string)
+	}
+	s := p.render("system", promptData{SchemaTitle: schemaTitle})
+	p.system.Store(schemaTitle, s)
+	return s
 }
 
 // User returns the extraction turn holding the customer text.

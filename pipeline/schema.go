@@ -132,9 +132,14 @@ func stripAnnotations(v any) any {
 // It returns the sorted error list (empty when valid) and, for a valid
 // instance, the evidence span of every grounded value.
 func (s *Schema) Validate(instance any, text string) (ErrorList, []Evidence) {
+	return s.validate(instance, &runText{text: text})
+}
+
+// validate is Validate over a text normalised for grounding on first use.
+func (s *Schema) validate(instance any, text *runText) (ErrorList, []Evidence) {
 	errs := s.validateSchema(instance)
 	errs = append(errs, s.checkKeyCase(s.doc, instance, "", 0)...)
-	gerrs, evidence := s.Ground(instance, text)
+	gerrs, evidence := s.ground(instance, text)
 	errs = append(errs, gerrs...)
 	errs.Sort()
 	return dedupe(errs), evidence
@@ -341,18 +346,30 @@ func (s *Schema) checkKeyCase(schema any, inst any, path string, depth int) Erro
 	case map[string]any:
 		props, _ := sm["properties"].(map[string]any)
 		for k, child := range v {
-			p := path + "/" + escapeToken(k)
 			if _, ok := props[k]; ok {
-				out = append(out, s.checkKeyCase(props[k], child, p, depth+1)...)
+				if isContainer(child) { // nothing else has keys to check
+					out = append(out, s.checkKeyCase(props[k], child, path+"/"+escapeToken(k), depth+1)...)
+				}
 			} else if twin := caseTwin(props, k); twin != "" {
-				out = append(out, Error{Kind: KindSchema, Path: p, Keyword: "property_case",
+				out = append(out, Error{Kind: KindSchema, Path: path + "/" + escapeToken(k), Keyword: "property_case",
 					Message: "key differs from property " + twin + " only by case; use " + twin})
 			}
 		}
 	case []any:
 		for i, child := range v {
-			out = append(out, s.checkKeyCase(sm["items"], child, path+"/"+itoa(i), depth+1)...)
+			if isContainer(child) {
+				out = append(out, s.checkKeyCase(sm["items"], child, path+"/"+itoa(i), depth+1)...)
+			}
 		}
 	}
 	return out
+}
+
+// isContainer reports whether v is a decoded JSON object or array.
+func isContainer(v any) bool {
+	switch v.(type) {
+	case map[string]any, []any:
+		return true
+	}
+	return false
 }
