@@ -32,18 +32,19 @@ func (s *Store) BatchInsert(ctx context.Context, db DBTX, p BatchInsertParams) e
 
 // BatchSummary is where a batch stands: counts over the latest run of
 // each of its messages (the runs whose batch is this one), and the LLM
-// calls of those runs.
+// calls of every run of the batch (re-runs and the runs they replaced
+// included: what the batch cost).
 type BatchSummary struct {
-	BatchID          string  `db:"batch_id"`
-	Messages         int     `db:"messages"`  // messages with a run in the batch
-	Queued           int     `db:"queued"`    // latest run still queued
-	Succeeded        int     `db:"succeeded"` // valid at the first pass
-	Repaired         int     `db:"repaired"`  // valid after the one repair
-	Failed           int     `db:"failed"`    // sent to triage
-	LLMCalls         int     `db:"llm_calls"`
-	PromptTokens     int     `db:"prompt_tokens"`
-	CompletionTokens int     `db:"completion_tokens"`
-	CostUSD          float64 `db:"cost_usd"` // US dollars
+	BatchID          string  `db:"batch_id" json:"batch_id"`
+	Messages         int     `db:"messages" json:"messages"`   // messages with a run in the batch
+	Queued           int     `db:"queued" json:"queued"`       // latest run still queued
+	Succeeded        int     `db:"succeeded" json:"succeeded"` // valid at the first pass
+	Repaired         int     `db:"repaired" json:"repaired"`   // valid after the one repair
+	Failed           int     `db:"failed" json:"failed"`       // sent to triage
+	LLMCalls         int     `db:"llm_calls" json:"llm_calls"`
+	PromptTokens     int     `db:"prompt_tokens" json:"prompt_tokens"`
+	CompletionTokens int     `db:"completion_tokens" json:"completion_tokens"`
+	CostUSD          float64 `db:"cost_usd" json:"cost_usd"` // US dollars
 }
 
 // Done reports whether every message of the batch has a final state for
@@ -69,7 +70,8 @@ WITH latest AS (
            coalesce(sum(c.completion_tokens), 0) AS completion_tokens,
            coalesce(sum(c.cost_usd), 0)::float8  AS cost_usd
     FROM llm_calls c
-    JOIN latest l ON l.message_id = c.message_id AND l.run_no = c.run_no
+    JOIN runs r ON r.message_id = c.message_id AND r.run_no = c.run_no
+    WHERE r.batch_id = $1
 )
 SELECT b.id AS batch_id, counts.*, calls.*
 FROM batches b, counts, calls

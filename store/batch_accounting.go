@@ -5,23 +5,27 @@ import (
 	"fmt"
 )
 
-// BatchAccounting is what the repair did for a batch, derived from the
-// stored calls of the latest run of each of its messages.
+// BatchAccounting is what the repair did for a batch. Outcomes
+// (FirstPassFailures, Repaired, Failed) are those of the latest run of
+// each of its messages; calls and costs count every run of the batch,
+// re-runs and the runs they replaced included, as BatchSummary does.
 type BatchAccounting struct {
-	Runs int
-	// FirstPassFailures counts runs whose first call did not validate, or
-	// that failed before any call.
-	FirstPassFailures int
-	// RepairCalls counts runs that made the one repair call.
-	RepairCalls int
-	// Repaired counts runs valid after the repair; Failed runs sent to
-	// triage.
-	Repaired, Failed int
+	Runs int `json:"runs"`
+	// FirstPassFailures counts latest runs whose first call did not
+	// validate, or that failed before any call.
+	FirstPassFailures int `json:"first_pass_failures"`
+	// RepairCalls counts the repair calls of every run of the batch.
+	RepairCalls int `json:"repair_calls"`
+	// Repaired counts latest runs valid after the repair; Failed latest
+	// runs sent to triage.
+	Repaired int `json:"repaired"`
+	Failed   int `json:"failed"`
 	// CostUSD is the batch's whole cost; RepairCostUSD the repair calls'.
-	CostUSD, RepairCostUSD float64
+	CostUSD       float64 `json:"cost_usd"`
+	RepairCostUSD float64 `json:"repair_cost_usd"`
 	// CompletionTokensPerRepair is the mean completion tokens of a repair
 	// call; 0 without repairs.
-	CompletionTokensPerRepair float64
+	CompletionTokensPerRepair float64 `json:"completion_tokens_per_repair"`
 }
 
 const batchAccountingSQL = `
@@ -31,18 +35,20 @@ WITH latest AS (
     ORDER BY message_id, run_no DESC
 ), calls AS (
     SELECT c.* FROM llm_calls c JOIN latest l USING (message_id, run_no)
+), every_call AS (
+    SELECT c.* FROM llm_calls c JOIN runs r USING (message_id, run_no) WHERE r.batch_id = $1
 )
 SELECT
     (SELECT count(*) FROM latest),
     (SELECT count(*) FROM latest l WHERE l.status = 'failed' AND NOT EXISTS (
         SELECT 1 FROM calls c WHERE c.message_id = l.message_id AND c.run_no = l.run_no))
     + (SELECT count(*) FROM calls WHERE attempt = 1 AND NOT valid),
-    (SELECT count(*) FROM calls WHERE purpose = 'repair'),
+    (SELECT count(*) FROM every_call WHERE purpose = 'repair'),
     (SELECT count(*) FROM latest WHERE status = 'repaired'),
     (SELECT count(*) FROM latest WHERE status = 'failed'),
-    (SELECT coalesce(sum(cost_usd), 0)::float8 FROM calls),
-    (SELECT coalesce(sum(cost_usd), 0)::float8 FROM calls WHERE purpose = 'repair'),
-    (SELECT coalesce(avg(completion_tokens), 0)::float8 FROM calls WHERE purpose = 'repair')`
+    (SELECT coalesce(sum(cost_usd), 0)::float8 FROM every_call),
+    (SELECT coalesce(sum(cost_usd), 0)::float8 FROM every_call WHERE purpose = 'repair'),
+    (SELECT coalesce(avg(completion_tokens), 0)::float8 FROM every_call WHERE purpose = 'repair')`
 
 // BatchAccountingGet returns the repair accounting of batch batchID.
 func (s *Store) BatchAccountingGet(ctx context.Context, db DBTX, batchID string) (BatchAccounting, error) {

@@ -54,10 +54,16 @@ func TestBatchLatest(t *testing.T) {
 	if err := st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: "empty-later", SchemaID: "s", SourceName: "other.jsonl"}); err != nil {
 		t.Fatal(err)
 	}
-	if id, err := st.BatchLatest(ctx, st.Pool, ""); err != nil || id != withRuns {
+	if id, err := st.BatchLatest(ctx, st.Pool, "", ""); err != nil || id != withRuns {
 		t.Fatalf("latest %q %v, want %q", id, err, withRuns)
 	}
-	if _, err := st.BatchLatest(ctx, st.Pool, "other.jsonl"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.BatchLatest(ctx, st.Pool, "other.jsonl", ""); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("source with only an empty batch: %v", err)
+	}
+	if id, err := st.BatchLatest(ctx, st.Pool, "fixture.jsonl", "support_ticket"); err != nil || id != withRuns {
+		t.Fatalf("latest of source and schema %q %v, want %q", id, err, withRuns)
+	}
+	if _, err := st.BatchLatest(ctx, st.Pool, "fixture.jsonl", "return_request"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("schema without a batch: %v", err)
 	}
 }

@@ -48,6 +48,10 @@ const (
 	// IngestConflict: the message was already stored with a different
 	// content hash; nothing was written and the stored message is kept.
 	IngestConflict IngestStatus = "conflict"
+	// IngestNewRun: the message was already stored with the same content
+	// hash but never extracted with this schema; a new run (the next run
+	// number, this batch and schema) was recorded.
+	IngestNewRun IngestStatus = "new_run"
 )
 
 // MessageIngestParams is a message to record, with the batch and schema
@@ -68,8 +72,10 @@ type MessageIngestResult struct {
 	Status IngestStatus
 	// Message is the stored message: the new one, or the one found.
 	Message Message
-	// Run is run 1 when inserted, else the message's latest run, so the
-	// caller can publish again a run whose PublishedAt is nil.
+	// Run is run 1 when inserted, the new run for IngestNewRun, else the
+	// message's latest run with this schema (its latest run of any schema
+	// for a conflict), so the caller can publish again a run whose
+	// PublishedAt is nil.
 	Run Run
 }
 
@@ -99,23 +105,41 @@ SELECT ` + runColumns + `,
        ` + messageColumns + `
 FROM r JOIN m ON m.id = r.message_id`
 
-// messageGetLatestRunSQL reads a message by key with its latest run.
+// messageGetLatestRunSQL reads a message by key with its latest run, the
+// latest of schema $3 first: a message without a run of that schema comes
+// back with its latest run of another.
 const messageGetLatestRunSQL = `
 SELECT ` + runColumns + `,
        ` + messageColumns + `
 FROM messages m
 JOIN LATERAL (
-    SELECT * FROM runs WHERE runs.message_id = m.id ORDER BY run_no DESC LIMIT 1
+    SELECT * FROM runs WHERE runs.message_id = m.id
+    ORDER BY runs.schema_id = $3 DESC, run_no DESC LIMIT 1
 ) r ON true
 WHERE m.source = $1 AND m.external_id = $2`
+
+// messageNewRunSQL records the next run of message $1 for batch $2 and
+// schema $3, unless the message has a run of that schema. The caller
+// holds the message row's lock, as a re-run does, so run numbers are
+// taken one at a time.
+const messageNewRunSQL = `
+INSERT INTO runs (message_id, run_no, batch_id, schema_id, dedup_id)
+SELECT $1, n.run_no, $2, $3, format('msg-%s-run-%s', $1::bigint, n.run_no)
+FROM (SELECT max(run_no) + 1 AS run_no FROM runs WHERE message_id = $1) n
+WHERE NOT EXISTS (SELECT 1 FROM runs WHERE message_id = $1 AND schema_id = $3)
+RETURNING ` + runColumnsBare
 
 // MessageIngest records a message and its run 1 (status queued, dedup id
 // RunDedupID(id, 1)) atomically if (Source, ExternalID) is new, returning
 // IngestInserted. If the message exists with the same content hash it
 // writes nothing and returns IngestDuplicate with the stored message and
-// its latest run. If it exists with a different hash it writes nothing and
+// its latest run of SchemaID; if it has no run of SchemaID yet, it records
+// one (the next run number, in BatchID) and returns IngestNewRun, so the
+// stored messages can be extracted with a second schema by ingesting them
+// again. If it exists with a different hash it writes nothing and
 // returns IngestConflict with the stored message and an error wrapping
-// ErrConflict. Concurrent ingests of one key give one IngestInserted.
+// ErrConflict. Concurrent ingests of one key give one IngestInserted, and
+// one IngestNewRun per schema.
 func (s *Store) MessageIngest(ctx context.Context, db DBTX, p MessageIngestParams) (MessageIngestResult, error) {
 	if p.ExternalID == "" || len(p.ContentHash) == 0 || p.BatchID == "" || p.SchemaID == "" {
 		return MessageIngestResult{}, fmt.Errorf("store.MessageIngest(%q, %q): external id, content hash, batch id and schema id are required",
@@ -146,7 +170,7 @@ func (s *Store) MessageIngest(ctx context.Context, db DBTX, p MessageIngestParam
 
 	// The key exists. Under READ COMMITTED this statement sees a
 	// concurrent ingest's committed row (ON CONFLICT waited for it).
-	rows, err = db.Query(ctx, messageGetLatestRunSQL, source, externalID)
+	rows, err = db.Query(ctx, messageGetLatestRunSQL, source, externalID, p.SchemaID)
 	if err != nil {
 		return MessageIngestResult{}, fmt.Errorf("store.MessageIngest(%q, %q): read existing: %w", p.Source, p.ExternalID, err)
 	}
@@ -160,5 +184,48 @@ func (s *Store) MessageIngest(ctx context.Context, db DBTX, p MessageIngestParam
 		return res, fmt.Errorf("store.MessageIngest(%q, %q): stored with a different content hash: %w",
 			p.Source, p.ExternalID, ErrConflict)
 	}
+	if rm.Run.SchemaID == p.SchemaID {
+		return res, nil
+	}
+	run, created, err := s.messageNewRun(ctx, db, rm.Message.ID, p.BatchID, p.SchemaID)
+	if err != nil {
+		return MessageIngestResult{}, fmt.Errorf("store.MessageIngest(%q, %q): new run with schema %q: %w",
+			p.Source, p.ExternalID, p.SchemaID, interpretError(err))
+	}
+	res.Run = run
+	if created {
+		res.Status = IngestNewRun
+	}
 	return res, nil
+}
+
+// messageNewRun records the message's next run for batch and schema under
+// the message row's lock, or, when a concurrent ingest recorded one first,
+// returns that run with created false.
+func (s *Store) messageNewRun(ctx context.Context, db DBTX, messageID int64, batch, schema string) (run Run, created bool, err error) {
+	err = inTx(ctx, db, func(tx DBTX) error {
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM messages WHERE id = $1 FOR UPDATE`, messageID); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, messageNewRunSQL, messageID, batch, schema)
+		if err != nil {
+			return err
+		}
+		run, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Run])
+		if err == nil {
+			created = true
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		rows, err = tx.Query(ctx, `SELECT `+runColumnsBare+` FROM runs WHERE message_id = $1 AND schema_id = $2 ORDER BY run_no DESC LIMIT 1`,
+			messageID, schema)
+		if err != nil {
+			return err
+		}
+		run, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Run])
+		return err
+	})
+	return run, created, err
 }

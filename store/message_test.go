@@ -199,27 +199,9 @@ func TestMessageIngest(t *testing.T) {
 	t.Run("ConcurrentSameIDOneInserted", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t)
-		const n = 16
-		p := ingestParams(b.batchID, "RACE-1", "the same text")
-		var (
-			wg      sync.WaitGroup
-			start   = make(chan struct{})
-			results = make([]store.MessageIngestResult, n)
-			errs    = make([]error, n)
-		)
-		for i := range n {
-			wg.Go(func() {
-				<-start
-				results[i], errs[i] = b.st.MessageIngest(ctx, b.st.Pool, p)
-			})
-		}
-		close(start)
-		wg.Wait()
+		results := ingestAtOnce(ctx, t, b.st, ingestParams(b.batchID, "RACE-1", "the same text"), 16)
 		inserted := 0
-		for i := range n {
-			if errs[i] != nil {
-				t.Fatalf("ingest %d: %v", i, errs[i])
-			}
+		for i := range results {
 			switch results[i].Status {
 			case store.IngestInserted:
 				inserted++
@@ -238,4 +220,147 @@ func TestMessageIngest(t *testing.T) {
 			t.Errorf("runs = %d, want 1", c)
 		}
 	})
+
+	t.Run("SecondSchemaNewRun", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		p := ingestParams(b.batchID, "A-1", "I want to return the shoes")
+		first, err := b.st.MessageIngest(ctx, b.st.Pool, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		second := batchFixture(ctx, t, b.st)
+		p.BatchID, p.SchemaID = second, "return_request"
+		res, err := b.st.MessageIngest(ctx, b.st.Pool, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := res.Run
+		if res.Status != store.IngestNewRun || res.Message.ID != first.Message.ID {
+			t.Fatalf("status %s, message %d; want new_run of message %d", res.Status, res.Message.ID, first.Message.ID)
+		}
+		if r.RunNo != 2 || r.SchemaID != "return_request" || r.BatchID != second || r.Status != store.RunQueued ||
+			r.PublishedAt != nil || r.DedupID != store.RunDedupID(first.Message.ID, 2) {
+			t.Errorf("new run = %+v", r)
+		}
+		// Again with either schema: nothing new, and each finds its own run.
+		again, err := b.st.MessageIngest(ctx, b.st.Pool, p)
+		if err != nil || again.Status != store.IngestDuplicate || again.Run.RunNo != 2 {
+			t.Errorf("second schema again: status %s, run %d, err %v; want duplicate of run 2", again.Status, again.Run.RunNo, err)
+		}
+		p.SchemaID = "support_ticket"
+		again, err = b.st.MessageIngest(ctx, b.st.Pool, p)
+		if err != nil || again.Status != store.IngestDuplicate || again.Run.RunNo != 1 {
+			t.Errorf("first schema again: status %s, run %d, err %v; want duplicate of run 1", again.Status, again.Run.RunNo, err)
+		}
+		// Another text under the same id is still a conflict, whatever the schema.
+		p.SchemaID, p.Body = "third_schema", "another text"
+		p.ContentHash = ingestParams("", "", p.Body).ContentHash
+		if _, err := b.st.MessageIngest(ctx, b.st.Pool, p); !errors.Is(err, store.ErrConflict) {
+			t.Errorf("other text, new schema: err %v, want ErrConflict", err)
+		}
+		if c := count(ctx, t, b.st, "runs", first.Message.ID); c != 2 {
+			t.Errorf("runs = %d, want 2", c)
+		}
+	})
+
+	t.Run("ConcurrentSecondSchemaOneNewRun", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		p := ingestParams(b.batchID, "RACE-2", "the same text")
+		first, err := b.st.MessageIngest(ctx, b.st.Pool, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.SchemaID = "return_request"
+		results := ingestAtOnce(ctx, t, b.st, p, 16)
+		created := 0
+		for i := range results {
+			if results[i].Status == store.IngestNewRun {
+				created++
+			}
+			if results[i].Run.RunNo != 2 || results[i].Run.SchemaID != "return_request" {
+				t.Errorf("ingest %d: %s run %+v, want run 2 of return_request", i, results[i].Status, results[i].Run)
+			}
+		}
+		if created != 1 {
+			t.Errorf("new runs %d, want 1", created)
+		}
+		if c := count(ctx, t, b.st, "runs", first.Message.ID); c != 2 {
+			t.Errorf("runs = %d, want 2", c)
+		}
+	})
+}
+
+// ingestAtOnce runs MessageIngest(p) n times at the same moment and
+// returns the results; any error fails the test.
+func ingestAtOnce(ctx context.Context, t *testing.T, st *store.Store, p store.MessageIngestParams, n int) []store.MessageIngestResult {
+	t.Helper()
+	var (
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+		results = make([]store.MessageIngestResult, n)
+		errs    = make([]error, n)
+	)
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			results[i], errs[i] = st.MessageIngest(ctx, st.Pool, p)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("ingest %d: %v", i, err)
+		}
+	}
+	return results
+}
+
+// A message extracted with two schemas has a current result for each.
+func TestCurrentResultPerSchema(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := storetest.NewStore(t)
+	run1 := messageFixture(ctx, t, st, batchFixture(ctx, t, st))
+	if err := st.RunOutcomeInsert(ctx, st.Pool, succeededOutcome(run1)); err != nil {
+		t.Fatal(err)
+	}
+	p := ingestParams(batchFixture(ctx, t, st), "", "")
+	m, err := st.RunGetWithMessage(ctx, st.Pool, store.RunGetParams{MessageID: run1.MessageID, RunNo: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ExternalID, p.Body, p.ContentHash, p.SchemaID = m.Message.ExternalID, m.Message.Body, m.Message.ContentHash, "return_request"
+	res, err := st.MessageIngest(ctx, st.Pool, p)
+	if err != nil || res.Status != store.IngestNewRun {
+		t.Fatalf("second schema: %s, %v", res.Status, err)
+	}
+	o := succeededOutcome(res.Run)
+	o.SchemaID = "return_request"
+	o.Extraction.Data = []byte(`{"items":[]}`)
+	if err := st.RunOutcomeInsert(ctx, st.Pool, o); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tt := range []struct {
+		schema  string
+		wantRun int
+	}{{"support_ticket", 1}, {"return_request", 2}, {"", 2}} {
+		cur, err := st.CurrentResultGet(ctx, st.Pool, store.CurrentResultGetParams{MessageID: run1.MessageID, SchemaID: tt.schema})
+		if err != nil {
+			t.Fatalf("schema %q: %v", tt.schema, err)
+		}
+		if cur.RunNo != tt.wantRun || (tt.schema != "" && cur.SchemaID != tt.schema) {
+			t.Errorf("schema %q: run %d of %s, want run %d", tt.schema, cur.RunNo, cur.SchemaID, tt.wantRun)
+		}
+	}
+	if _, err := st.CurrentResultGet(ctx, st.Pool, store.CurrentResultGetParams{MessageID: run1.MessageID, SchemaID: "other"}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("unknown schema: err %v, want ErrNotFound", err)
+	}
+	var n int
+	if err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM current_results WHERE message_id = $1`, run1.MessageID).Scan(&n); err != nil || n != 2 {
+		t.Errorf("current_results rows = %d (%v), want 2, one per schema", n, err)
+	}
 }

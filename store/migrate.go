@@ -274,12 +274,52 @@ func EnsureDatabase(ctx context.Context, url string) error {
 		return nil
 	}
 	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	// Two processes creating the same database at once: the loser sees
+	// duplicate_database, or unique_violation on pg_database's name index
+	// when both passed the existence check.
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == pgDuplicateDatabase {
+	if errors.As(err, &pgErr) && (pgErr.Code == pgDuplicateDatabase || pgErr.Code == pgUniqueViolation) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("store.EnsureDatabase(%q) on %s: create: %w", name, where, err)
+	}
+	return nil
+}
+
+// StartupRetryTime is how long a command waits at start-up for Postgres
+// to answer RequireMigrated when it restarts meanwhile.
+const StartupRetryTime = 30 * time.Second
+
+// RequireMigrated returns nil when the database (the pool's current
+// schema) has every migration this build knows applied, else an error
+// naming what it has and the command that migrates it. Commands call it
+// at start-up, so an unmigrated database is named at once rather than as
+// a missing table at the first query.
+func (s *Store) RequireMigrated(ctx context.Context) error {
+	files, err := loadMigrations()
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("store.RequireMigrated: embedded migrations: %v", err)
+	}
+	want := files[len(files)-1].Version
+	const fix = "run `go run ./cmd/migrate up` (scripts/setup.sh does) against it"
+	var table *string
+	if err := s.Pool.QueryRow(ctx, `SELECT to_regclass('goose_db_version')::text`).Scan(&table); err != nil {
+		return fmt.Errorf("store.RequireMigrated: %w", err)
+	}
+	if table == nil {
+		return fmt.Errorf("the database has no migrations applied; %s", fix)
+	}
+	var have *int64
+	if err := s.Pool.QueryRow(ctx, `SELECT max(version_id) FROM goose_db_version WHERE is_applied AND version_id > 0`).Scan(&have); err != nil {
+		return fmt.Errorf("store.RequireMigrated: %w", err)
+	}
+	if have == nil || *have < want {
+		n := int64(0)
+		if have != nil {
+			n = *have
+		}
+		return fmt.Errorf("the database is at migration %d of %d; %s", n, want, fix)
 	}
 	return nil
 }

@@ -2,9 +2,11 @@ package store_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -122,4 +124,45 @@ func TestReadMigrations(t *testing.T) {
 			t.Errorf("%s: no error", name)
 		}
 	}
+}
+
+// Test packages run in parallel processes, and on a fresh machine each may
+// find the test database missing and create it at the same moment.
+func TestEnsureDatabaseConcurrent(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	cfg, err := pgx.ParseConfig(storetest.BaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "extractq_ensure_" + strings.ReplaceAll(strconv.FormatInt(time.Now().UnixNano(), 36), "-", "")
+	url := strings.Replace(storetest.BaseURL(), "/"+cfg.Database, "/"+name, 1)
+	admin := strings.Replace(storetest.BaseURL(), "/"+cfg.Database, "/postgres", 1)
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), admin)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()); err != nil {
+			t.Error(err)
+		}
+	})
+
+	const n = 8
+	errs := make(chan error, n)
+	for range n {
+		go func() { errs <- store.EnsureDatabase(ctx, url) }()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("concurrent EnsureDatabase: %v", err)
+		}
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("database %s not there after EnsureDatabase: %v", name, err)
+	}
+	conn.Close(ctx)
 }

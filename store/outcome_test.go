@@ -13,6 +13,16 @@ import (
 	"github.com/extractq/extractq/store/storetest"
 )
 
+// repairedOutcome is a run whose first call had the /order_id error of
+// failedOutcome and whose repair validated.
+func repairedOutcome(r store.Run) store.RunOutcomeParams {
+	p := failedOutcome(r)
+	p.Status, p.Triage = store.RunRepaired, nil
+	p.Extraction = &store.ExtractionParams{Data: []byte(`{}`)}
+	p.Failures = p.Failures[1:2] // the /order_id error at attempt 1
+	return p
+}
+
 // failedOutcome is a run whose extraction and repair both failed.
 func failedOutcome(r store.Run) store.RunOutcomeParams {
 	errSKU := pipeline.Errorf(pipeline.KindSchema, "/items/3/sku", "pattern", "does not match the SKU pattern")

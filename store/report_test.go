@@ -85,11 +85,7 @@ func TestFailingFieldList(t *testing.T) {
 		}
 	}
 	r := messageFixture(ctx, t, st, batchID)
-	rp := failedOutcome(r)
-	rp.Status, rp.Triage = store.RunRepaired, nil
-	rp.Extraction = &store.ExtractionParams{Data: []byte(`{}`)}
-	rp.Failures = rp.Failures[1:2] // the /order_id error at attempt 1
-	if err := st.RunOutcomeInsert(ctx, st.Pool, rp); err != nil {
+	if err := st.RunOutcomeInsert(ctx, st.Pool, repairedOutcome(r)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -120,5 +116,51 @@ func TestFailingFieldList(t *testing.T) {
 	got, err = st.FailingFieldList(ctx, st.Pool, store.FailingFieldListParams{Limit: 1})
 	if err != nil || len(got) != 1 {
 		t.Errorf("limit 1: %d rows, %v", len(got), err)
+	}
+}
+
+// A re-run in the same batch: the counts follow the latest run, the calls
+// and cost every run the batch paid for.
+func TestBatchSummaryCountsRerunCalls(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := storetest.NewStore(t)
+	batchID := batchFixture(ctx, t, st)
+	id, failed := triageItemFixture(ctx, t, st, batchID)
+	before, err := st.BatchSummary(ctx, st.Pool, batchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := st.TriageItemRerun(ctx, st.Pool, store.TriageItemRerunParams{ItemID: id, Reviewer: "alice", Via: store.ViaUI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.BatchID != batchID || run.RunNo != failed.RunNo+1 {
+		t.Fatalf("re-run = %+v, want run %d in batch %s", run, failed.RunNo+1, batchID)
+	}
+	if err := st.RunOutcomeInsert(ctx, st.Pool, succeededOutcome(run)); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := st.BatchSummary(ctx, st.Pool, batchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Messages != 1 || sum.Succeeded != 1 || sum.Failed != 0 {
+		t.Errorf("counts = %+v, want the re-run's success only", sum)
+	}
+	if sum.LLMCalls != before.LLMCalls+1 || sum.CostUSD <= before.CostUSD {
+		t.Errorf("calls %d, cost %f; want %d calls (the failed run's and the re-run's), more than %f",
+			sum.LLMCalls, sum.CostUSD, before.LLMCalls+1, before.CostUSD)
+	}
+	acc, err := st.BatchAccountingGet(ctx, st.Pool, batchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := acc.CostUSD - sum.CostUSD; diff > 1e-9 || diff < -1e-9 {
+		t.Errorf("accounting cost %f, summary cost %f: want the same whole cost", acc.CostUSD, sum.CostUSD)
+	}
+	// The failed run's repair call was paid for: it stays counted.
+	if acc.RepairCalls != 1 || acc.RepairCostUSD <= 0 || acc.Repaired != 0 || acc.Failed != 0 {
+		t.Errorf("accounting = %+v, want the replaced run's repair call and the re-run's outcome", acc)
 	}
 }

@@ -102,13 +102,16 @@ func Open(ctx context.Context, url string, log *zap.Logger) (*Store, error) {
 		backoff.WithBackOff(backoff.NewExponentialBackOff()),
 		backoff.WithMaxElapsedTime(openPingTimeout),
 		backoff.WithNotify(func(err error, next time.Duration) {
-			log.Info("database not ready, retrying",
+			log.Warn("database not ready, retrying",
 				zap.String("server", where), zap.Duration("retry_in", next), zap.Error(err))
 		}),
 	)
 	if err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("store.Open: cannot reach Postgres at %s: %w", where, err)
+		if permanentConnectError(err) {
+			return nil, fmt.Errorf("store.Open: Postgres at %s refused the connection: %w", where, err)
+		}
+		return nil, fmt.Errorf("store.Open: cannot reach Postgres at %s (tried for %v): %w", where, openPingTimeout, err)
 	}
 	log.Debug("connected", zap.String("server", where))
 	return &Store{Pool: pool, log: log}, nil
@@ -158,6 +161,7 @@ func inTx(ctx context.Context, db DBTX, fn func(tx DBTX) error) error {
 const (
 	pgUniqueViolation   = "23505"
 	pgDuplicateDatabase = "42P04"
+	pgUndefinedTable    = "42P01"
 )
 
 // outcomeConstraints are the unique constraints that mean "this run
@@ -179,6 +183,9 @@ func interpretError(err error) error {
 		return ErrNotFound
 	}
 	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == pgUndefinedTable {
+		return fmt.Errorf("%w: the database lacks the product's tables; run `go run ./cmd/migrate up` (scripts/setup.sh does) against it", err)
+	}
 	if errors.As(err, &pgErr) && pgErr.Code == pgUniqueViolation {
 		if outcomeConstraints[pgErr.ConstraintName] {
 			return fmt.Errorf("%w (constraint %s)", ErrOutcomeExists, pgErr.ConstraintName)

@@ -37,10 +37,35 @@ func TestOpen(t *testing.T) {
 		}
 	})
 
+	t.Run("UnmigratedSaysMigrate", func(t *testing.T) {
+		t.Parallel()
+		ctx := t.Context()
+		st := storetest.NewStore(t)
+		all, err := store.MigrateStatus(ctx, st.Pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range all {
+			if err := store.MigrateDown(ctx, st.Pool, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.RequireMigrated(ctx); err == nil || !strings.Contains(err.Error(), "migration 0 of") || !strings.Contains(err.Error(), "cmd/migrate up") {
+			t.Errorf("RequireMigrated after down = %v, want one naming the version and the command", err)
+		}
+		err = st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: "b1", SchemaID: "support_ticket"})
+		if err == nil || !strings.Contains(err.Error(), "go run ./cmd/migrate up") || !strings.Contains(err.Error(), "batches") {
+			t.Fatalf("err = %v, want one naming the missing table and the migrate command", err)
+		}
+	})
+
 	t.Run("InTxCommits", func(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
 		st := storetest.NewStore(t)
+		if err := st.RequireMigrated(ctx); err != nil {
+			t.Errorf("RequireMigrated on a migrated database: %v", err)
+		}
 		err := st.InTx(ctx, func(tx store.DBTX) error {
 			return st.BatchInsert(ctx, tx, store.BatchInsertParams{ID: "b1", SchemaID: "support_ticket"})
 		})

@@ -46,8 +46,8 @@ type TriageItemDetail struct {
 	Calls []LLMCallRecord
 	// Runs are every run of the message, in order.
 	Runs []Run
-	// Current is the message's current result (the current_results view),
-	// or nil when it has none.
+	// Current is the message's current result of the item's schema (the
+	// current_results view), or nil when it has none.
 	Current *Extraction
 }
 
@@ -95,7 +95,7 @@ ORDER BY attempt, id`, d.Item.MessageID, d.Item.RunNo)
 		return d, fmt.Errorf("store.TriageItemGet(%d): runs: %w", id, err)
 	}
 
-	cur, err := s.CurrentResultGet(ctx, db, d.Item.MessageID)
+	cur, err := s.CurrentResultGet(ctx, db, CurrentResultGetParams{MessageID: d.Item.MessageID, SchemaID: d.Item.SchemaID})
 	switch {
 	case err == nil:
 		d.Current = &cur
@@ -105,19 +105,28 @@ ORDER BY attempt, id`, d.Item.MessageID, d.Item.RunNo)
 	return d, nil
 }
 
-// CurrentResultGet returns the current result of a message (the
-// current_results view: its latest validated record, the model's or a
-// reviewer's), or an error wrapping ErrNotFound when it has none.
-func (s *Store) CurrentResultGet(ctx context.Context, db DBTX, messageID int64) (Extraction, error) {
+// CurrentResultGetParams names a message and, optionally, a schema.
+type CurrentResultGetParams struct {
+	MessageID int64
+	// SchemaID selects the result of that schema; empty means the newest
+	// result of any schema (a message may be extracted with several).
+	SchemaID string
+}
+
+// CurrentResultGet returns the current result of a message for a schema
+// (the current_results view: its latest validated record, the model's or
+// a reviewer's), or an error wrapping ErrNotFound when it has none.
+func (s *Store) CurrentResultGet(ctx context.Context, db DBTX, p CurrentResultGetParams) (Extraction, error) {
 	rows, err := db.Query(ctx, `
 SELECT message_id, external_id, run_no, schema_id, schema_version, outcome, data, evidence, created_by, created_at
-FROM current_results WHERE message_id = $1`, messageID)
+FROM current_results WHERE message_id = $1 AND ($2 = '' OR schema_id = $2)
+ORDER BY run_no DESC LIMIT 1`, p.MessageID, p.SchemaID)
 	if err != nil {
-		return Extraction{}, fmt.Errorf("store.CurrentResultGet(%d): %w", messageID, err)
+		return Extraction{}, fmt.Errorf("store.CurrentResultGet(%d, %q): %w", p.MessageID, p.SchemaID, err)
 	}
 	e, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Extraction])
 	if err != nil {
-		return Extraction{}, fmt.Errorf("store.CurrentResultGet(%d): %w", messageID, interpretError(err))
+		return Extraction{}, fmt.Errorf("store.CurrentResultGet(%d, %q): %w", p.MessageID, p.SchemaID, interpretError(err))
 	}
 	return e, nil
 }

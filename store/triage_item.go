@@ -66,3 +66,33 @@ func (s *Store) TriageItemList(ctx context.Context, db DBTX, p TriageItemListPar
 	}
 	return out, nil
 }
+
+// TriageItemRef names a run's triage item: its id and when it was created.
+type TriageItemRef struct {
+	ID        int64     `db:"id"`
+	CreatedAt time.Time `db:"created_at"`
+}
+
+// TriageItemOfRun returns the triage item of run (messageID, runNo); a run
+// has at most one (triage_items_run_key). ErrNotFound when it has none.
+func (s *Store) TriageItemOfRun(ctx context.Context, db DBTX, messageID int64, runNo int) (TriageItemRef, error) {
+	rows, err := db.Query(ctx, `SELECT id, created_at FROM triage_items WHERE message_id = $1 AND run_no = $2`, messageID, runNo)
+	if err != nil {
+		return TriageItemRef{}, fmt.Errorf("store.TriageItemOfRun(%d, %d): %w", messageID, runNo, interpretError(err))
+	}
+	ref, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[TriageItemRef])
+	if err != nil {
+		return TriageItemRef{}, fmt.Errorf("store.TriageItemOfRun(%d, %d): %w", messageID, runNo, interpretError(err))
+	}
+	return ref, nil
+}
+
+// TriageOpenCount returns how many triage items are open (the partial
+// index triage_items_open_idx).
+func (s *Store) TriageOpenCount(ctx context.Context, db DBTX) (int, error) {
+	var n int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM triage_items WHERE status = 'open'`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("store.TriageOpenCount: %w", interpretError(err))
+	}
+	return n, nil
+}

@@ -219,7 +219,7 @@ func TestTriageQueue(t *testing.T) {
 		if _, err := b.st.TriageItemClaim(ctx, b.st.Pool, store.TriageItemClaimParams{ItemID: id, Reviewer: "alice", Via: store.ViaUI}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.st.CurrentResultGet(ctx, b.st.Pool, r.MessageID); !errors.Is(err, store.ErrNotFound) {
+		if _, err := b.st.CurrentResultGet(ctx, b.st.Pool, store.CurrentResultGetParams{MessageID: r.MessageID}); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("current result before approval: %v", err)
 		}
 		overridden := pipeline.ErrorList{{Kind: pipeline.KindRule, Path: "/order_id", Keyword: "grounded", Message: "value does not appear in the message"}}
@@ -236,7 +236,7 @@ func TestTriageQueue(t *testing.T) {
 		if err != nil || ap.DecidedBy != "alice" || ap.MessageID != r.MessageID {
 			t.Fatalf("approve = %+v, %v", ap, err)
 		}
-		cur, err := b.st.CurrentResultGet(ctx, b.st.Pool, r.MessageID)
+		cur, err := b.st.CurrentResultGet(ctx, b.st.Pool, store.CurrentResultGetParams{MessageID: r.MessageID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -294,7 +294,7 @@ func TestTriageQueue(t *testing.T) {
 		if _, err := b.st.TriageItemReject(ctx, b.st.Pool, store.TriageItemRejectParams{ItemID: id, Reviewer: "alice", Via: store.ViaAPI, Reason: "not a customer message"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.st.CurrentResultGet(ctx, b.st.Pool, r.MessageID); !errors.Is(err, store.ErrNotFound) {
+		if _, err := b.st.CurrentResultGet(ctx, b.st.Pool, store.CurrentResultGetParams{MessageID: r.MessageID}); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("a rejection made a result: %v", err)
 		}
 		if got := auditActions(ctx, t, b.st, id); !slices.Equal(got, []string{store.AuditReject}) {
