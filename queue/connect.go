@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -64,17 +65,18 @@ func Connect(ctx context.Context, url, name string, log *zap.Logger) (*nats.Conn
 	bo.InitialInterval = 250 * time.Millisecond
 	bo.MaxInterval = 5 * time.Second
 	attempt := 0
+	start := time.Now()
 	nc, err := backoff.Retry(ctx, func() (*nats.Conn, error) {
 		attempt++
 		nc, err := nats.Connect(url, opts...)
 		if err != nil {
-			log.Warn("nats connect failed", zap.Int("attempt", attempt), zap.Error(err))
+			log.Warn("nats connect failed", zap.String("server", redactURLs(url)), zap.Int("attempt", attempt), zap.Error(err))
 			return nil, err
 		}
 		return nc, nil
 	}, backoff.WithBackOff(bo), backoff.WithMaxElapsedTime(ConnectTimeout))
 	if err != nil {
-		return nil, nil, fmt.Errorf("queue.Connect: %w", err)
+		return nil, nil, fmt.Errorf("queue.Connect: %s: %d attempts over %v: %w", redactURLs(url), attempt, time.Since(start).Round(time.Second), err)
 	}
 	log.Info("nats connected",
 		zap.String("server_url", nc.ConnectedUrlRedacted()),
@@ -121,4 +123,21 @@ func versionAtLeast(v string, major, minor, patch int) bool {
 		}
 	}
 	return true
+}
+
+// redactURLs returns a NATS server list (comma separated URLs) without
+// user names, passwords or tokens, for error messages.
+func redactURLs(list string) string {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		if u, err := url.Parse(p); err == nil && u.User != nil {
+			u.User = url.User("redacted")
+			p = u.String()
+		} else if err != nil && strings.Contains(p, "@") {
+			p = "(unparsable URL)"
+		}
+		parts[i] = p
+	}
+	return strings.Join(parts, ",")
 }

@@ -247,6 +247,14 @@ func (r *runner) fetchLoop(ctx, hctx context.Context) {
 				break take
 			}
 		}
+		if ctx.Err() != nil {
+			// Shutdown began while a slot was taken: no pull request may
+			// go out, so nothing is delivered that would not be handled.
+			for range n {
+				<-r.sem
+			}
+			return
+		}
 
 		got, err := r.fetch(ctx, hctx, n)
 		for range n - got {

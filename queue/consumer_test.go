@@ -194,7 +194,10 @@ func TestRun(t *testing.T) {
 
 	t.Run("InProgressKeepsSlowMessage", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t) // ack wait 1s
+		b := setup(t)
+		// Handlers run 1s past the ack wait; an in-progress signal every
+		// 200ms leaves 1.8s for one to reach the server on a loaded machine.
+		b.worker.AckWait = 2 * time.Second
 		c := b.consumer(t)
 		b.publishN(t, 3)
 		var rec deliveries
@@ -203,12 +206,12 @@ func TestRun(t *testing.T) {
 		// handler.
 		stop := runInBackground(t, c, func(ctx context.Context, d *queue.Delivery) queue.Decision {
 			rec.add(d)
-			time.Sleep(2500 * time.Millisecond)
+			time.Sleep(3 * time.Second)
 			finished.Add(1)
 			return queue.Ack()
-		}, queue.ConsumerOptions{Concurrency: 6, InProgressEvery: 300 * time.Millisecond})
+		}, queue.ConsumerOptions{Concurrency: 6, InProgressEvery: 200 * time.Millisecond})
 
-		eventually(t, 10*time.Second, "slow messages handled", func() bool { return finished.Load() >= 3 })
+		eventually(t, 20*time.Second, "slow messages handled", func() bool { return finished.Load() >= 3 })
 		eventually(t, 5*time.Second, "stream empty", func() bool { return b.streamMsgs(t) == 0 })
 		stop()
 		got, _ := rec.all()
@@ -228,20 +231,40 @@ func TestRun(t *testing.T) {
 		c := b.consumer(t)
 		b.publishN(t, 5)
 		started := make(chan struct{}, 5)
+		release := make(chan struct{})
 		var rec deliveries
-		stop := runInBackground(t, c, func(ctx context.Context, d *queue.Delivery) queue.Decision {
-			started <- struct{}{}
-			time.Sleep(300 * time.Millisecond)
-			rec.add(d)
-			return queue.Ack()
-		}, queue.ConsumerOptions{Concurrency: 2, ShutdownGrace: 5 * time.Second})
+		// The handlers finish only once Run's ctx is done, so that no slot
+		// frees up for a third message before the shutdown, however slow
+		// the machine.
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			done <- queue.Run(ctx, c, func(ctx context.Context, d *queue.Delivery) queue.Decision {
+				started <- struct{}{}
+				<-release
+				time.Sleep(100 * time.Millisecond)
+				rec.add(d)
+				return queue.Ack()
+			}, queue.ConsumerOptions{Concurrency: 2, ShutdownGrace: 30 * time.Second, Log: zap.NewNop()})
+		}()
 
 		<-started
 		<-started
+		cancel()
 		begin := time.Now()
-		stop()
-		if d := time.Since(begin); d > 2*time.Second {
-			t.Errorf("Run took %s to return", d)
+		close(release)
+		// Run returns once the handlers are done, well before the 30s grace.
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run returned %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("Run did not return 20s after its handlers were released")
+		}
+		if d := time.Since(begin); d < 100*time.Millisecond {
+			t.Errorf("Run returned %s after the handlers were released, before they finished (100ms)", d)
 		}
 		if n := rec.len(); n != 2 {
 			t.Errorf("%d handlers finished, want the 2 in flight", n)
@@ -270,7 +293,7 @@ func TestRun(t *testing.T) {
 		begin := time.Now()
 		stop()
 		d := time.Since(begin)
-		if d < 350*time.Millisecond || d > 3*time.Second {
+		if d < 350*time.Millisecond || d > 10*time.Second {
 			t.Errorf("Run returned after %s, want about the 400ms grace", d)
 		}
 		if n := cancelled.Load(); n != 2 {

@@ -74,22 +74,30 @@ func RunDeadLetter(ctx context.Context, js jetstream.JetStream, cfg config.NATS,
 	}
 	log = log.Named("dead_letter")
 	for ctx.Err() == nil {
-		batch, err := dead.Fetch(16, jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			if ctx.Err() == nil {
-				log.Warn("fetching advisories failed", zap.Error(err))
-				sleep(ctx, 2*time.Second)
-			}
+		deadLetterFetch(ctx, js, cfg, dead, h, log)
+	}
+}
+
+// deadLetterFetch waits up to 5s for advisories and handles them. The wait
+// ends with ctx, so a worker told to stop does not sit out the fetch.
+func deadLetterFetch(ctx context.Context, js jetstream.JetStream, cfg config.NATS, dead jetstream.Consumer, h DeadLetterHandler, log *zap.Logger) {
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	batch, err := dead.Fetch(16, jetstream.FetchContext(fctx))
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Warn("fetching advisories failed", zap.Error(err))
+			sleep(ctx, 2*time.Second)
+		}
+		return
+	}
+	for msg := range batch.Messages() {
+		if err := handleAdvisory(ctx, js, cfg, msg.Data(), h, log); err != nil {
+			log.Warn("max-deliveries advisory not handled; will retry", zap.Error(err))
+			_ = msg.NakWithDelay(5 * time.Second)
 			continue
 		}
-		for msg := range batch.Messages() {
-			if err := handleAdvisory(ctx, js, cfg, msg.Data(), h, log); err != nil {
-				log.Warn("max-deliveries advisory not handled; will retry", zap.Error(err))
-				_ = msg.NakWithDelay(5 * time.Second)
-				continue
-			}
-			_ = msg.Ack()
-		}
+		_ = msg.Ack()
 	}
 }
 

@@ -16,7 +16,8 @@ type Metrics struct {
 	callLatency  *prometheus.HistogramVec // seconds per call, by purpose
 	runDuration  prometheus.Histogram     // seconds from delivery to decision
 	inFlight     prometheus.Gauge
-	redeliveries prometheus.Counter // deliveries of runs that already had an outcome
+	redeliveries prometheus.Counter     // deliveries of runs that already had an outcome
+	announced    *prometheus.CounterVec // triage announcements, by result (sent, failed)
 }
 
 // NewMetrics registers the worker's metrics on reg.
@@ -42,8 +43,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Runs being handled now by this worker."}),
 		redeliveries: prometheus.NewCounter(prometheus.CounterOpts{Name: "extractq_redeliveries_acked_total",
 			Help: "Deliveries of runs that already had an outcome, acked without an LLM call."}),
+		announced: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "extractq_triage_announcements_total",
+			Help: "New triage items announced on NATS, by result (sent, failed)."}, []string{"result"}),
 	}
-	reg.MustRegister(m.runs, m.naks, m.calls, m.tokens, m.cost, m.callLatency, m.runDuration, m.inFlight, m.redeliveries)
+	reg.MustRegister(m.runs, m.naks, m.calls, m.tokens, m.cost, m.callLatency, m.runDuration, m.inFlight, m.redeliveries, m.announced)
 	return m
 }
 
@@ -62,6 +65,12 @@ func (m *Metrics) observe(res *pipeline.Result) {
 		m.tokens.WithLabelValues("completion").Add(float64(c.CompletionTokens))
 		m.cost.Add(c.CostUSD)
 		m.callLatency.WithLabelValues(c.Purpose).Observe(c.Latency.Seconds())
+	}
+}
+
+func (m *Metrics) announce(result string) {
+	if m != nil {
+		m.announced.WithLabelValues(result).Inc()
 	}
 }
 

@@ -47,6 +47,9 @@ type Config struct {
 	CommitWait  time.Duration
 	// Metrics, if set, receives the worker's counts (NewMetrics).
 	Metrics *Metrics
+	// Announcer, if set, announces each triage item a failed run's
+	// committed outcome made (queue.TriageEventNew).
+	Announcer *queue.Announcer
 	// Logger is required in spirit; nil means no logs.
 	Logger *zap.Logger
 }
@@ -250,7 +253,32 @@ func (w *Worker) commit(ctx context.Context, log *zap.Logger, d *queue.Delivery,
 	w.cfg.Metrics.observe(res)
 	log.Info("run done", zap.String("outcome", res.Outcome), zap.Int("llm_calls", len(res.Calls)),
 		zap.String("reason", string(res.Reason())), zap.Int("errors", len(res.Errors)))
+	w.announceNew(ctx, rw, res)
 	return queue.Ack()
+}
+
+// announceNew announces the triage item that the committed outcome res of
+// a failed run made. It comes after the commit and never changes the
+// run's fate: a lookup or publish that fails is logged and counted.
+func (w *Worker) announceNew(ctx context.Context, rw store.RunWithMessage, res *pipeline.Result) {
+	if w.cfg.Announcer == nil || res.Outcome != pipeline.OutcomeFailed {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.DBTimeout)
+	ref, err := w.cfg.Store.TriageItemOfRun(cctx, w.cfg.Store.Pool, rw.Run.MessageID, rw.Run.RunNo)
+	cancel()
+	if err == nil {
+		err = w.cfg.Announcer.Announce(queue.TriageEvent{
+			Event: queue.TriageEventNew, ItemID: ref.ID, MessageID: rw.Run.MessageID, RunNo: rw.Run.RunNo,
+			BatchID: rw.Run.BatchID, SchemaID: rw.Run.SchemaID, Reason: string(res.Reason()), Errors: res.Errors, At: ref.CreatedAt,
+		})
+	}
+	if err != nil {
+		w.cfg.Metrics.announce("failed")
+		w.log.Warn("triage item not announced", zap.Int64("message_id", rw.Run.MessageID), zap.Int("run_no", rw.Run.RunNo), zap.Error(err))
+		return
+	}
+	w.cfg.Metrics.announce("sent")
 }
 
 // writeOutcome writes res as the run's outcome in one transaction. The
@@ -304,6 +332,7 @@ func (w *Worker) DeliveryFailed(ctx context.Context, env queue.Envelope, deliver
 	}
 	if err == nil {
 		w.log.Warn("run sent to triage after its delivery limit", zap.Int64("message_id", env.MessageID), zap.Int("run_no", env.RunNo))
+		w.announceNew(ctx, rw, res)
 	}
 	return err
 }

@@ -94,6 +94,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 		Store: b.st, Extractor: ext, Model: cfg.LLM.Model, NakDelay: 20 * time.Millisecond, MaxNakDelay: 50 * time.Millisecond,
 		Schemas:     map[string]worker.SchemaEntry{"customer_message": {Schema: b.schema, Prompt: prompt, Repair: cmp.Or(o.repair, pipeline.RepairRegenerate)}},
 		CommitBatch: o.batch, Metrics: worker.NewMetrics(b.reg), Logger: log,
+		Announcer: queue.NewAnnouncer(b.q.Conn, b.q.NATS),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -34,7 +34,12 @@ func main() {
 	healthAddr := flag.String("health-addr", app.GetEnv("HEALTH_ADDR", "127.0.0.1:9090"), "address of /healthz, /readyz and /metrics; empty for none")
 	pprofOn := flag.Bool("pprof", false, "serve Go's profiles on /debug/pprof/ at -health-addr (keep that address private)")
 	logLevel := flag.String("log-level", app.GetEnv("LOG_LEVEL", "info"), "debug, info, warn or error")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile to this file until the worker stops (go tool pprof)")
 	flag.Parse()
+	// Catch SIGTERM first, so a worker stopped while it starts exits
+	// cleanly instead of dying of the signal.
+	ctx, stop := app.Context()
+	defer stop()
 
 	log, err := app.NewLogger("worker", *logLevel)
 	if err != nil {
@@ -52,8 +57,15 @@ func main() {
 		zap.Int("concurrency", cfg.Worker.Concurrency), zap.String("stream", cfg.NATS.Stream),
 		zap.String("consumer", cfg.NATS.Consumer))...)
 
-	ctx, stop := app.Context()
-	defer stop()
+	stopProfile, err := app.StartCPUProfile(*cpuProfile)
+	if err != nil {
+		app.Fatal(log, "starting the CPU profile", err)
+	}
+	defer func() {
+		if err := stopProfile(); err != nil {
+			log.Error("writing the CPU profile", zap.Error(err))
+		}
+	}()
 
 	schemas, err := app.LoadSchemas(cfg)
 	if err != nil {
@@ -64,6 +76,9 @@ func main() {
 		app.Fatal(log, "opening Postgres", err)
 	}
 	defer st.Close()
+	if err := store.Retry(ctx, store.StartupRetryTime, func() error { return st.RequireMigrated(ctx) }); err != nil {
+		app.Fatal(log, "checking the database", err)
+	}
 	nc, js, err := queue.Connect(ctx, env.NATSURL, "extractq-worker", log)
 	if err != nil {
 		app.Fatal(log, "connecting to NATS", err)
@@ -91,6 +106,7 @@ func main() {
 		Store: st, Extractor: extractor, Schemas: schemas, Model: cfg.LLM.Model,
 		DBTimeout: min(cfg.Worker.AckWait/2, 15e9), Metrics: worker.NewMetrics(reg), Logger: log,
 		CommitBatch: cfg.Worker.CommitBatch, CommitWait: cfg.Worker.CommitWait,
+		Announcer: queue.NewAnnouncer(nc, cfg.NATS),
 	})
 	if err != nil {
 		app.Fatal(log, "building worker", err)
