@@ -46,8 +46,15 @@ func TestBackPressure(t *testing.T) {
 		done <- result{sum, err}
 	}()
 
-	// Ingest must stall at the limit before anything consumes.
-	time.Sleep(500 * time.Millisecond)
+	// Ingest must stall at the limit before anything consumes: the stream
+	// fills to its limit (however slow the machine) and stays there, and
+	// the ingest has not finished.
+	for deadline := time.Now().Add(30 * time.Second); q.Messages(t) < 3; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("stream holds %d after 30s, want its limit 3", q.Messages(t))
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
 	select {
 	case r := <-done:
 		t.Fatalf("ingest finished with a full stream: %+v %v", r.sum, r.err)

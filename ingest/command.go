@@ -3,11 +3,15 @@ package ingest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/schollz/progressbar/v3"
 	"go.uber.org/zap"
@@ -29,6 +33,9 @@ type CommandOptions struct {
 	Timeout    time.Duration
 	JSON       bool
 	Quiet      bool
+	// Format is "jsonl" or "csv"; empty means from File's extension
+	// (".csv", any case, is CSV; anything else and stdin "-" are JSONL).
+	Format string
 	// Parallel is how many lines are recorded and published at once.
 	Parallel int
 	// PollEvery is how often -wait reads the batch's counts. Default 250ms.
@@ -52,9 +59,18 @@ type Report struct {
 	CostUSD          float64 `json:"cost_usd"`
 	// QueuedDuplicates counts duplicates whose earlier run is still queued;
 	// they are in Queued and a wait covers them.
-	QueuedDuplicates int         `json:"queued_duplicates,omitempty"`
+	QueuedDuplicates int `json:"queued_duplicates,omitempty"`
+	// InvalidUTF8 counts the messages stored with U+FFFD in place of bytes
+	// that are not UTF-8, and InvalidUTF8Lines gives the first of their
+	// line numbers (Summary's fields of the same names).
+	InvalidUTF8      int         `json:"invalid_utf8,omitempty"`
+	InvalidUTF8Lines []int       `json:"invalid_utf8_lines,omitempty"`
 	TimedOut         bool        `json:"timed_out,omitempty"`
 	Errors           []LineError `json:"errors,omitempty"`
+	// Hint says what the input probably is when every line was rejected
+	// for a reason the input's format explains, such as "the input looks
+	// like CSV: use -format csv".
+	Hint string `json:"hint,omitempty"`
 }
 
 // Exit statuses of RunCommand.
@@ -63,6 +79,13 @@ const (
 	ExitError   = 1
 	ExitUsage   = 2
 	ExitTimeout = 3
+	// ExitNothingIngested: nothing of the input is stored or queued,
+	// because it had lines and every one was rejected (the reasons are on
+	// stderr and in the report's errors), or because it holds no messages
+	// at all (no byte, only blank lines, or only a CSV header row; no batch
+	// is recorded and no report printed). A script feeding the wrong file
+	// notices.
+	ExitNothingIngested = 4
 )
 
 // RunCommand is cmd/ingest: it ingests o.File, optionally waits for the
@@ -71,6 +94,11 @@ func RunCommand(ctx context.Context, o CommandOptions, env app.Env, log *zap.Log
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "ingest: "+format+"\n", a...)
 		return ExitError
+	}
+	format, err := FormatFor(o.Format, o.File)
+	if err != nil {
+		fmt.Fprintf(stderr, "ingest: -format: %v\n", err)
+		return ExitUsage
 	}
 	cfg, err := app.LoadConfig(o.ConfigPath, env)
 	if err != nil {
@@ -116,6 +144,9 @@ func RunCommand(ctx context.Context, o CommandOptions, env app.Env, log *zap.Log
 		return fail("opening Postgres: %v", err)
 	}
 	defer st.Close()
+	if err := store.Retry(ctx, DBRetryTime, func() error { return st.RequireMigrated(ctx) }); err != nil {
+		return fail("%v", err)
+	}
 	nc, js, err := queue.Connect(ctx, env.NATSURL, "extractq-ingest", log)
 	if err != nil {
 		return fail("connecting to NATS: %v", err)
@@ -138,7 +169,7 @@ func RunCommand(ctx context.Context, o CommandOptions, env app.Env, log *zap.Log
 	}
 	ing, err := New(Config{
 		Store: st, Publisher: queue.NewPublisher(js, cfg.NATS), SchemaID: o.SchemaID,
-		MaxTextBytes: cfg.Ingest.MaxTextBytes, BatchID: o.BatchID, SourceName: name, Parallel: o.Parallel, Logger: log,
+		MaxTextBytes: cfg.Ingest.MaxTextBytes, BatchID: o.BatchID, SourceName: name, Format: format, Parallel: o.Parallel, Logger: log,
 	})
 	if err != nil {
 		return fail("%v", err)
@@ -150,15 +181,31 @@ func RunCommand(ctx context.Context, o CommandOptions, env app.Env, log *zap.Log
 	for _, le := range sum.Errors {
 		fmt.Fprintf(stderr, "ingest: rejected %v\n", le)
 	}
-	if runErr != nil {
-		fmt.Fprintf(stderr, "ingest: stopped: %v\n", runErr)
+	if ee, ok := errors.AsType[*EmptyInputError](runErr); ok {
+		fmt.Fprintf(stderr, "ingest: %s holds no messages (%s); no batch was recorded\n", name, ee.Reason)
+		return ExitNothingIngested
+	}
+	_, started := errors.AsType[*StartError](runErr)
+	switch {
+	case started && errors.Is(runErr, store.ErrConflict):
+		fmt.Fprintf(stderr, "ingest: batch %q already exists; a batch id is used once: leave out -batch for a new one (nothing was recorded)\n", o.BatchID)
+	case runErr != nil:
+		fmt.Fprintf(stderr, "ingest: stopped: %s\n", strings.TrimPrefix(runErr.Error(), "ingest: "))
+	}
+	if started {
+		return ExitError // no batch of its own to report
 	}
 
-	rep := Report{BatchID: sum.BatchID, Lines: sum.Lines, Published: sum.Published, Duplicates: sum.Duplicates,
-		Rejected: sum.Rejected, Errors: sum.Errors}
+	rep := newReport(sum)
 	code := ExitOK
-	if runErr != nil {
+	switch {
+	case runErr != nil:
 		code = ExitError
+	case sum.Lines > 0 && sum.Rejected == sum.Lines:
+		code = ExitNothingIngested
+		if sum.csvReadAsJSONL() {
+			rep.Hint = "the input looks like CSV: use -format csv"
+		}
 	}
 	if o.Wait && runErr == nil {
 		if !waitBatch(ctx, st, sum, o, stderr) {
@@ -168,19 +215,9 @@ func RunCommand(ctx context.Context, o CommandOptions, env app.Env, log *zap.Log
 	}
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	var bs store.BatchSummary
-	err = store.Retry(bctx, 10*time.Second, func() error {
-		var err error
-		bs, err = st.BatchSummary(bctx, st.Pool, sum.BatchID)
-		return err
-	})
-	if err != nil {
+	if err := addOutcomes(bctx, st, sum, &rep); err != nil {
 		return fail("reading batch %s: %v", sum.BatchID, err)
 	}
-	waiting, _ := st.RunCountQueued(bctx, st.Pool, sum.Waiting)
-	rep.Queued, rep.Succeeded, rep.Repaired, rep.Failed = bs.Queued+waiting, bs.Succeeded, bs.Repaired, bs.Failed
-	rep.QueuedDuplicates = waiting
-	rep.LLMCalls, rep.PromptTokens, rep.CompletionTokens, rep.CostUSD = bs.LLMCalls, bs.PromptTokens, bs.CompletionTokens, bs.CostUSD
 
 	if o.JSON {
 		enc := json.NewEncoder(stdout)
@@ -192,11 +229,90 @@ func RunCommand(ctx context.Context, o CommandOptions, env app.Env, log *zap.Log
 			rep.Succeeded, rep.Repaired, rep.Failed, rep.Queued)
 		fmt.Fprintf(stdout, "llm: %d calls, %d prompt + %d completion tokens, $%.6f\n",
 			rep.LLMCalls, rep.PromptTokens, rep.CompletionTokens, rep.CostUSD)
+		if rep.InvalidUTF8 > 0 {
+			fmt.Fprintf(stdout, "invalid UTF-8: %s stored with U+FFFD in place of bytes that are not UTF-8 (flag %s)\n",
+				plural(rep.InvalidUTF8, "message", "messages"), FlagInvalidUTF8)
+		}
 	}
-	if code == ExitTimeout {
-		fmt.Fprintf(stderr, "ingest: timed out after %v with %d messages still queued\n", o.Timeout, rep.Queued)
+	if sum.InvalidUTF8 > 0 {
+		fmt.Fprintf(stderr, "ingest: warning: %s held bytes that are not UTF-8, stored as U+FFFD (%s): "+
+			"%s is not UTF-8 (Latin-1 or Windows-1252, say); convert it before ingesting, e.g. %s "+
+			"(the stored messages keep the U+FFFD; ingesting a converted copy rejects the changed texts as conflicts)\n",
+			plural(sum.InvalidUTF8, "message", "messages"), lineList(sum.InvalidUTF8, sum.InvalidUTF8Lines), name, iconvHint(o.File))
+	}
+	switch code {
+	case ExitTimeout:
+		fmt.Fprintf(stderr, "ingest: timed out after %v with %d of the batch's messages still queued\n", o.Timeout, rep.Queued)
+	case ExitNothingIngested:
+		fmt.Fprintf(stderr, "ingest: %s rejected; nothing was queued%s\n", allLinesWere(sum.Lines), optional("; %s", rep.Hint))
 	}
 	return code
+}
+
+// optional formats v into format, or returns "" for an empty v.
+func optional(format, v string) string {
+	if v == "" {
+		return ""
+	}
+	return fmt.Sprintf(format, v)
+}
+
+// plural is "1 message" or "n messages".
+// allLinesWere says that all n lines were (something), for n of 1 too:
+// "the one line was", "every one of the 3 lines was".
+func allLinesWere(n int) string {
+	if n == 1 {
+		return "the one line was"
+	}
+	return fmt.Sprintf("every one of the %d lines was", n)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// lineList names the lines of n messages, of which lines are the first:
+// "line 7", "lines 2, 5, 9", "lines 1, 2, 3, 4, 5 and 12 more".
+func lineList(n int, lines []int) string {
+	nums := make([]string, len(lines))
+	for i, l := range lines {
+		nums[i] = strconv.Itoa(l)
+	}
+	out := "lines " + strings.Join(nums, ", ")
+	if n == 1 && len(lines) == 1 {
+		out = "line " + nums[0]
+	}
+	if more := n - len(lines); more > 0 {
+		out += fmt.Sprintf(" and %d more", more)
+	}
+	return out
+}
+
+// iconvHint is the command converting file from Latin-1 to UTF-8, into a
+// new file next to it ("in.csv" to "in.utf8.csv"); for stdin ("-"), the
+// filter to pipe it through.
+func iconvHint(file string) string {
+	if file == "-" {
+		return "iconv -f latin1 -t utf-8"
+	}
+	ext := filepath.Ext(file)
+	out := strings.TrimSuffix(file, ext) + ".utf8" + ext
+	return fmt.Sprintf("iconv -f latin1 -t utf-8 %s > %s", shellQuote(file), shellQuote(out))
+}
+
+// shellQuote quotes s for a POSIX shell when it holds more than letters,
+// digits and ./_-+,:@%.
+func shellQuote(s string) string {
+	safe := s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r < utf8.RuneSelf && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("./_-+,:@%", r)))
+	}) < 0
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // waitBatch polls the batch until no run is queued. It reports false on

@@ -122,6 +122,13 @@ func TestRunCommandJSON(t *testing.T) {
 	if n := e.streamMsgs(t); n != 3 {
 		t.Errorf("stream holds %d messages after the second run, want 3", n)
 	}
+
+	// A batch id used already: refused before anything is recorded.
+	code, stdout, stderr = runCommand(t, o, env)
+	wantErr := "ingest: batch \"b-again\" already exists; a batch id is used once: leave out -batch for a new one (nothing was recorded)\n"
+	if code != ingest.ExitError || stdout != "" || !strings.Contains(stderr, wantErr) {
+		t.Errorf("third run, same -batch: exit %d, stdout %q, stderr:\n%s\nwant exit 1 and %q", code, stdout, stderr, wantErr)
+	}
 }
 
 func TestRunCommandWaitTimesOut(t *testing.T) {
@@ -143,7 +150,7 @@ func TestRunCommandWaitTimesOut(t *testing.T) {
 	if !rep.TimedOut || rep.Queued != 2 || rep.Published != 2 {
 		t.Errorf("report = %+v, want timed out with 2 queued", rep)
 	}
-	if !strings.Contains(stderr, "timed out after 200ms with 2 messages still queued") {
+	if !strings.Contains(stderr, "timed out after 200ms with 2 of the batch's messages still queued") {
 		t.Errorf("stderr:\n%s", stderr)
 	}
 
@@ -170,11 +177,12 @@ func TestRunCommandWaitEmptyBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Nothing queued: the batch is done at once.
+	// Nothing queued: the batch is done at once (no timeout), and the exit
+	// status says every line was rejected.
 	o := ingest.CommandOptions{File: file, ConfigPath: configPath, JSON: true, Quiet: true, Wait: true, Timeout: time.Minute}
 	code, stdout, stderr := runCommand(t, o, env)
-	if code != ingest.ExitOK {
-		t.Fatalf("exit %d, want 0; stderr:\n%s", code, stderr)
+	if code != ingest.ExitNothingIngested {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", code, ingest.ExitNothingIngested, stderr)
 	}
 	var rep ingest.Report
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
@@ -182,6 +190,35 @@ func TestRunCommandWaitEmptyBatch(t *testing.T) {
 	}
 	if rep.TimedOut || rep.Rejected != 1 || rep.Published != 0 || rep.Queued != 0 {
 		t.Errorf("report = %+v, want 1 rejected, not timed out", rep)
+	}
+}
+
+func TestRunCommandAllRejected(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	env, configPath, _ := commandSetup(t, e, 1)
+	file := filepath.Join(t.TempDir(), "wrong.jsonl")
+	if err := os.WriteFile(file, []byte("id,text\n1,where is my order\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCommand(t, ingest.CommandOptions{File: file, ConfigPath: configPath, JSON: true, Quiet: true}, env)
+	if code != ingest.ExitNothingIngested {
+		t.Errorf("exit %d, want %d; stderr:\n%s", code, ingest.ExitNothingIngested, stderr)
+	}
+	if !strings.Contains(stderr, "every one of the 2 lines was rejected") || !strings.Contains(stderr, "line 1") {
+		t.Errorf("stderr does not name the lines and the outcome:\n%s", stderr)
+	}
+	var rep ingest.Report
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || rep.Rejected != 2 || rep.Published != 0 || len(rep.Errors) != 2 {
+		t.Errorf("report = %+v (%v), want 2 rejected with their errors", rep, err)
+	}
+	// One good line among bad ones is a normal ingest.
+	mixed := filepath.Join(t.TempDir(), "mixed.jsonl")
+	if err := os.WriteFile(mixed, []byte("not json\n{\"id\": \"ok-1\", \"text\": \"Where is order 48213?\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCommand(t, ingest.CommandOptions{File: mixed, ConfigPath: configPath, JSON: true, Quiet: true}, env); code != ingest.ExitOK {
+		t.Errorf("one good line: exit %d, want 0; stderr:\n%s", code, stderr)
 	}
 }
 

@@ -1,6 +1,7 @@
-// Package ingest reads customer messages (JSONL), checks each, records it in
-// Postgres and publishes its run to the stream, so every message is either
-// rejected with a reason, a duplicate of one already stored, or queued.
+// Package ingest reads customer messages (JSONL or CSV), checks each,
+// records it in Postgres and publishes its run to the stream, so every
+// message is either rejected with a reason, a duplicate of one already
+// stored, or queued.
 package ingest
 
 import (
@@ -9,11 +10,14 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/csv"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -32,7 +36,8 @@ import (
 // restart, a failover) on one line before it stops.
 const DBRetryTime = 2 * time.Minute
 
-// MaxLineBytes is the longest JSONL line read, in bytes. Longer lines are
+// MaxLineBytes is the longest JSONL line or CSV record read, in bytes,
+// line ends included. Longer ones are read past without being kept, and
 // rejected; the text limit (Config.MaxTextBytes) is usually far lower.
 const MaxLineBytes = 4 << 20
 
@@ -58,7 +63,11 @@ type Config struct {
 	BatchID string
 	// SourceName is recorded on the batch (a file name, or "-" for stdin).
 	SourceName string
-	// Progress, if set, is called after each line with its number. With
+	// Format is the input's format: FormatJSONL (the default when empty)
+	// or FormatCSV.
+	Format Format
+	// Progress, if set, is called after each line (CSV: each record) with
+	// its number (CSV: the record's first line). With
 	// Parallel above 1 it is called from several goroutines.
 	Progress func(lines int)
 	// Parallel is how many lines are recorded and published at once.
@@ -67,31 +76,42 @@ type Config struct {
 	Logger   *zap.Logger
 }
 
-// LineError is a rejected line: its 1-based number, the message id when
-// it could be read, and why.
+// LineError is a rejected line: its 1-based number (for CSV, the first
+// line of the record), the message id when it could be read, and why.
 type LineError struct {
-	Line   int    `json:"line"`
-	ID     string `json:"id,omitempty"`
-	Reason string `json:"reason"`
+	Line int `json:"line"`
+	// EndLine is the last line of a CSV record rejected as not valid CSV
+	// or too long, when it spans lines (else 0): a quote left open takes
+	// the lines after it into its record.
+	EndLine int    `json:"end_line,omitempty"`
+	ID      string `json:"id,omitempty"`
+	Reason  string `json:"reason"`
 }
 
 func (e LineError) Error() string {
-	if e.ID != "" {
-		return fmt.Sprintf("line %d (id %q): %s", e.Line, e.ID, e.Reason)
+	lines := fmt.Sprintf("line %d", e.Line)
+	if e.EndLine > e.Line {
+		lines = fmt.Sprintf("lines %d-%d", e.Line, e.EndLine)
 	}
-	return fmt.Sprintf("line %d: %s", e.Line, e.Reason)
+	if e.ID != "" {
+		return fmt.Sprintf("%s (id %q): %s", lines, e.ID, e.Reason)
+	}
+	return fmt.Sprintf("%s: %s", lines, e.Reason)
 }
 
 // Summary is what one ingest did.
 type Summary struct {
 	BatchID string `json:"batch_id"`
-	// Lines counts the non-blank lines read, over-long ones included, so
+	// Lines counts the non-blank JSONL lines read, over-long ones included,
+	// or the CSV records (the header not counted), so
 	// Lines = Published + Duplicates + Rejected when Run returns no error.
 	Lines int `json:"lines"`
-	// Published counts runs published by this ingest: new messages, and
-	// stored messages whose run had never been published.
+	// Published counts runs published by this ingest: new messages,
+	// stored messages not yet extracted with this batch's schema (a new
+	// run), and stored messages whose run had never been published.
 	Published int `json:"published"`
-	// Duplicates counts messages already stored with the same text.
+	// Duplicates counts messages already stored with the same text and
+	// already extracted (or queued) with this batch's schema.
 	Duplicates int `json:"duplicates"`
 	// Rejected counts bad lines and conflicts (same id, other text).
 	Rejected int `json:"rejected"`
@@ -100,6 +120,35 @@ type Summary struct {
 	// Waiting lists the duplicates whose run (of an earlier batch) is still
 	// queued, so a wait covers them too.
 	Waiting []store.RunRef `json:"-"`
+	// InvalidUTF8 counts the messages accepted (published or duplicates)
+	// whose line or record held bytes that are not UTF-8, stored with
+	// U+FFFD in their place (FlagInvalidUTF8): a file in Latin-1, say.
+	InvalidUTF8 int `json:"invalid_utf8,omitempty"`
+	// InvalidUTF8Lines are the line numbers of the first of them (at most
+	// MaxInvalidUTF8Lines), ascending.
+	InvalidUTF8Lines []int `json:"invalid_utf8_lines,omitempty"`
+	// LooksLikeCSV reports that the first line of JSONL input reads as a
+	// CSV header with "id" and "text" columns: CSV given as JSONL.
+	LooksLikeCSV bool `json:"-"`
+}
+
+// MaxInvalidUTF8Lines is how many line numbers Summary.InvalidUTF8Lines
+// keeps.
+const MaxInvalidUTF8Lines = 5
+
+// add adds what p, a part of the same ingest, counted.
+func (s *Summary) add(p Summary) {
+	s.Published += p.Published
+	s.Duplicates += p.Duplicates
+	s.Rejected += p.Rejected
+	s.Errors = append(s.Errors, p.Errors...)
+	s.Waiting = append(s.Waiting, p.Waiting...)
+	s.InvalidUTF8 += p.InvalidUTF8
+	if len(p.InvalidUTF8Lines) > 0 {
+		s.InvalidUTF8Lines = append(s.InvalidUTF8Lines, p.InvalidUTF8Lines...)
+		slices.Sort(s.InvalidUTF8Lines)
+		s.InvalidUTF8Lines = s.InvalidUTF8Lines[:min(len(s.InvalidUTF8Lines), MaxInvalidUTF8Lines)]
+	}
 }
 
 // Ingester records and publishes messages.
@@ -109,10 +158,18 @@ type Ingester struct {
 	progressMu sync.Mutex
 }
 
-// New returns an Ingester.
+// New returns an Ingester. It fails when a required field is missing or
+// Format is unknown.
 func New(cfg Config) (*Ingester, error) {
 	if cfg.Store == nil || cfg.Publisher == nil || cfg.SchemaID == "" || cfg.MaxTextBytes <= 0 {
 		return nil, errors.New("ingest: Store, Publisher, SchemaID and MaxTextBytes are required")
+	}
+	switch cfg.Format {
+	case "":
+		cfg.Format = FormatJSONL
+	case FormatJSONL, FormatCSV:
+	default:
+		return nil, fmt.Errorf("ingest: unknown format %q (want %s or %s)", cfg.Format, FormatJSONL, FormatCSV)
 	}
 	if cfg.BatchID == "" {
 		cfg.BatchID = NewBatchID(time.Now())
@@ -135,7 +192,7 @@ func NewBatchID(now time.Time) string {
 	return "b-" + now.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
 }
 
-// Input is one accepted line.
+// Input is one accepted line or record.
 type Input struct {
 	ID       string
 	Source   string
@@ -203,19 +260,16 @@ func ParseLine(line []byte, maxText int) (Input, error) {
 	default:
 		return in, errors.New(`"id" must be a string or an integer`)
 	}
-	if strings.TrimSpace(sid) == "" {
-		return in, errors.New(`"id" is empty`)
+	if err := in.setID(sid); err != nil {
+		return in, err
 	}
-	if strings.ContainsRune(sid, 0) {
-		return in, errors.New(`"id" contains a NUL character`)
-	}
-	in.ID = sid
 	if rs, ok := obj["source"]; ok {
-		if err := json.Unmarshal(rs, &in.Source); err != nil {
+		var source string
+		if err := json.Unmarshal(rs, &source); err != nil {
 			return in, errors.New(`"source" must be a string`)
 		}
-		if strings.ContainsRune(in.Source, 0) {
-			return in, errors.New(`"source" contains a NUL character`)
+		if err := in.setSource(source); err != nil {
+			return in, err
 		}
 	}
 	rawText, ok := obj["text"]
@@ -226,33 +280,75 @@ func ParseLine(line []byte, maxText int) (Input, error) {
 	if !ok {
 		return in, errors.New(`missing "text"`)
 	}
-	if err := json.Unmarshal(rawText, &in.Text); err != nil || isNull(rawText) {
+	var text string
+	if err := json.Unmarshal(rawText, &text); err != nil || isNull(rawText) {
 		return in, errors.New(`"text" must be a string`)
 	}
-	switch {
-	case strings.TrimFunc(in.Text, unicode.IsSpace) == "":
-		return in, errors.New(`"text" is empty or only white space`)
-	case len(in.Text) > maxText:
-		return in, fmt.Errorf(`"text" is %d bytes; the limit is %d`, len(in.Text), maxText)
-	case strings.ContainsRune(in.Text, 0):
-		return in, errors.New(`"text" contains a NUL character`)
+	if err := in.setText(text, maxText); err != nil {
+		return in, err
 	}
 	delete(obj, "id")
 	delete(obj, "text")
 	delete(obj, "source")
-	// Keys sorted, compact, and <, >, & kept as they are (not \u003c...).
+	return in, in.setMetadata(obj)
+}
+
+// The checks below are every format's: a JSONL line's fields and a CSV
+// record's cells pass the same ones, with the same reasons.
+
+// setID checks a message id (not empty or white space only, no NUL) and
+// sets it.
+func (in *Input) setID(id string) error {
+	if strings.TrimSpace(id) == "" {
+		return errors.New(`"id" is empty`)
+	}
+	if strings.ContainsRune(id, 0) {
+		return errors.New(`"id" contains a NUL character`)
+	}
+	in.ID = id
+	return nil
+}
+
+// setSource checks a source (no NUL; empty means none) and sets it.
+func (in *Input) setSource(source string) error {
+	if strings.ContainsRune(source, 0) {
+		return errors.New(`"source" contains a NUL character`)
+	}
+	in.Source = source
+	return nil
+}
+
+// setText checks a text (a non-space character, at most maxText bytes, no
+// NUL) and sets it.
+func (in *Input) setText(text string, maxText int) error {
+	switch {
+	case strings.TrimFunc(text, unicode.IsSpace) == "":
+		return errors.New(`"text" is empty or only white space`)
+	case len(text) > maxText:
+		return fmt.Errorf(`"text" is %d bytes; the limit is %d`, len(text), maxText)
+	case strings.ContainsRune(text, 0):
+		return errors.New(`"text" contains a NUL character`)
+	}
+	in.Text = text
+	return nil
+}
+
+// setMetadata encodes meta (a map) as the message's metadata: keys
+// sorted, compact, and <, >, & kept as they are (not \u003c...). A NUL
+// anywhere in it is refused.
+func (in *Input) setMetadata(meta any) error {
 	var mb bytes.Buffer
 	enc := json.NewEncoder(&mb)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(obj); err != nil {
-		return in, fmt.Errorf("metadata: %v", err)
+	if err := enc.Encode(meta); err != nil {
+		return fmt.Errorf("metadata: %v", err)
 	}
-	meta := bytes.TrimSuffix(mb.Bytes(), []byte("\n"))
-	if hasNULEscape(meta) {
-		return in, errors.New("metadata contains a NUL character")
+	doc := bytes.TrimSuffix(mb.Bytes(), []byte("\n"))
+	if hasNULEscape(doc) {
+		return errors.New("metadata contains a NUL character")
 	}
-	in.Metadata = meta
-	return in, nil
+	in.Metadata = doc
+	return nil
 }
 
 // isNull reports whether raw is the JSON literal null, which json.Unmarshal
@@ -294,76 +390,173 @@ func ContentHash(text string) []byte {
 	return h[:]
 }
 
-// Run reads JSONL from r and ingests every line. Bad lines are rejected
-// with their line number and the rest go on. It returns an error only when
-// it cannot go on at all (the batch cannot be recorded, the reader fails,
-// or ctx ends); the Summary then says how far it got.
+// StartError is Run's error when it stopped before recording the batch (a
+// bad CSV header, an input without messages, a batch id already used, a
+// read that failed before the first line): nothing of the input is stored.
+type StartError struct{ Err error }
+
+func (e *StartError) Error() string { return e.Err.Error() }
+func (e *StartError) Unwrap() error { return e.Err }
+
+// EmptyInputError is the cause of Run's *StartError when the input holds
+// no message at all: no byte, only blank lines, or (CSV) only the header.
+// No batch is recorded.
+type EmptyInputError struct {
+	// Reason says what the input held: "it is empty", "it has only blank
+	// lines" or "it has only the CSV header row".
+	Reason string
+}
+
+func (e *EmptyInputError) Error() string { return "the input holds no messages (" + e.Reason + ")" }
+
+// parseFunc checks one line or record, with the text limit in bytes.
+type parseFunc func(maxText int) (Input, error)
+
+// handleFunc takes one line or record and its line number; false stops
+// the reading.
+type handleFunc func(lineNo int, parse parseFunc) bool
+
+// input is one format's reader.
+type input interface {
+	// read counts the lines or records in sum and hands each to handle,
+	// with its line number, until handle returns false. Its error is a
+	// read error; it stops (returning nil) when ctx ends.
+	read(ctx context.Context, sum *Summary, handle handleFunc) error
+	// empty says what the input held, after a read that handed nothing
+	// on: EmptyInputError's Reason.
+	empty() string
+}
+
+// Run reads JSONL or CSV (Config.Format) from r and ingests every line or
+// record. Bad ones are rejected with their line number and the rest go on.
+// The batch is recorded when the first line or record is read. Run returns
+// an error only when it cannot go on at all: a *StartError when nothing is
+// recorded (a bad CSV header; an input without messages, wrapping an
+// *EmptyInputError; a batch that cannot be recorded; the reader failing or
+// ctx ending before the first line), else the reader failing, the database
+// or the stream failing, or ctx ending; the Summary then says how far it
+// got.
 func (in *Ingester) Run(ctx context.Context, r io.Reader) (Summary, error) {
 	sum := Summary{BatchID: in.cfg.BatchID}
-	st := in.cfg.Store
-	if err := st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: in.cfg.BatchID, SchemaID: in.cfg.SchemaID, SourceName: in.cfg.SourceName}); err != nil {
-		return sum, fmt.Errorf("ingest: recording batch %s: %w", in.cfg.BatchID, err)
+	var src input
+	if in.cfg.Format == FormatCSV {
+		// The header is checked before the batch is recorded, so a wrong
+		// file leaves nothing behind.
+		c, err := newCSVInput(r)
+		if err != nil {
+			return sum, &StartError{fmt.Errorf("ingest: %w", err)}
+		}
+		src = c
+	} else {
+		src = newJSONLInput(r)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	type job struct {
-		lineNo int
-		line   []byte
+	// start records the batch, before the first line is handled, so an
+	// input without any leaves nothing behind either. It is called on the
+	// reading goroutine only.
+	started := false
+	start := func() bool {
+		started = true
+		st := in.cfg.Store
+		if err := st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: in.cfg.BatchID, SchemaID: in.cfg.SchemaID, SourceName: in.cfg.SourceName}); err != nil {
+			cancel(&StartError{fmt.Errorf("ingest: recording batch %s: %w", in.cfg.BatchID, err)})
+			return false
+		}
+		return true
 	}
-	n := max(1, in.cfg.Parallel)
-	if n == 1 {
+	var readErr error
+	if n := max(1, in.cfg.Parallel); n == 1 {
 		// One after the other, in line order, on this goroutine.
-		var fatal error
-		readErr := in.read(ctx, r, &sum, func(lineNo int, line []byte) bool {
-			if fatal = in.one(ctx, lineNo, line, &sum); fatal != nil {
+		readErr = src.read(ctx, &sum, func(lineNo int, parse parseFunc) bool {
+			if !started && !start() {
 				return false
+			}
+			if msg, ok := in.check(lineNo, parse, &sum); ok {
+				if err := in.record(ctx, lineNo, msg, &sum); err != nil {
+					cancel(err)
+					return false
+				}
 			}
 			in.progress(lineNo)
 			return true
 		})
-		if fatal != nil {
-			return sum, fatal
-		}
-		if readErr == nil && ctx.Err() != nil {
-			return sum, ctx.Err()
-		}
-		return sum, readErr
+	} else {
+		readErr = in.parallel(ctx, cancel, n, src, &sum, func() bool { return started || start() })
 	}
-	jobs := make(chan job)
+	err := context.Cause(ctx)
+	if err == nil {
+		err = readErr
+	}
+	if !started {
+		if err == nil {
+			err = fmt.Errorf("ingest: %w", &EmptyInputError{Reason: src.empty()})
+		}
+		if _, ok := errors.AsType[*StartError](err); !ok {
+			err = &StartError{err}
+		}
+	}
+	return sum, err
+}
+
+// parallel reads and checks src's lines on this goroutine and records and
+// publishes them on n goroutines, adding what they did to sum. The lines
+// of one message key (source and id) all go to the same goroutine, in
+// line order, so the first line of a key is recorded first, and a later
+// one with another text is the conflict, as when the lines are taken one
+// after the other. start is called before each line is handed on; false
+// stops the reading. A line that fails the ingest cancels ctx with its
+// error. It returns the read error.
+func (in *Ingester) parallel(ctx context.Context, cancel context.CancelCauseFunc, n int, src input, sum *Summary, start func() bool) error {
+	type job struct {
+		lineNo int
+		msg    Input
+	}
+	jobs := make([]chan job, n)
 	parts := make([]Summary, n)
 	var wg sync.WaitGroup
 	for i := range n {
+		jobs[i] = make(chan job, 1)
 		wg.Go(func() {
-			for j := range jobs {
-				if err := in.one(ctx, j.lineNo, j.line, &parts[i]); err != nil {
-					cancel(err)
+			for j := range jobs[i] {
+				if ctx.Err() == nil {
+					if err := in.record(ctx, j.lineNo, j.msg, &parts[i]); err != nil {
+						cancel(err)
+					}
 				}
 				in.progress(j.lineNo)
 			}
 		})
 	}
-	readErr := in.read(ctx, r, &sum, func(lineNo int, line []byte) bool {
+	readErr := src.read(ctx, sum, func(lineNo int, parse parseFunc) bool {
+		if !start() {
+			return false
+		}
+		msg, ok := in.check(lineNo, parse, sum)
+		if !ok {
+			in.progress(lineNo)
+			return true
+		}
+		h := fnv.New32a()
+		h.Write([]byte(msg.Source))
+		h.Write([]byte{0})
+		h.Write([]byte(msg.ID))
 		select {
-		case jobs <- job{lineNo, line}:
+		case jobs[h.Sum32()%uint32(n)] <- job{lineNo, msg}:
 			return true
 		case <-ctx.Done():
 			return false
 		}
 	})
-	close(jobs)
+	for _, c := range jobs {
+		close(c)
+	}
 	wg.Wait()
 	for _, p := range parts {
-		sum.Published += p.Published
-		sum.Duplicates += p.Duplicates
-		sum.Rejected += p.Rejected
-		sum.Errors = append(sum.Errors, p.Errors...)
-		sum.Waiting = append(sum.Waiting, p.Waiting...)
+		sum.add(p)
 	}
 	sort.SliceStable(sum.Errors, func(i, j int) bool { return sum.Errors[i].Line < sum.Errors[j].Line })
-	if err := context.Cause(ctx); err != nil {
-		return sum, err
-	}
-	return sum, readErr
+	return readErr
 }
 
 // progress reports a line done, one call at a time.
@@ -376,36 +569,55 @@ func (in *Ingester) progress(lineNo int) {
 	in.cfg.Progress(lineNo)
 }
 
-// read splits r into lines, counts them in sum, rejects over-long ones,
-// and hands every non-blank line to handle until it returns false.
-func (in *Ingester) read(ctx context.Context, r io.Reader, sum *Summary, handle func(lineNo int, line []byte) bool) error {
-	br := bufio.NewReaderSize(r, 64<<10)
-	lineNo := 0
+// jsonlInput reads JSONL: one message a line.
+type jsonlInput struct {
+	br *bufio.Reader
+	// line is the number of the last line read.
+	line int
+	// data: a byte was read that is not the byte order mark.
+	data bool
+}
+
+func newJSONLInput(r io.Reader) *jsonlInput {
+	return &jsonlInput{br: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// read splits the input into lines, counts them in sum, and hands every
+// non-blank line to handle until it returns false; a line longer than
+// MaxLineBytes is handed on to be rejected.
+func (j *jsonlInput) read(ctx context.Context, sum *Summary, handle handleFunc) error {
 	for {
 		if ctx.Err() != nil {
 			return nil // the cause is reported by Run
 		}
-		line, err := readLine(br)
+		line, err := readLine(j.br)
 		tooLong := errors.Is(err, errLineTooLong)
 		if err != nil && err != io.EOF && !tooLong {
-			return fmt.Errorf("ingest: reading line %d: %w", lineNo+1, err)
+			return fmt.Errorf("ingest: reading line %d: %w", j.line+1, err)
 		}
 		if len(line) > 0 || err == nil || tooLong {
-			lineNo++
+			j.line++
 		}
 		if tooLong {
+			j.data = true
 			sum.Lines++
-			sum.reject(LineError{Line: lineNo, Reason: fmt.Sprintf("line is longer than %d bytes", MaxLineBytes)})
-			in.progress(lineNo)
+			if !handle(j.line, rejectTooLong) {
+				return nil
+			}
 			continue
 		}
-		if lineNo == 1 {
+		if j.line == 1 {
 			// A UTF-8 byte order mark, as some editors write, is not data.
 			line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf"))
 		}
+		j.data = j.data || len(line) > 0 || err == nil
 		if len(bytes.TrimSpace(line)) > 0 {
+			if sum.Lines == 0 {
+				sum.LooksLikeCSV = looksLikeCSVHeader(line)
+			}
 			sum.Lines++
-			if !handle(lineNo, bytes.Clone(line)) {
+			line := bytes.Clone(line)
+			if !handle(j.line, func(maxText int) (Input, error) { return ParseLine(line, maxText) }) {
 				return nil
 			}
 		}
@@ -413,6 +625,34 @@ func (in *Ingester) read(ctx context.Context, r io.Reader, sum *Summary, handle 
 			return nil
 		}
 	}
+}
+
+// rejectTooLong is the parseFunc of a line longer than MaxLineBytes.
+func rejectTooLong(int) (Input, error) {
+	return Input{}, fmt.Errorf("line is longer than %d bytes", MaxLineBytes)
+}
+
+func (j *jsonlInput) empty() string {
+	if j.data {
+		return "it has only blank lines"
+	}
+	return "it is empty"
+}
+
+// looksLikeCSVHeader reports whether line reads as a CSV header row with
+// "id" and "text" columns.
+func looksLikeCSVHeader(line []byte) bool {
+	r := csv.NewReader(bytes.NewReader(line))
+	names, err := r.Read()
+	if err != nil {
+		return false
+	}
+	var id, text bool
+	for _, n := range names {
+		id = id || strings.TrimSpace(n) == "id"
+		text = text || strings.TrimSpace(n) == "text"
+	}
+	return id && text
 }
 
 var errLineTooLong = errors.New("line too long")
@@ -445,27 +685,40 @@ func (s *Summary) reject(e LineError) {
 	s.Errors = append(s.Errors, e)
 }
 
-// one ingests one line. It returns an error only for failures that stop
-// the whole ingest (the database or the stream is gone).
-func (in *Ingester) one(ctx context.Context, lineNo int, line []byte, sum *Summary) error {
-	msg, err := ParseLine(line, in.cfg.MaxTextBytes)
+// check parses one line or record with parse; one that fails is
+// rejected in sum, and ok is false.
+func (in *Ingester) check(lineNo int, parse parseFunc, sum *Summary) (msg Input, ok bool) {
+	msg, err := parse(in.cfg.MaxTextBytes)
 	if err != nil {
-		sum.reject(LineError{Line: lineNo, ID: msg.ID, Reason: err.Error()})
-		return nil
+		le := LineError{Line: lineNo, ID: msg.ID, Reason: err.Error()}
+		if se, ok := errors.AsType[*spanError](err); ok && se.end > lineNo {
+			le.EndLine = se.end
+		}
+		sum.reject(le)
+		return msg, false
 	}
+	return msg, true
+}
+
+// record records and publishes one checked line or record, adding what it
+// did to sum. It returns an error only for failures that stop the whole
+// ingest (the database or the stream is gone).
+func (in *Ingester) record(ctx context.Context, lineNo int, msg Input, sum *Summary) error {
 	st := in.cfg.Store
 	// Postgres restarting is waited out (MessageIngest is idempotent). A
 	// retry may find the message its own lost attempt stored.
 	var res store.MessageIngestResult
 	tries := 0
-	err = store.Retry(ctx, DBRetryTime, func() error {
+	err := store.Retry(ctx, DBRetryTime, func() error {
 		tries++
-		var err error
-		res, err = st.MessageIngest(ctx, st.Pool, store.MessageIngestParams{
-			Source: msg.Source, ExternalID: msg.ID, Body: msg.Text, ContentHash: ContentHash(msg.Text),
-			Metadata: msg.Metadata, Flags: msg.Flags, BatchID: in.cfg.BatchID, SchemaID: in.cfg.SchemaID,
+		return finish(ctx, func(ctx context.Context) error {
+			var err error
+			res, err = st.MessageIngest(ctx, st.Pool, store.MessageIngestParams{
+				Source: msg.Source, ExternalID: msg.ID, Body: msg.Text, ContentHash: ContentHash(msg.Text),
+				Metadata: msg.Metadata, Flags: msg.Flags, BatchID: in.cfg.BatchID, SchemaID: in.cfg.SchemaID,
+			})
+			return err
 		})
-		return err
 	})
 	switch {
 	case errors.Is(err, store.ErrConflict):
@@ -473,6 +726,14 @@ func (in *Ingester) one(ctx context.Context, lineNo int, line []byte, sum *Summa
 		return nil
 	case err != nil:
 		return fmt.Errorf("ingest: line %d (id %q): %w", lineNo, msg.ID, err)
+	}
+	if slices.Contains(msg.Flags, FlagInvalidUTF8) {
+		// Lines come in order to each part, so its first ones are its
+		// lowest.
+		sum.InvalidUTF8++
+		if len(sum.InvalidUTF8Lines) < MaxInvalidUTF8Lines {
+			sum.InvalidUTF8Lines = append(sum.InvalidUTF8Lines, lineNo)
+		}
 	}
 	ownLostAttempt := tries > 1 && res.Run.BatchID == in.cfg.BatchID
 	if res.Status == store.IngestDuplicate && (res.Run.PublishedAt != nil || (res.Run.BatchID == in.cfg.BatchID && !ownLostAttempt)) {
@@ -491,15 +752,44 @@ func (in *Ingester) one(ctx context.Context, lineNo int, line []byte, sum *Summa
 		return fmt.Errorf("ingest: publishing line %d (id %q): %w; the message is stored and queued, and the next ingest of this file publishes it", lineNo, msg.ID, err)
 	}
 	if err := store.Retry(ctx, DBRetryTime, func() error {
-		return st.RunMarkPublished(ctx, st.Pool, store.RunMarkPublishedParams{MessageID: res.Run.MessageID, RunNo: res.Run.RunNo})
+		return finish(ctx, func(ctx context.Context) error {
+			return st.RunMarkPublished(ctx, st.Pool, store.RunMarkPublishedParams{MessageID: res.Run.MessageID, RunNo: res.Run.RunNo})
+		})
 	}); err != nil {
 		return fmt.Errorf("ingest: line %d (id %q): marking published: %w", lineNo, msg.ID, err)
 	}
 	if res.Status == store.IngestDuplicate {
 		in.log.Info("published a stored run that had not been published", zap.Int64("message_id", res.Run.MessageID))
 	}
+	if res.Status == store.IngestDuplicate && res.Run.BatchID != in.cfg.BatchID {
+		// The run is an earlier batch's (whose ingest stopped before
+		// publishing it): a duplicate here, still queued, that this
+		// batch's wait covers too.
+		sum.Duplicates++
+		if res.Run.Status == store.RunQueued {
+			sum.Waiting = append(sum.Waiting, store.RunRef{MessageID: res.Run.MessageID, RunNo: res.Run.RunNo})
+		}
+		return nil
+	}
 	sum.Published++
 	return nil
+}
+
+// statementTimeout bounds one statement of a line's ingest.
+const statementTimeout = 10 * time.Second
+
+// finish runs one statement of a line's ingest, unless ctx is done
+// already, on a context that ctx's cancellation does not reach, bounded
+// by statementTimeout. A statement begun is thus ended before Run
+// returns: a cancelled commit could otherwise land in Postgres after Run
+// reported the line as not stored, and the report read then would miss it.
+func finish(ctx context.Context, stmt func(context.Context) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statementTimeout)
+	defer cancel()
+	return stmt(sctx)
 }
 
 // publish publishes one run. While the stream is at its limits it waits

@@ -353,6 +353,49 @@ func TestRunConflict(t *testing.T) {
 	}
 }
 
+// The same file ingested again with a second schema extracts the stored
+// messages again: a new run of each, published to that schema's subject.
+func TestRunSecondSchema(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+
+	lines := `{"id": "s-1", "text": "My order 48213 never arrived."}` + "\n" +
+		`{"id": "s-2", "text": "I want to return the shoes."}` + "\n"
+	if sum, err := e.ingest(t, strings.NewReader(lines), nil); err != nil || sum.Published != 2 {
+		t.Fatalf("first ingest = %+v, %v; want 2 published", sum, err)
+	}
+	second := func(c *ingest.Config) { c.SchemaID = "return_request" }
+	sum, err := e.ingest(t, strings.NewReader(lines), second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (ingest.Summary{BatchID: sum.BatchID, Lines: 2, Published: 2}); !reflect.DeepEqual(sum, want) {
+		t.Errorf("second schema:\n got %+v\nwant %+v", sum, want)
+	}
+	msgs := e.messages(t)
+	for _, id := range []string{"s-1", "s-2"} {
+		rm, err := e.st.RunGetWithMessage(ctx, e.st.Pool, store.RunGetParams{MessageID: msgs[id], RunNo: 2})
+		if err != nil {
+			t.Fatalf("%s run 2: %v", id, err)
+		}
+		if rm.SchemaID != "return_request" || rm.BatchID != sum.BatchID || rm.PublishedAt == nil {
+			t.Errorf("%s run 2 = %+v, want return_request in batch %s, published", id, rm.Run, sum.BatchID)
+		}
+	}
+	if got := e.streamMsgs(t); got != 4 {
+		t.Errorf("stream holds %d messages, want 4 (2 runs per message)", got)
+	}
+	// A third time with the second schema: duplicates only.
+	sum, err = e.ingest(t, strings.NewReader(lines), second)
+	if err != nil || sum.Published != 0 || sum.Duplicates != 2 {
+		t.Errorf("second schema again = %+v, %v; want 2 duplicates", sum, err)
+	}
+	if got := e.countSQL(t, `SELECT count(*) FROM runs`); got != 4 {
+		t.Errorf("%d runs, want 4", got)
+	}
+}
+
 func TestRunPublishesStoredUnpublishedRun(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -377,7 +420,10 @@ func TestRunPublishesStoredUnpublishedRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ingest.Summary{BatchID: sum.BatchID, Lines: 1, Published: 1}
+	// The run is b-earlier's: a duplicate here, published now and still
+	// queued, so a wait of this batch covers it.
+	want := ingest.Summary{BatchID: sum.BatchID, Lines: 1, Duplicates: 1,
+		Waiting: []store.RunRef{{MessageID: res.Message.ID, RunNo: 1}}}
 	if !reflect.DeepEqual(sum, want) {
 		t.Errorf("ingest:\n got %+v\nwant %+v", sum, want)
 	}
@@ -417,7 +463,9 @@ func TestRunInvalidUTF8File(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (ingest.Summary{BatchID: sum.BatchID, Lines: 4, Published: 4}); !reflect.DeepEqual(sum, want) {
+	// Counted, with their lines, the metadata-only one included.
+	want := ingest.Summary{BatchID: sum.BatchID, Lines: 4, Published: 4, InvalidUTF8: 3, InvalidUTF8Lines: []int{1, 2, 3}}
+	if !reflect.DeepEqual(sum, want) {
 		t.Errorf("ingest:\n got %+v\nwant %+v", sum, want)
 	}
 	flagged := []string{ingest.FlagInvalidUTF8}
@@ -443,10 +491,11 @@ func TestRunInvalidUTF8File(t *testing.T) {
 	}
 	e.assertStream(t, sum.BatchID, msgs)
 
-	// The replacement is deterministic, so the same bytes are duplicates.
+	// The replacement is deterministic, so the same bytes are duplicates,
+	// counted again: the batch's messages hold U+FFFD all the same.
 	sum, err = e.ingestFile(t, file, nil)
-	if err != nil || sum.Duplicates != 4 || sum.Published != 0 || sum.Rejected != 0 {
-		t.Errorf("second ingest = %+v, %v; want 4 duplicates", sum, err)
+	if err != nil || sum.Duplicates != 4 || sum.Published != 0 || sum.Rejected != 0 || sum.InvalidUTF8 != 3 {
+		t.Errorf("second ingest = %+v, %v; want 4 duplicates, 3 with invalid UTF-8", sum, err)
 	}
 }
 
@@ -490,10 +539,10 @@ func TestRunLineNumbers(t *testing.T) {
 		t.Errorf("ingest ending in an over-long line:\n got %+v\nwant %+v", sum, want)
 	}
 
-	// Empty input: a batch with nothing in it.
+	// Empty input: no batch (TestRunEmptyInput).
 	sum, err = e.ingest(t, strings.NewReader(""), nil)
-	if err != nil || !reflect.DeepEqual(sum, ingest.Summary{BatchID: sum.BatchID}) {
-		t.Errorf("empty input = %+v, %v; want an empty summary", sum, err)
+	if _, ok := errors.AsType[*ingest.EmptyInputError](err); !ok || !reflect.DeepEqual(sum, ingest.Summary{BatchID: sum.BatchID}) {
+		t.Errorf("empty input = %+v, %v; want an empty summary and an EmptyInputError", sum, err)
 	}
 }
 

@@ -1,24 +1,47 @@
-// Command ingest reads customer messages from a JSONL file (or "-" for
-// stdin), records each in Postgres and publishes its run to the stream.
+// Command ingest reads customer messages from a JSONL or CSV file (or "-"
+// for stdin), records each in Postgres and publishes its run to the stream;
+// `ingest serve` takes them over HTTP instead.
 //
 // Usage:
 //
-//	ingest [-schema ID] [-batch ID] [-wait] [-timeout D] [-json] [-config FILE] FILE
+//	ingest [-format jsonl|csv] [-schema ID] [-batch ID] [-wait] [-timeout D] [-json] [-config FILE] FILE
+//	ingest serve [-addr HOST:PORT] [-token-file FILE] [-config FILE] [flags]
 //
-// Each line is a JSON object with "id" and "text"; "source" is optional and
-// other keys are kept as metadata. A bad line is reported with its number
-// and the rest goes on. With -wait it shows progress on stderr until every
+// In JSONL, each line is a JSON object with "id" and "text"; "source" is
+// optional and other keys are kept as metadata. CSV (the default for a
+// file named *.csv) has a header row with columns id and text, source
+// optional, and every other column kept as metadata. A bad line or record
+// is reported with its line number and the rest goes on. With -wait it shows progress on stderr until every
 // message of the batch has an outcome. With -json it prints one JSON object
 // on stdout: batch_id, published, duplicates, rejected, queued, succeeded,
-// repaired, failed, llm_calls, prompt_tokens, completion_tokens, cost_usd.
+// repaired, failed, llm_calls, prompt_tokens, completion_tokens, cost_usd,
+// and, when some messages held bytes that are not UTF-8 (stored as
+// U+FFFD, with a warning on stderr), invalid_utf8 and invalid_utf8_lines.
 //
 // Exit status: 0 done; 1 an error stopped it; 2 bad usage; 3 -wait timed
-// out with messages still queued.
+// out with messages still queued; 4 nothing was ingested: every line was
+// rejected, or the input holds no messages (it is empty, or has only blank
+// lines or only a CSV header row; no batch is recorded). A CSV header
+// without id or text, or with a column named twice, stops it (status 1)
+// before anything is recorded.
+//
+// "serve" is the subcommand only as the first argument: a file named
+// serve is read with `ingest ./serve` (or with a flag before it, such as
+// `ingest -json serve`). `ingest serve` serves POST /v1/messages (a body of
+// JSONL, CSV or JSON, ingested as one batch; the answer is the -json
+// report), GET /v1/batches/{id} (where a batch stands; ?wait=30s waits for
+// it to be done), GET /v1/batches/{id}/results (its messages' results, as
+// JSONL), GET /healthz and GET /readyz; see ingest.Server and README.md.
+// Its token comes from INGEST_TOKEN or -token-file; without one it listens
+// on a loopback address only.
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -30,34 +53,53 @@ import (
 
 func main() {
 	env := app.ReadEnv()
+	ctx, stop := app.Context()
+	code := run(ctx, os.Args[1:], env, os.Getenv("INGEST_TOKEN"), os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is the command with its arguments (without the program name); token
+// is INGEST_TOKEN. It returns the exit status.
+func run(ctx context.Context, args []string, env app.Env, token string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "serve" {
+		return serve(ctx, args[1:], env, token, stderr)
+	}
+	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	var o ingest.CommandOptions
-	flag.StringVar(&o.ConfigPath, "config", env.Config, "configuration file (default: CONFIG, else the embedded defaults)")
-	flag.StringVar(&o.SchemaID, "schema", "", "schema id to extract (default: the first schema of the configuration)")
-	flag.StringVar(&o.BatchID, "batch", "", "batch id (default: a new one)")
-	flag.BoolVar(&o.Wait, "wait", false, "wait until every message of the batch has an outcome")
-	flag.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "with -wait, give up after this long (exit 3)")
-	flag.IntVar(&o.Parallel, "parallel", 8, "lines recorded and published at once")
-	flag.BoolVar(&o.JSON, "json", false, "print the batch summary as one JSON object on stdout")
-	flag.BoolVar(&o.Quiet, "quiet", !term.IsTerminal(int(os.Stderr.Fd())), "no progress bars (default when stderr is not a terminal)")
-	logLevel := flag.String("log-level", app.GetEnv("LOG_LEVEL", "warn"), "debug, info, warn or error")
-	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: ingest [flags] FILE   (FILE - reads stdin)\n")
-		flag.PrintDefaults()
+	fs.StringVar(&o.ConfigPath, "config", env.Config, "configuration file (default: CONFIG, else the embedded defaults)")
+	fs.StringVar(&o.SchemaID, "schema", "", "schema id to extract (default: the first schema of the configuration)")
+	fs.StringVar(&o.BatchID, "batch", "", "batch id (default: a new one)")
+	fs.StringVar(&o.Format, "format", "", "input format, jsonl or csv, any case (default: csv for a FILE ending in .csv, else jsonl; stdin needs -format csv)")
+	fs.BoolVar(&o.Wait, "wait", false, "wait until every message of the batch has an outcome")
+	fs.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "with -wait, give up after this long (exit 3)")
+	fs.IntVar(&o.Parallel, "parallel", 8, "lines recorded and published at once")
+	fs.BoolVar(&o.JSON, "json", false, "print the batch summary as one JSON object on stdout")
+	fs.BoolVar(&o.Quiet, "quiet", !term.IsTerminal(int(os.Stderr.Fd())), "no progress bars (on by default when stderr is not a terminal)")
+	logLevel := fs.String("log-level", app.GetEnv("LOG_LEVEL", "warn"), "debug, info, warn or error")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: ingest [flags] FILE   (FILE - reads stdin; a file named serve: ./serve)\n"+
+			"       ingest serve [flags]   (the HTTP server; ingest serve -h)\n")
+		fs.PrintDefaults()
 	}
-	flag.Parse()
-	if flag.NArg() != 1 {
-		flag.Usage()
-		os.Exit(2)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ingest.ExitOK
+		}
+		return ingest.ExitUsage
 	}
-	o.File = flag.Arg(0)
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return ingest.ExitUsage
+	}
+	o.File = fs.Arg(0)
 	log, err := app.NewLogger("ingest", *logLevel)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "ingest:", err)
-		os.Exit(2)
+		fmt.Fprintln(stderr, "ingest:", err)
+		return ingest.ExitUsage
 	}
-	ctx, stop := app.Context()
-	defer stop()
-	code := ingest.RunCommand(ctx, o, env, log, os.Stdout, os.Stderr)
+	code := ingest.RunCommand(ctx, o, env, log, stdout, stderr)
 	_ = log.Sync()
-	os.Exit(code)
+	return code
 }
