@@ -86,7 +86,7 @@ func TestDecisions(t *testing.T) {
 		if r.status != http.StatusSeeOther {
 			t.Fatalf("approve: %d %s", r.status, r.body)
 		}
-		cur, err := b.st.CurrentResultGet(ctx, b.st.Pool, msgID)
+		cur, err := b.st.CurrentResultGet(ctx, b.st.Pool, store.CurrentResultGetParams{MessageID: msgID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,20 +124,30 @@ func TestDecisions(t *testing.T) {
 		c.post(fmt.Sprintf("/items/%d/claim", id), nil)
 
 		// The invented order id is a grounding error only.
+		// A missing reason and a too short one are told apart.
 		form := albertForm("7149958241")
-		r := c.post(fmt.Sprintf("/items/%d/approve", id), form)
-		if r.status != http.StatusUnprocessableEntity || !strings.Contains(r.body, "Only grounding errors remain") {
-			t.Fatalf("approve without reason: %d", r.status)
-		}
-		form.Set("override_reason", "ok")
-		if r := c.post(fmt.Sprintf("/items/%d/approve", id), form); r.status != http.StatusUnprocessableEntity {
-			t.Fatalf("approve with a too short reason: %d", r.status)
+		required := "Only grounding errors remain. A reason is required for overriding grounding errors: " +
+			"to approve anyway, write why the value is right (at least 5 characters)."
+		for _, tc := range []struct{ reason, want, not string }{
+			{"-", required, "too short"},
+			{"  \n ", required, "too short"},
+			{"ok", "Only grounding errors remain. The override reason is too short: 2 characters given, at least 5 needed.", "is required"},
+			{" née ", "The override reason is too short: 3 characters given, at least 5 needed.", "is required"},
+		} {
+			form.Del("override_reason")
+			if tc.reason != "-" {
+				form.Set("override_reason", tc.reason)
+			}
+			r := c.post(fmt.Sprintf("/items/%d/approve", id), form)
+			if r.status != http.StatusUnprocessableEntity || !strings.Contains(r.body, tc.want) || strings.Contains(r.body, tc.not) {
+				t.Errorf("approve with override_reason %q: %d, want 422 with %q", tc.reason, r.status, tc.want)
+			}
 		}
 		form.Set("override_reason", "customer confirmed the order id by phone")
 		if r := c.post(fmt.Sprintf("/items/%d/approve", id), form); r.status != http.StatusSeeOther {
 			t.Fatalf("approve with reason: %d", r.status)
 		}
-		cur, err := b.st.CurrentResultGet(ctx, b.st.Pool, msgID)
+		cur, err := b.st.CurrentResultGet(ctx, b.st.Pool, store.CurrentResultGetParams{MessageID: msgID})
 		if err != nil || !strings.Contains(string(cur.Data), "7149958241") {
 			t.Fatalf("result = %s, %v", cur.Data, err)
 		}
@@ -261,6 +271,16 @@ func TestDecisions(t *testing.T) {
 		if !strings.Contains(r.body, `<strong id="bulk-count">3</strong>`) {
 			t.Fatalf("bulk count page: %d", r.status)
 		}
+		// A misspelt filter parameter is refused, not dropped: dropped, it
+		// would re-run every open item of the schema.
+		r = c.get("/rerun?schema=customer_message&knd=rule")
+		if r.status != http.StatusBadRequest || !strings.Contains(r.body, `unknown parameter &#34;knd&#34;`) {
+			t.Errorf("bulk page with a misspelt parameter: %d", r.status)
+		}
+		r = c.post("/rerun?schema=customer_message&knd=rule", url.Values{"confirmed": {"4"}})
+		if r.status != http.StatusBadRequest || !strings.Contains(r.body, `unknown parameter &#34;knd&#34;`) {
+			t.Errorf("bulk re-run with a misspelt parameter: %d", r.status)
+		}
 		r = c.post("/rerun?schema=customer_message&kind=rule", url.Values{"confirmed": {"4"}})
 		if r.status != http.StatusSeeOther || !strings.HasPrefix(r.location, "/rerun?") {
 			t.Fatalf("wrong count: %d %q", r.status, r.location)
@@ -279,8 +299,29 @@ func TestDecisions(t *testing.T) {
 		if counts.ByStatus[store.TriageRerun] != 3 || counts.ByStatus[store.TriageOpen] != 1 {
 			t.Errorf("statuses = %v", counts.ByStatus)
 		}
-		if r := c.post("/rerun?kind=rule", url.Values{"confirmed": {"1"}}); r.status != http.StatusBadRequest {
-			t.Errorf("bulk without schema: %d", r.status)
+		// The page refuses what the API refuses, with the same words.
+		for path, want := range map[string]string{
+			"/rerun?kind=rule": "schema is required: a bulk re-run extracts with one schema; want one of customer_message, return_request",
+			"/rerun?schema=customer_message&status=approved": "status &#34;approved&#34;: a bulk re-run takes open items only; want open or leave it out",
+		} {
+			if r := c.post(path, url.Values{"confirmed": {"1"}}); r.status != http.StatusBadRequest || !strings.Contains(r.body, want) {
+				t.Errorf("POST %s: %d, want 400 with %q", path, r.status, want)
+			}
+		}
+		if r := c.get("/rerun?schema=customer_message&status=approved"); r.status != http.StatusBadRequest ||
+			!strings.Contains(r.body, "a bulk re-run takes open items only") || strings.Contains(r.body, "bulk-count") {
+			t.Errorf("bulk page of approved items: %d", r.status)
+		}
+		// Without a schema the page asks for one.
+		if r := c.get("/rerun?kind=rule"); r.status != http.StatusOK || !strings.Contains(r.body, "Choose the schema") {
+			t.Errorf("bulk page without a schema: %d", r.status)
+		}
+		// The queue offers a bulk re-run only of open items.
+		if r := c.get("/?schema=customer_message&status=approved"); strings.Contains(r.body, `href="/rerun?`) {
+			t.Error("the queue of approved items links to a bulk re-run")
+		}
+		if r := c.get("/?schema=customer_message"); !strings.Contains(r.body, `href="/rerun?schema=customer_message"`) {
+			t.Error("the queue of open items does not link to a bulk re-run")
 		}
 	})
 }

@@ -269,6 +269,13 @@ func (a admin) tokenList(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *login != "" {
+		if _, err := a.st.ReviewerGetByLogin(a.ctx, a.st.Pool, *login); errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("no reviewer %q", *login)
+		} else if err != nil {
+			return err
+		}
+	}
 	ts, err := a.st.APITokenList(a.ctx, a.st.Pool, *login)
 	if err != nil {
 		return err

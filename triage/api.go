@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -18,8 +20,65 @@ import (
 // authenticate with "Authorization: Bearer <token>" (made by `triage admin
 // token create`) or, from the pages' script, with the session and its
 // CSRF token. Errors are {"error": {"code", "message"[, "errors",
-// "overridable"]}} with the status of statusOf. README.md has curl
+// "overridable"]}} with the status of statusOf. A route refuses, with
+// 400, a query parameter it does not take (takes). README.md has curl
 // examples.
+
+// Query parameters the API routes take besides the filter's
+// (filterParams); Install gives each route its list.
+var (
+	itemsParams     = append(append([]string{}, filterParams...), "limit", "offset")
+	claimNextParams = append(append([]string{}, filterParams...), "after")
+	resultParams    = []string{"schema"}
+	auditParams     = []string{"item_id", "actor", "limit"}
+)
+
+// takes wraps an API handler so that a query string it cannot read is
+// refused before the handler runs: one that does not parse, a parameter
+// not in params, or one given more than once. The error wraps ErrInvalid
+// and names the parameter, the method and path, and the parameters the
+// route takes.
+func takes(params []string, h handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if err := checkParams(r, params); err != nil {
+			return err
+		}
+		return h(w, r)
+	}
+}
+
+// checkParams checks r's query string against params (see takes).
+func checkParams(r *http.Request, params []string) error {
+	route := r.Method + " " + r.URL.Path
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return invalidf("%s: the query string does not parse: %v", route, err)
+	}
+	var unknown, repeated []string
+	for k, vs := range q {
+		switch {
+		case !contains(params, k):
+			unknown = append(unknown, quoteValue(k))
+		case len(vs) > 1:
+			repeated = append(repeated, quoteValue(k))
+		}
+	}
+	sort.Strings(unknown)
+	sort.Strings(repeated)
+	accepted := "takes no query parameters"
+	if len(params) > 0 {
+		accepted = "takes " + strings.Join(params, ", ")
+	}
+	switch {
+	case len(unknown) == 1:
+		return invalidf("unknown parameter %s: %s %s", unknown[0], route, accepted)
+	case len(unknown) > 1:
+		return invalidf("unknown parameters %s: %s %s", strings.Join(unknown, ", "), route, accepted)
+	case len(repeated) > 0:
+		return invalidf("parameter %s given more than once: %s takes each parameter once", strings.Join(repeated, ", "), route)
+	}
+	return nil
+}
 
 // maxJSONBody bounds a JSON request body.
 const maxJSONBody = 2 << 20
@@ -76,7 +135,7 @@ func apiItemOf(it store.TriageQueueItem) apiItem {
 
 func (s *Server) apiMe(w http.ResponseWriter, r *http.Request) error {
 	rv := reviewerFrom(r.Context())
-	writeJSON(w, http.StatusOK, map[string]any{"login": rv.Login, "name": rv.Name, "local": s.cfg.LocalOnly})
+	writeJSON(w, http.StatusOK, map[string]any{"login": rv.Login, "name": rv.Name, "local": s.localOnly()})
 	return nil
 }
 
@@ -85,7 +144,7 @@ func (s *Server) apiMe(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) apiItems(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	q := r.URL.Query()
-	f, err := parseFilter(q)
+	f, err := s.parseFilter(q)
 	if err != nil {
 		return err
 	}
@@ -120,7 +179,7 @@ func (s *Server) apiItems(w http.ResponseWriter, r *http.Request) error {
 // apiCounts returns the queue's counts and facets for the filter.
 func (s *Server) apiCounts(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	f, err := parseFilter(r.URL.Query())
+	f, err := s.parseFilter(r.URL.Query())
 	if err != nil {
 		return err
 	}
@@ -221,14 +280,27 @@ func (s *Server) apiClaim(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// apiClaimNext claims the oldest open item of the query's filter; 404
-// when none is left.
+// apiClaimNext claims the oldest open item of the query's filter (after
+// item ?after=, an item id, when given); 404 when none is left.
 func (s *Server) apiClaimNext(w http.ResponseWriter, r *http.Request) error {
-	f, err := parseFilter(r.URL.Query())
+	f, err := s.parseFilter(r.URL.Query())
 	if err != nil {
 		return err
 	}
-	after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+	// The filter's status and order are the queue's: claim-next always
+	// takes an open item nobody holds, oldest first.
+	if f.Status != "" {
+		return invalidf("status %s: claim-next claims open items only; want open or leave it out", quoteValue(f.Status))
+	}
+	if f.Sort != "" {
+		return invalidf("sort %s: claim-next claims the oldest open item first; want oldest or leave it out", quoteValue(f.Sort))
+	}
+	var after int64
+	if v := r.URL.Query().Get("after"); v != "" {
+		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after < 1 {
+			return invalidf("after %s: want an item id (a positive number)", quoteValue(v))
+		}
+	}
 	c, ok, err := s.claimNextAfter(r.Context(), f, after)
 	if err != nil {
 		return err
@@ -324,11 +396,50 @@ func (s *Server) apiApprove(w http.ResponseWriter, r *http.Request) error {
 	}
 	ap, err := s.approve(r.Context(), it, rec, nil, body.OverrideReason)
 	if err != nil {
-		return err
+		return apiValidationError(err, it.D.Item.SchemaID)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"item_id": ap.ItemID, "message_id": ap.MessageID, "run_no": ap.RunNo,
 		"status": store.TriageApproved, "decided_by": ap.DecidedBy, "decided_at": ap.DecidedAt})
 	return nil
+}
+
+// apiValidationError rewords approve's *ValidationError, written for
+// the item page, for API callers: the message says the record does not
+// pass schema schemaID and lists the errors (or, when only grounding
+// errors remain, says that override_reason is required, or how short the
+// one sent is). Other errors are returned as they are.
+func apiValidationError(err error, schemaID string) error {
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	out := *ve
+	switch {
+	case ve.Overridable && ve.ReasonLen == 0:
+		out.Msg = fmt.Sprintf("only grounding errors remain (%s); to approve anyway, send override_reason: "+
+			"it is required for overriding grounding errors (at least %d characters)", errorSummary(ve.Errors, 5), MinOverrideReason)
+	case ve.Overridable:
+		out.Msg = fmt.Sprintf("only grounding errors remain (%s); override_reason is too short: %s given, at least %d needed",
+			errorSummary(ve.Errors, 5), characters(ve.ReasonLen), MinOverrideReason)
+	default:
+		out.Msg = fmt.Sprintf("the record does not pass schema %s: %s", schemaID, errorSummary(ve.Errors, 5))
+	}
+	return &out
+}
+
+// errorSummary joins the first n errors as "path: message" with "; ",
+// noting how many more there are. Error messages carry no customer
+// values.
+func errorSummary(errs pipeline.ErrorList, n int) string {
+	lines := make([]string, 0, min(len(errs), n)+1)
+	for i, e := range errs {
+		if i == n {
+			lines = append(lines, fmt.Sprintf("and %d more in errors", len(errs)-n))
+			break
+		}
+		lines = append(lines, e.Error())
+	}
+	return strings.Join(lines, "; ")
 }
 
 // apiReject rejects the item: {"reason": "..."}.
@@ -372,11 +483,16 @@ func (s *Server) apiRerun(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// apiBulkCount returns how many items a bulk re-run of the filter takes.
+// apiBulkCount returns how many items a bulk re-run of the filter takes:
+// {"count", "filter"}. It takes and checks the filter as apiBulkRerun does
+// (checkBulkFilter): a schema is required.
 func (s *Server) apiBulkCount(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	f, err := parseFilter(r.URL.Query())
+	f, err := s.parseFilter(r.URL.Query())
 	if err != nil {
+		return err
+	}
+	if err := s.checkBulkFilter(f); err != nil {
 		return err
 	}
 	me := reviewerFrom(ctx).Login
@@ -390,10 +506,14 @@ func (s *Server) apiBulkCount(w http.ResponseWriter, r *http.Request) error {
 
 // apiBulkRerun re-runs every open item of the query's filter:
 // {"confirmed": N, "note": "..."}, N being the count the caller saw; 409
-// when the count changed.
+// when the count changed. The filter is checked, as for apiBulkCount,
+// before the body.
 func (s *Server) apiBulkRerun(w http.ResponseWriter, r *http.Request) error {
-	f, err := parseFilter(r.URL.Query())
+	f, err := s.parseFilter(r.URL.Query())
 	if err != nil {
+		return err
+	}
+	if err := s.checkBulkFilter(f); err != nil {
 		return err
 	}
 	var b struct {
@@ -415,14 +535,24 @@ func (s *Server) apiBulkRerun(w http.ResponseWriter, r *http.Request) error {
 }
 
 // apiResult returns a message's current result (by the store's message
-// id): the latest validated record, the model's or a reviewer's.
+// id): the latest validated record, the model's or a reviewer's, of the
+// schema in ?schema= (default: the newest of any schema). A schema that is
+// not configured here is refused (ErrInvalid, naming the configured ones);
+// a message without a result of that schema is ErrNotFound.
 func (s *Server) apiResult(w http.ResponseWriter, r *http.Request) error {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id < 1 {
 		return invalidf("message id %q is not a positive number", r.PathValue("id"))
 	}
-	e, err := s.st.CurrentResultGet(r.Context(), s.st.Pool, id)
+	schema := strings.TrimSpace(r.URL.Query().Get("schema"))
+	if schema != "" && !contains(s.schemaIDs(), schema) {
+		return invalidf("schema %s is not configured here: want one of %s", quoteValue(schema), strings.Join(s.schemaIDs(), ", "))
+	}
+	e, err := s.st.CurrentResultGet(r.Context(), s.st.Pool, store.CurrentResultGetParams{MessageID: id, SchemaID: schema})
 	if errors.Is(err, store.ErrNotFound) {
+		if schema != "" {
+			return fmt.Errorf("%w: message %d has no result of schema %q", ErrNotFound, id, schema)
+		}
 		return fmt.Errorf("%w: message %d has no result", ErrNotFound, id)
 	}
 	if err != nil {
@@ -440,7 +570,7 @@ func (s *Server) apiAudit(w http.ResponseWriter, r *http.Request) error {
 	var err error
 	if v := q.Get("item_id"); v != "" {
 		if p.TriageItemID, err = strconv.ParseInt(v, 10, 64); err != nil {
-			return invalidf("item_id %q", v)
+			return invalidf("item_id %s: want an item id (a number)", quoteValue(v))
 		}
 	}
 	p.Actor = q.Get("actor")

@@ -157,7 +157,7 @@ func (s *Server) checkCSRF(r *http.Request) error {
 // sessionReviewer returns the reviewer logged in on the request's
 // session, or nil. A disabled or deleted account ends the session.
 func (s *Server) sessionReviewer(r *http.Request) (*store.Reviewer, error) {
-	if s.cfg.LocalOnly {
+	if s.localOnly() {
 		rv := LocalReviewer
 		return &rv, nil
 	}
@@ -264,6 +264,12 @@ func (s *Server) api(h handlerFunc) http.Handler {
 		}
 		if err == nil {
 			err = s.checkCSRF(r)
+			if err != nil && s.local.Load() && r.Header.Get("X-CSRF-Token") == "" {
+				// A script's write, not a page's: there are no tokens to use
+				// while serving without login.
+				err = fmt.Errorf("%w: while serving without login the API's %s routes take the web page's CSRF token only; "+
+					"for scripts, add a reviewer account (triage admin add-reviewer) and an API token (triage admin token create)", ErrForbidden, r.Method)
+			}
 		}
 		if err != nil {
 			s.apiError(w, r, err)
@@ -347,7 +353,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	cmpErr := bcrypt.CompareHashAndPassword(hash, []byte(password))
-	if err != nil || cmpErr != nil || rv.Disabled() || s.cfg.LocalOnly {
+	if err != nil || cmpErr != nil || rv.Disabled() || s.localOnly() {
 		s.log.Info("login failed", zap.String("login", login), zap.String("remote", host))
 		return s.render(w, r, http.StatusUnauthorized, "login", "Log in",
 			loginData{Next: next, Login: login, Error: "Wrong login or password."})

@@ -120,7 +120,7 @@ func TestBrowserEndToEnd(t *testing.T) {
 	defer cancelBrowser()
 	// A bound on the whole test: past it the browser is stopped, so every
 	// step fails at once instead of hanging.
-	watchdog := time.AfterFunc(2*time.Minute, cancelBrowser)
+	watchdog := time.AfterFunc(5*time.Minute, cancelBrowser)
 	defer watchdog.Stop()
 	if err := chromedp.Do(browser); err != nil { // start the browser, without a deadline
 		t.Fatalf("starting chromium: %v", err)
@@ -265,7 +265,7 @@ func TestBrowserEndToEnd(t *testing.T) {
 	}
 
 	// The result row: alice's record, human-made.
-	cur, err := b.st.CurrentResultGet(ctx, b.st.Pool, albertMsg)
+	cur, err := b.st.CurrentResultGet(ctx, b.st.Pool, store.CurrentResultGetParams{MessageID: albertMsg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,6 +330,17 @@ func TestBrowserEndToEnd(t *testing.T) {
 	shot(t, alice, "bulk-rerun.png")
 	step(t, alice, "audit page", chromedp.Navigate(web.URL+"/audit"), chromedp.WaitVisible(chromedp.CSS("table.auditlog")))
 	shot(t, alice, "audit.png")
+	step(t, alice, "reports page", chromedp.Navigate(web.URL+"/reports?since=7d"), chromedp.WaitVisible(chromedp.ID("fields-table")))
+	var report struct {
+		Fields, Meters, Batches int
+	}
+	eval(t, alice, `({fields: document.querySelectorAll('#fields-table tbody td code.path').length,
+		meters: document.querySelectorAll('#fields-table meter').length,
+		batches: document.querySelectorAll('#batches-table tbody td code').length})`, &report)
+	if report.Fields == 0 || report.Meters != report.Fields || report.Batches == 0 {
+		t.Errorf("reports page: %+v, want failing fields with a meter each, and batches", report)
+	}
+	shot(t, alice, "reports.png")
 	step(t, alice, "back to the queue", chromedp.Navigate(web.URL+"/"), chromedp.WaitVisible(chromedp.ID("items")))
 
 	// j selects the first row, Enter opens it.

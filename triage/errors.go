@@ -97,6 +97,9 @@ type ValidationError struct {
 	// Overridable is true when every error is a grounding error, which a
 	// reviewer may override with a written reason.
 	Overridable bool
+	// ReasonLen is the length in characters of the override reason given
+	// (space trimmed): 0 when there was none.
+	ReasonLen int
 	// Msg says what to do.
 	Msg string
 }

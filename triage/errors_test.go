@@ -45,7 +45,7 @@ func TestErrorStatus(t *testing.T) {
 func TestFilterAndHosts(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	f, err := parseFilter(map[string][]string{"status": {"mine"}, "age": {">24h"}, "path": {"/items/*/sku"}})
+	f, err := parseFilter(map[string][]string{"status": {"mine"}, "age": {">24h"}, "path": {"/items/*/sku"}, "schema": {"a"}, "kind": {"rule"}}, []string{"a", "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,13 +53,25 @@ func TestFilterAndHosts(t *testing.T) {
 	if sf.Status != store.TriageOpen || sf.ClaimedBy != "alice" || !sf.OlderThan.Equal(now.Add(-24*time.Hour)) || !sf.NewerThan.IsZero() {
 		t.Errorf("store filter = %+v", sf)
 	}
-	if q := f.Query(); q != "age=%3E24h&path=%2Fitems%2F%2A%2Fsku&status=mine" {
+	if q := f.Query(); q != "age=%3E24h&kind=rule&path=%2Fitems%2F%2A%2Fsku&schema=a&status=mine" {
 		t.Errorf("query = %q", q)
 	}
-	for _, bad := range []map[string][]string{{"status": {"x"}}, {"path": {"order_id"}}, {"age": {"3h"}}, {"sort": {"up"}}} {
-		if _, err := parseFilter(bad); err == nil {
+	for _, bad := range []map[string][]string{{"status": {"x"}}, {"path": {"order_id"}}, {"age": {"3h"}}, {"sort": {"up"}},
+		{"schema": {"nosuch"}}, {"kind": {"bogus"}}, {"status": {"Open"}}} {
+		if _, err := parseFilter(bad, []string{"a"}); err == nil {
 			t.Errorf("parseFilter(%v): no error", bad)
 		}
+	}
+	// The queue page's reading keeps what it can and says what it left out.
+	f, problems := readFilter(map[string][]string{"kind": {"bogus"}, "schema": {"a"}, "sort": {"oldest"}, "status": {"open"},
+		"age": {"3h"}, "batch": {strings.Repeat("x", 501)}}, []string{"a", "b"})
+	if f != (Filter{Schema: "a"}) || len(problems) != 3 || !strings.HasPrefix(problems[0], `kind "bogus": want one of parse, `) ||
+		problems[1] != "batch: value longer than 500 bytes" || !strings.HasPrefix(problems[2], `age "3h": want 1h, `) {
+		t.Errorf("readFilter = %+v, %q", f, problems)
+	}
+	_, err = parseFilter(map[string][]string{"kind": {"bogus"}, "schema": {strings.Repeat("é", 100)}}, []string{"a"})
+	if err == nil || !strings.Contains(err.Error(), `schema "`+strings.Repeat("é", 80)+`…" is not configured here: want one of a; kind "bogus": `) {
+		t.Errorf("parseFilter of two bad values: %v", err)
 	}
 	for host, want := range map[string]bool{"localhost:8080": true, "127.0.0.1": true, "[::1]:80": true, "127.9.9.9:1": true,
 		"evil.example": false, "10.0.0.1:8080": false, "localhost.evil.example": false} {

@@ -121,11 +121,18 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	}
 	keepAlive := time.NewTicker(25 * time.Second)
 	defer keepAlive.Stop()
+	// A stream opened without login ends when login becomes required.
+	var localEnded <-chan struct{}
+	if s.localOnly() {
+		localEnded = s.localEnded
+	}
 	for {
 		select {
 		case <-r.Context().Done():
 			return nil
 		case <-s.closing:
+			return nil
+		case <-localEnded:
 			return nil
 		case v := <-ch:
 			if !write("event: queue\ndata: %s\n\n", v) {

@@ -1,6 +1,7 @@
 package triage
 
 import (
+	"fmt"
 	"html/template"
 	"net/url"
 	"strconv"
@@ -24,14 +25,17 @@ type Filter struct {
 	// Age is "" (any), "1h", "24h", "7d" (created within) or ">1h", ">24h",
 	// ">7d" (older than).
 	Age string
-	// Sort is "" (oldest first) or "newest".
+	// Sort is "" (oldest first) or "newest"; the query value "oldest"
+	// reads as "".
 	Sort string
 }
 
-// Statuses, kinds and ages the filter form offers.
+// Statuses, kinds and ages the filter form offers, and the only ones
+// parseFilter accepts.
 var (
-	filterStatuses = []string{"open", "mine", "approved", "rejected", "rerun", "any"}
-	filterAges     = []struct{ Value, Label string }{
+	filterStatuses = []string{store.TriageOpen, "mine", store.TriageApproved, store.TriageRejected, store.TriageRerun,
+		store.TriageAnyStatus}
+	filterAges = []struct{ Value, Label string }{
 		{"", "any age"}, {"1h", "last hour"}, {"24h", "last 24 h"}, {"7d", "last 7 days"},
 		{">1h", "older than 1 h"}, {">24h", "older than 24 h"}, {">7d", "older than 7 days"},
 	}
@@ -42,40 +46,111 @@ var (
 	}
 )
 
+// filterParams are the query parameters of the queue filter, in the
+// order errors list them.
+var filterParams = []string{"status", "schema", "kind", "path", "batch", "age", "sort"}
+
+// maxFilterValue bounds a filter value, in bytes.
+const maxFilterValue = 500
+
 // parseFilter reads a filter from query values, refusing values the queue
-// cannot mean.
-func parseFilter(q url.Values) (Filter, error) {
-	f := Filter{
-		Status: strings.TrimSpace(q.Get("status")),
-		Schema: strings.TrimSpace(q.Get("schema")),
-		Kind:   strings.TrimSpace(q.Get("kind")),
-		Path:   strings.TrimSpace(q.Get("path")),
-		Batch:  strings.TrimSpace(q.Get("batch")),
-		Age:    strings.TrimSpace(q.Get("age")),
-		Sort:   strings.TrimSpace(q.Get("sort")),
-	}
-	if f.Status == "open" {
-		f.Status = ""
-	}
-	if f.Status != "" && !contains(filterStatuses, f.Status) {
-		return f, invalidf("status %q: want one of %s", f.Status, strings.Join(filterStatuses, ", "))
-	}
-	if f.Path != "" && !strings.HasPrefix(f.Path, "/") {
-		return f, invalidf("path %q: want a JSON Pointer such as /order_id", f.Path)
-	}
-	if _, ok := ageBounds(f.Age); !ok {
-		return f, invalidf("age %q: want 1h, 24h, 7d, >1h, >24h or >7d", f.Age)
-	}
-	if f.Sort != "" && f.Sort != "newest" {
-		return f, invalidf("sort %q: want newest or nothing", f.Sort)
-	}
-	for _, v := range []string{f.Schema, f.Kind, f.Path, f.Batch} {
-		if len(v) > 500 {
-			return f, invalidf("filter value longer than 500 bytes")
-		}
+// cannot mean: a status, kind, age or sort it does not know, a schema not
+// in schemas (the configured ids), a path that is not a JSON Pointer, a
+// value longer than 500 bytes. The error wraps ErrInvalid and names each
+// such parameter and the values allowed ("; " between them). Parameters
+// other than the filter's are not looked at.
+func parseFilter(q url.Values, schemas []string) (Filter, error) {
+	f, problems := readFilter(q, schemas)
+	if len(problems) > 0 {
+		return f, invalidf("%s", strings.Join(problems, "; "))
 	}
 	return f, nil
 }
+
+// readFilter reads a filter from query values as parseFilter does, but
+// leaves out each value parseFilter would refuse and returns, for each, a
+// line naming the parameter, the value and the values allowed. The queue
+// page uses it so that a stale link still shows the queue.
+func readFilter(q url.Values, schemas []string) (Filter, []string) {
+	var problems []string
+	// get returns the trimmed value of key if check (nil: any value)
+	// passes, else "" and the problem noted.
+	get := func(key string, check func(v string) string) string {
+		v := strings.TrimSpace(q.Get(key))
+		if v == "" {
+			return ""
+		}
+		if len(v) > maxFilterValue {
+			problems = append(problems, fmt.Sprintf("%s: value longer than %d bytes", key, maxFilterValue))
+			return ""
+		}
+		if check != nil {
+			if msg := check(v); msg != "" {
+				problems = append(problems, msg)
+				return ""
+			}
+		}
+		return v
+	}
+	f := Filter{
+		Status: get("status", func(v string) string {
+			if !contains(filterStatuses, v) {
+				return fmt.Sprintf("status %s: want one of %s", quoteValue(v), strings.Join(filterStatuses, ", "))
+			}
+			return ""
+		}),
+		Schema: get("schema", func(v string) string {
+			if !contains(schemas, v) {
+				return fmt.Sprintf("schema %s is not configured here: want one of %s", quoteValue(v), strings.Join(schemas, ", "))
+			}
+			return ""
+		}),
+		Kind: get("kind", func(v string) string {
+			if !contains(filterKinds, v) {
+				return fmt.Sprintf("kind %s: want one of %s", quoteValue(v), strings.Join(filterKinds, ", "))
+			}
+			return ""
+		}),
+		Path: get("path", func(v string) string {
+			if !strings.HasPrefix(v, "/") {
+				return fmt.Sprintf("path %s: want a JSON Pointer such as /order_id", quoteValue(v))
+			}
+			return ""
+		}),
+		Batch: get("batch", nil),
+		Age: get("age", func(v string) string {
+			if _, ok := ageBounds(v); !ok {
+				return fmt.Sprintf("age %s: want 1h, 24h, 7d, >1h, >24h or >7d", quoteValue(v))
+			}
+			return ""
+		}),
+		Sort: get("sort", func(v string) string {
+			if v != "newest" && v != "oldest" {
+				return fmt.Sprintf("sort %s: want newest or oldest (the default)", quoteValue(v))
+			}
+			return ""
+		}),
+	}
+	if f.Status == store.TriageOpen {
+		f.Status = ""
+	}
+	if f.Sort == "oldest" {
+		f.Sort = ""
+	}
+	return f, problems
+}
+
+// quoteValue quotes a query value for an error message, cut to 80
+// characters.
+func quoteValue(v string) string {
+	if r := []rune(v); len(r) > 80 {
+		v = string(r[:80]) + "…"
+	}
+	return strconv.Quote(v)
+}
+
+// parseFilter reads the query's filter against the server's schemas.
+func (s *Server) parseFilter(q url.Values) (Filter, error) { return parseFilter(q, s.schemaIDs()) }
 
 func contains(list []string, s string) bool {
 	for _, x := range list {

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"golang.org/x/crypto/bcrypt"
@@ -71,8 +72,9 @@ type bundle struct {
 }
 
 type bundleOpts struct {
-	stream bool // publish re-runs to a private stream
-	local  bool // LocalOnly: no accounts
+	stream   bool                 // publish re-runs to a private stream
+	local    bool                 // LocalOnly: no accounts
+	registry *prometheus.Registry // Config.Registry
 }
 
 func loadSchemas(t testing.TB) map[string]triage.SchemaEntry {
@@ -93,7 +95,7 @@ func newBundle(t testing.TB, o bundleOpts) *bundle {
 	ctx := context.Background()
 	b := &bundle{st: storetest.NewStore(t), schemas: loadSchemas(t)}
 	cfg := triage.Config{Store: b.st, Schemas: b.schemas, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
-		LocalOnly: o.local, PollInterval: 200e6}
+		LocalOnly: o.local, LocalCheckEvery: 100e6, PollInterval: 200e6, Registry: o.registry}
 	if o.stream {
 		b.q = queuetest.NewStream(t)
 		cfg.Publisher = queue.NewPublisher(b.q.JS, b.q.NATS)

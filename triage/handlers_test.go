@@ -3,10 +3,12 @@ package triage_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/extractq/extractq/store"
 )
@@ -144,6 +146,53 @@ func TestSessionsAndSafety(t *testing.T) {
 		if r := c.post(fmt.Sprintf("/items/%d/claim", id), nil); r.status != http.StatusSeeOther {
 			t.Errorf("local claim: %d", r.status)
 		}
+		// A script (no session, no CSRF token) reads the API, and its
+		// writes are refused with what to do instead.
+		if resp, err := b.ts.Client().Get(b.ts.URL + "/api/v1/items"); err != nil || resp.StatusCode != http.StatusOK {
+			t.Errorf("local API read by a script: %v %v", resp, err)
+		} else {
+			resp.Body.Close()
+		}
+		resp, err := b.ts.Client().Post(fmt.Sprintf("%s/api/v1/items/%d/release", b.ts.URL, id), "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "while serving without login the API's POST routes take the web page's CSRF token only") ||
+			!strings.Contains(string(body), "triage admin token create") {
+			t.Errorf("local API write by a script: %d %s", resp.StatusCode, body)
+		}
+		// Once an account exists, serving without login ends, and the live
+		// stream opened without login ends with it.
+		req, _ = http.NewRequest(http.MethodGet, b.ts.URL+"/events", nil)
+		resp, err = b.ts.Client().Do(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("local live stream: %v %v", resp, err)
+		}
+		defer resp.Body.Close()
+		streamEnded := make(chan error, 1)
+		go func() { _, err := io.Copy(io.Discard, resp.Body); streamEnded <- err }()
+		b.reviewer(t, "carol", "carol's long password")
+		select {
+		case <-streamEnded:
+		case <-time.After(30 * time.Second):
+			t.Error("the live stream opened without login outlived the first account")
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if r = c.get("/"); r.status != http.StatusOK || time.Now().After(deadline) {
+				break
+			}
+		}
+		if r.status != http.StatusSeeOther || !strings.HasPrefix(r.location, "/login") {
+			t.Fatalf("queue after an account was added: %d %s, want a redirect to the login", r.status, r.location)
+		}
+		if r := c.login("carol", "carol's long password"); r.status != http.StatusSeeOther {
+			t.Errorf("login after local mode ended: %d", r.status)
+		}
+		if r := c.get("/"); r.status != http.StatusOK || strings.Contains(r.body, "localhost only") || !strings.Contains(r.body, "carol") {
+			t.Errorf("queue after login: %d, local badge shown or reviewer missing", r.status)
+		}
 	})
 }
 
@@ -226,8 +275,81 @@ func TestQueueAndItemPages(t *testing.T) {
 		if !strings.Contains(r.body, fmt.Sprintf("#%d<", id2)) || strings.Contains(r.body, fmt.Sprintf("#%d<", id1)) {
 			t.Error("root path filter")
 		}
-		if r := c.get("/?status=bogus"); r.status != http.StatusBadRequest {
-			t.Errorf("bad status filter: %d", r.status)
+		// The queue page keeps working under a stale or mistyped link: it
+		// leaves out what it cannot mean, says so at the top (the
+		// parameter and the values allowed), and lists the rest.
+		for _, tc := range []struct {
+			path string
+			want []string
+		}{
+			{"/?kind=bogus", []string{"kind &#34;bogus&#34;: want one of parse, schema, rule, tool,"}},
+			{"/?schema=nosuch", []string{"schema &#34;nosuch&#34; is not configured here: want one of customer_message, return_request"}},
+			{"/?status=closed", []string{"status &#34;closed&#34;: want one of open, mine, approved, rejected, rerun, any"}},
+			{"/?path=order_id", []string{"path &#34;order_id&#34;: want a JSON Pointer"}},
+			{"/?sort=up", []string{"sort &#34;up&#34;: want newest or oldest"}},
+			{"/?statuss=open&order=weird", []string{"unknown parameters &#34;order&#34;, &#34;statuss&#34;: the queue takes status, schema, kind, path, batch, age, sort, page"}},
+			{"/?schema=nosuch&kind=bogus&statuss=x", []string{"schema &#34;nosuch&#34; is not configured here", "kind &#34;bogus&#34;: want", "unknown parameter &#34;statuss&#34;"}},
+		} {
+			r := c.get(tc.path)
+			notice := "" // from the queue section's start to its filter form
+			if i := strings.Index(r.body, `<section class="queue">`); i >= 0 {
+				notice = r.body[i:]
+				notice = notice[:max(0, strings.Index(notice, `<form class="filters"`))]
+			}
+			if r.status != http.StatusOK || !strings.Contains(notice, `id="filter-notice"`) ||
+				!strings.Contains(r.body, fmt.Sprintf("#%d<", id1)) || !strings.Contains(r.body, fmt.Sprintf("#%d<", id2)) {
+				t.Errorf("GET %s: %d, want the queue with both items and a notice", tc.path, r.status)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(notice, want) {
+					t.Errorf("GET %s: the notice lacks %q", tc.path, want)
+				}
+			}
+			// What was left out is not carried on by the page's links.
+			rest := strings.Replace(r.body, notice, "", 1)
+			for _, bad := range []string{"bogus", "nosuch", "closed", "path=order_id", "statuss", "weird", "sort=up"} {
+				if strings.Contains(tc.path, bad) && strings.Contains(rest, bad) {
+					t.Errorf("GET %s: the page still carries %q", tc.path, bad)
+				}
+			}
+		}
+		// A good link has no notice; a bad value next to good ones keeps
+		// the good ones.
+		if r := c.get("/?kind=rule"); strings.Contains(r.body, "filter-notice") {
+			t.Error("notice on a good link")
+		}
+		if r := c.get("/?kind=rule&schema=nosuch"); !strings.Contains(r.body, "filter-notice") ||
+			!strings.Contains(r.body, fmt.Sprintf("#%d<", id1)) || strings.Contains(r.body, fmt.Sprintf("#%d<", id2)) ||
+			!strings.Contains(r.body, `action="/claim-next?kind=rule"`) {
+			t.Error("kind=rule&schema=nosuch: the kind filter is not kept")
+		}
+		// The other pages that read the filter refuse what they cannot
+		// mean: they act on it or are reached from a link the queue page
+		// made.
+		for _, tc := range []struct{ method, path, want string }{
+			{"GET", "/queue/live?kind=bogus", "kind &#34;bogus&#34;"},
+			{"GET", "/rerun?schema=nosuch", "schema &#34;nosuch&#34; is not configured here"},
+			{"POST", "/claim-next?kind=bogus", "kind &#34;bogus&#34;"},
+		} {
+			var r response
+			if tc.method == "POST" {
+				r = c.post(tc.path, nil)
+			} else {
+				r = c.get(tc.path)
+			}
+			if r.status != http.StatusBadRequest || !strings.Contains(r.body, tc.want) || strings.Contains(r.body, "No item matches") {
+				t.Errorf("%s %s: %d, want 400 with %q", tc.method, tc.path, r.status, tc.want)
+			}
+		}
+		// An item of a schema no longer configured is listed, but its
+		// schema facet is no link to a filter that would be refused.
+		if _, err := b.st.Pool.Exec(context.Background(), `UPDATE triage_items SET schema_id = 'retired_schema' WHERE id = $1`, id2); err != nil {
+			t.Fatal(err)
+		}
+		r = c.get("/")
+		if r.status != http.StatusOK || !strings.Contains(r.body, `<span title="not configured here: read only">retired_schema</span>`) ||
+			strings.Contains(r.body, "schema=retired_schema") || !strings.Contains(r.body, `href="/?schema=customer_message"`) {
+			t.Errorf("schema facets of a retired schema: %d", r.status)
 		}
 		live := c.get("/queue/live?kind=parse")
 		if live.status != http.StatusOK || !strings.Contains(live.body, fmt.Sprintf("#%d", id2)) || strings.Contains(live.body, "<html") {

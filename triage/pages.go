@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -28,6 +29,9 @@ type queueView struct {
 	HasMore  bool
 	Version  string
 	Me       string
+	// Notice lists what the queue page left out of its link: filter
+	// values it cannot mean and parameters it does not take.
+	Notice []string
 }
 
 // StatusCounts returns the counts by status in the queue's order.
@@ -39,13 +43,17 @@ func (v *queueView) StatusCounts() []store.TriageFacet {
 	return out
 }
 
-func (s *Server) queueViewOf(r *http.Request) (*queueView, error) {
+// Configured reports whether schema id is one the server is configured
+// with, the only ones the schema filter takes.
+func (v *queueView) Configured(id string) bool { return contains(v.Schemas, id) }
+
+// queuePageParams are the query parameters the queue page takes.
+var queuePageParams = append(append([]string{}, filterParams...), "page")
+
+// queueViewOf builds the queue page (or its live part) for filter f.
+func (s *Server) queueViewOf(r *http.Request, f Filter) (*queueView, error) {
 	ctx := r.Context()
 	rv := reviewerFrom(ctx)
-	f, err := parseFilter(r.URL.Query())
-	if err != nil {
-		return nil, err
-	}
 	page := pageNumber(r.URL.Query())
 	sf := f.Store(rv.Login, time.Now())
 	// Read the version first: a change after it makes the page refresh.
@@ -73,18 +81,46 @@ func (s *Server) queueViewOf(r *http.Request) (*queueView, error) {
 }
 
 // queuePage lists the queue: filters, counts and the items, oldest first.
+// It is lenient so that a stale bookmark (a schema no longer configured,
+// a misspelt parameter) still shows the queue: filter values it cannot
+// mean and parameters it does not take are left out, and a notice at the
+// top names each, with the values or parameters allowed.
 func (s *Server) queuePage(w http.ResponseWriter, r *http.Request) error {
-	v, err := s.queueViewOf(r)
+	q := r.URL.Query()
+	f, notice := readFilter(q, s.schemaIDs())
+	var unknown []string
+	for k := range q {
+		if !contains(queuePageParams, k) {
+			unknown = append(unknown, quoteValue(k))
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		noun := "parameter"
+		if len(unknown) > 1 {
+			noun = "parameters"
+		}
+		notice = append(notice, fmt.Sprintf("unknown %s %s: the queue takes %s",
+			noun, strings.Join(unknown, ", "), strings.Join(queuePageParams, ", ")))
+	}
+	v, err := s.queueViewOf(r, f)
 	if err != nil {
 		return err
 	}
+	v.Notice = notice
 	return s.render(w, r, http.StatusOK, "queue", "Triage queue", v)
 }
 
 // queueLive renders the live part of the queue page (counts and list),
-// which the page's script swaps in when the queue changes.
+// which the page's script swaps in when the queue changes. Its link is
+// the page's (with the filter the page kept), so a filter value it cannot
+// mean is refused.
 func (s *Server) queueLive(w http.ResponseWriter, r *http.Request) error {
-	v, err := s.queueViewOf(r)
+	f, err := s.parseFilter(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	v, err := s.queueViewOf(r, f)
 	if err != nil {
 		return err
 	}
@@ -117,8 +153,8 @@ func queueURL(f Filter) string {
 }
 
 // filterOf reads the filter an item page carries in its query string.
-func filterOf(r *http.Request) Filter {
-	f, err := parseFilter(r.URL.Query())
+func (s *Server) filterOf(r *http.Request) Filter {
+	f, err := s.parseFilter(r.URL.Query())
 	if err != nil {
 		return Filter{}
 	}
@@ -135,7 +171,7 @@ func (s *Server) itemPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	v, err := s.itemViewOf(r.Context(), it, filterOf(r), viewOpts{})
+	v, err := s.itemViewOf(r.Context(), it, s.filterOf(r), viewOpts{})
 	if err != nil {
 		return err
 	}
@@ -157,7 +193,7 @@ func (s *Server) claimPage(w http.ResponseWriter, r *http.Request) error {
 		}
 		s.setFlash(ctx, publicMessage(err, http.StatusConflict), true)
 	}
-	http.Redirect(w, r, itemURL(id, filterOf(r)), http.StatusSeeOther)
+	http.Redirect(w, r, itemURL(id, s.filterOf(r)), http.StatusSeeOther)
 	return nil
 }
 
@@ -173,14 +209,17 @@ func (s *Server) releasePage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.setFlash(ctx, fmt.Sprintf("Released item %d.", id), false)
-	http.Redirect(w, r, queueURL(filterOf(r)), http.StatusSeeOther)
+	http.Redirect(w, r, queueURL(s.filterOf(r)), http.StatusSeeOther)
 	return nil
 }
 
 // claimNextPage claims the next item of the filter and shows it.
 func (s *Server) claimNextPage(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	f := filterOf(r)
+	f, err := s.parseFilter(r.URL.Query())
+	if err != nil {
+		return err
+	}
 	after, _ := strconv.ParseInt(r.PostFormValue("after"), 10, 64)
 	c, ok, err := s.claimNextAfter(ctx, f, after)
 	if err != nil {
@@ -279,7 +318,7 @@ func (s *Server) checkPage(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	msg := "The record validates."
-	v, err := s.itemViewOf(r.Context(), it, filterOf(r), viewOpts{record: rec, parseErrs: perrs, reason: r.PostForm.Get("override_reason")})
+	v, err := s.itemViewOf(r.Context(), it, s.filterOf(r), viewOpts{record: rec, parseErrs: perrs, reason: r.PostForm.Get("override_reason")})
 	if err != nil {
 		return err
 	}
@@ -311,7 +350,7 @@ func (s *Server) approvePage(w http.ResponseWriter, r *http.Request) error {
 	_, err = s.approve(ctx, it, rec, perrs, reason)
 	var ve *ValidationError
 	if errors.As(err, &ve) {
-		v, verr := s.itemViewOf(ctx, it, filterOf(r), viewOpts{record: rec, parseErrs: perrs, message: ve.Msg, messageErr: true, reason: reason})
+		v, verr := s.itemViewOf(ctx, it, s.filterOf(r), viewOpts{record: rec, parseErrs: perrs, message: ve.Msg, messageErr: true, reason: reason})
 		if verr != nil {
 			return verr
 		}
@@ -361,7 +400,7 @@ func (s *Server) decisionFailed(w http.ResponseWriter, r *http.Request, id int64
 	switch statusOf(err) {
 	case http.StatusConflict, http.StatusBadRequest:
 		s.setFlash(r.Context(), publicMessage(err, statusOf(err)), true)
-		http.Redirect(w, r, itemURL(id, filterOf(r)), http.StatusSeeOther)
+		http.Redirect(w, r, itemURL(id, s.filterOf(r)), http.StatusSeeOther)
 		return nil
 	}
 	return err
@@ -371,7 +410,7 @@ func (s *Server) decisionFailed(w http.ResponseWriter, r *http.Request, id int64
 // goes back to the queue when none is left.
 func (s *Server) nextAfterDecision(w http.ResponseWriter, r *http.Request, msg string) error {
 	ctx := r.Context()
-	f := filterOf(r)
+	f := s.filterOf(r)
 	c, ok, err := s.claimNextAfter(ctx, f, 0)
 	if err != nil {
 		return err
@@ -400,16 +439,21 @@ type bulkView struct {
 // and asks to confirm.
 func (s *Server) bulkRerunPage(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	f, err := parseFilter(r.URL.Query())
+	// Strict, unlike the queue page: a filter parameter left out here
+	// would re-run more items than meant.
+	if err := checkParams(r, filterParams); err != nil {
+		return err
+	}
+	f, err := s.parseFilter(r.URL.Query())
 	if err != nil {
 		return err
 	}
 	v := &bulkView{Filter: f, Max: store.MaxBulkRerun, Schemas: s.schemaIDs()}
-	if f.Schema != "" {
-		e, ok := s.cfg.Schemas[f.Schema]
-		if !ok {
-			return fmt.Errorf("%w: schema %s is not configured", ErrInvalid, f.Schema)
+	if f.Schema != "" { // without one, the page asks for it
+		if err := s.checkBulkFilter(f); err != nil {
+			return err
 		}
+		e := s.cfg.Schemas[f.Schema] // parseFilter refuses a schema not configured
 		v.Prompt, v.Version = e.PromptVersion, e.Schema.Version
 		if v.Count, err = s.st.TriageBulkRerunCount(ctx, s.st.Pool, f.Store(reviewerFrom(ctx).Login, time.Now()), reviewerFrom(ctx).Login); err != nil {
 			return err
@@ -421,8 +465,16 @@ func (s *Server) bulkRerunPage(w http.ResponseWriter, r *http.Request) error {
 // bulkRerunPost re-runs every item of the filter after confirmation.
 func (s *Server) bulkRerunPost(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	f, err := parseFilter(r.URL.Query())
+	// Strict, unlike the queue page: a filter parameter left out here
+	// would re-run more items than meant.
+	if err := checkParams(r, filterParams); err != nil {
+		return err
+	}
+	f, err := s.parseFilter(r.URL.Query())
 	if err != nil {
+		return err
+	}
+	if err := s.checkBulkFilter(f); err != nil {
 		return err
 	}
 	confirmed, err := strconv.Atoi(r.PostFormValue("confirmed"))

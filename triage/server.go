@@ -11,10 +11,12 @@ import (
 	"net/http"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alexedwards/scs/pgxstore"
 	"github.com/alexedwards/scs/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
@@ -48,8 +50,13 @@ type Config struct {
 	// LocalOnly serves without accounts: every request acts as the
 	// reviewer "local", and only requests whose Host is a loopback name
 	// are answered (a defence against DNS rebinding). Run sets it when no
-	// account exists, and then listens on a loopback address only.
+	// account exists, and then listens on a loopback address only. Once
+	// an account exists (checked every LocalCheckEvery), it ends: from
+	// then on every request needs a login or a token.
 	LocalOnly bool
+	// LocalCheckEvery is how often a LocalOnly server looks for a
+	// reviewer account. Default 5s.
+	LocalCheckEvery time.Duration
 	// InsecureCookies sends the session cookie without the Secure flag,
 	// for trials over plain HTTP on a host other than localhost. Never in
 	// production.
@@ -66,6 +73,9 @@ type Config struct {
 	// LoginsPerMinute limits login attempts per login name and per client
 	// address. Default 10.
 	LoginsPerMinute int
+	// Registry, when set, gets the server's metrics (requests by route,
+	// decisions, open items); the caller serves it.
+	Registry *prometheus.Registry
 }
 
 func (c Config) withDefaults() Config {
@@ -74,6 +84,7 @@ func (c Config) withDefaults() Config {
 	c.SessionLifetime = cmp.Or(c.SessionLifetime, 12*time.Hour)
 	c.SessionIdle = cmp.Or(c.SessionIdle, 2*time.Hour)
 	c.LoginsPerMinute = cmp.Or(c.LoginsPerMinute, 10)
+	c.LocalCheckEvery = cmp.Or(c.LocalCheckEvery, 5*time.Second)
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
@@ -106,12 +117,61 @@ type Server struct {
 	pages    map[string]*template.Template
 	docs     map[string]schemaNode // schema documents by id, for the editor
 	hub      *hub
+	metrics  *metrics // nil without Config.Registry
 
 	limMu    sync.Mutex
 	limiters map[string]*limiterEntry
 
 	closeOnce sync.Once
 	closing   chan struct{}
+
+	// local is true while the server serves without accounts
+	// (Config.LocalOnly, until an account exists); localEnded is closed
+	// when that ends, to end the live streams opened without login.
+	local      atomic.Bool
+	localEnded chan struct{}
+}
+
+// localOnly reports whether requests act as LocalReviewer, without login.
+func (s *Server) localOnly() bool { return s.local.Load() }
+
+// watchAccounts ends local mode once a reviewer account exists, checking
+// every interval until Close.
+func (s *Server) watchAccounts(interval time.Duration) {
+	s.every(interval, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		n, err := s.st.ReviewerCount(ctx, s.st.Pool)
+		cancel()
+		if err != nil {
+			s.log.Warn("looking for reviewer accounts", zap.Error(err))
+			return false
+		}
+		if n == 0 {
+			return false
+		}
+		s.local.Store(false)
+		close(s.localEnded)
+		s.log.Warn("a reviewer account exists: serving without login has ended; every request now needs a login or a token",
+			zap.Int("reviewers", n))
+		return true
+	})
+}
+
+// every calls tick every interval until Close, or until tick reports
+// that it is done.
+func (s *Server) every(interval time.Duration, tick func() (done bool)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.closing:
+			return
+		case <-t.C:
+			if tick() {
+				return
+			}
+		}
+	}
 }
 
 type limiterEntry struct {
@@ -133,6 +193,11 @@ func New(cfg Config) (*Server, error) {
 		docs:     map[string]schemaNode{},
 		limiters: map[string]*limiterEntry{},
 		closing:  make(chan struct{}),
+
+		localEnded: make(chan struct{}),
+	}
+	if cfg.Registry != nil {
+		s.metrics = newMetrics(cfg.Registry, cfg.Store)
 	}
 	for id, e := range cfg.Schemas {
 		var doc schemaNode
@@ -166,28 +231,26 @@ func New(cfg Config) (*Server, error) {
 	s.sessions = sm
 	s.hub = newHub(cfg.Store, cfg.PollInterval, s.log, s.closing)
 	go s.cleanSessions(10 * time.Minute)
+	if cfg.LocalOnly {
+		s.local.Store(true)
+		go s.watchAccounts(cfg.LocalCheckEvery)
+	}
 	return s, nil
 }
 
 // cleanSessions deletes expired sessions every interval until Close.
 func (s *Server) cleanSessions(interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.closing:
-			return
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			n, err := s.st.SessionDeleteExpired(ctx, s.st.Pool)
-			cancel()
-			if err != nil {
-				s.log.Warn("deleting expired sessions", zap.Error(err))
-			} else if n > 0 {
-				s.log.Debug("expired sessions deleted", zap.Int64("sessions", n))
-			}
+	s.every(interval, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		n, err := s.st.SessionDeleteExpired(ctx, s.st.Pool)
+		cancel()
+		if err != nil {
+			s.log.Warn("deleting expired sessions", zap.Error(err))
+		} else if n > 0 {
+			s.log.Debug("expired sessions deleted", zap.Int64("sessions", n))
 		}
-	}
+		return false
+	})
 }
 
 // Close stops the live-update streams and the session cleanup. The store
@@ -208,11 +271,13 @@ func (s *Server) Handler() http.Handler {
 	return securityHeaders(h)
 }
 
-// Install registers the triage routes on mux, with Go 1.22 method
-// patterns. Pages need a session; the JSON API under /api/v1/ takes a
-// session or an API token. Every state-changing request made with a
-// session must carry the session's CSRF token.
-func (s *Server) Install(mux *http.ServeMux) {
+// Install registers the triage routes on outer, with Go 1.22 method
+// patterns, each counted by the server's metrics when it has a Registry. Pages need a session; the JSON API under /api/v1/ takes a
+// session or an API token, and refuses query parameters a route does not
+// take. Every state-changing request made with a session must carry the
+// session's CSRF token.
+func (s *Server) Install(outer *http.ServeMux) {
+	mux := instrumentedMux{outer, s.metrics}
 	// Public.
 	mux.Handle("GET /static/", staticHandler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -235,29 +300,51 @@ func (s *Server) Install(mux *http.ServeMux) {
 	mux.Handle("GET /rerun", s.page(s.bulkRerunPage))
 	mux.Handle("POST /rerun", s.page(s.bulkRerunPost))
 	mux.Handle("GET /audit", s.page(s.auditPage))
+	mux.Handle("GET /reports", s.page(s.reportsPage))
 
-	// JSON API.
-	mux.Handle("GET /api/v1/me", s.api(s.apiMe))
-	mux.Handle("GET /api/v1/items", s.api(s.apiItems))
-	mux.Handle("GET /api/v1/items/counts", s.api(s.apiCounts))
-	mux.Handle("POST /api/v1/items/claim-next", s.api(s.apiClaimNext))
-	mux.Handle("GET /api/v1/items/{id}", s.api(s.apiItem))
-	mux.Handle("POST /api/v1/items/{id}/claim", s.api(s.apiClaim))
-	mux.Handle("POST /api/v1/items/{id}/release", s.api(s.apiRelease))
-	mux.Handle("POST /api/v1/items/{id}/validate", s.api(s.apiValidate))
-	mux.Handle("POST /api/v1/items/{id}/approve", s.api(s.apiApprove))
-	mux.Handle("POST /api/v1/items/{id}/reject", s.api(s.apiReject))
-	mux.Handle("POST /api/v1/items/{id}/rerun", s.api(s.apiRerun))
-	mux.Handle("GET /api/v1/rerun/count", s.api(s.apiBulkCount))
-	mux.Handle("POST /api/v1/rerun", s.api(s.apiBulkRerun))
-	mux.Handle("GET /api/v1/messages/{id}/result", s.api(s.apiResult))
-	mux.Handle("GET /api/v1/audit", s.api(s.apiAudit))
+	// JSON API. Each route takes the query parameters named here and
+	// refuses others (takes).
+	api := func(pattern string, params []string, h handlerFunc) { mux.Handle(pattern, s.api(takes(params, h))) }
+	api("GET /api/v1/me", nil, s.apiMe)
+	api("GET /api/v1/items", itemsParams, s.apiItems)
+	api("GET /api/v1/items/counts", filterParams, s.apiCounts)
+	api("POST /api/v1/items/claim-next", claimNextParams, s.apiClaimNext)
+	api("GET /api/v1/items/{id}", nil, s.apiItem)
+	api("POST /api/v1/items/{id}/claim", nil, s.apiClaim)
+	api("POST /api/v1/items/{id}/release", nil, s.apiRelease)
+	api("POST /api/v1/items/{id}/validate", nil, s.apiValidate)
+	api("POST /api/v1/items/{id}/approve", nil, s.apiApprove)
+	api("POST /api/v1/items/{id}/reject", nil, s.apiReject)
+	api("POST /api/v1/items/{id}/rerun", nil, s.apiRerun)
+	api("GET /api/v1/rerun/count", filterParams, s.apiBulkCount)
+	api("POST /api/v1/rerun", filterParams, s.apiBulkRerun)
+	api("GET /api/v1/messages/{id}/result", resultParams, s.apiResult)
+	api("GET /api/v1/audit", auditParams, s.apiAudit)
+	api("GET /api/v1/reports/failing-fields", reportFieldParams, s.apiFailingFields)
+	api("GET /api/v1/reports/repair", reportFieldParams, s.apiRepairEffect)
+	api("GET /api/v1/batches", batchListParams, s.apiBatches)
+	api("GET /api/v1/batches/{id}", nil, s.apiBatch)
 	mux.Handle("/api/", s.api(func(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("%w: no API route %s %s", ErrNotFound, r.Method, r.URL.Path)
 	}))
 	mux.Handle("/", s.public(func(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("%w: no page %s", ErrNotFound, r.URL.Path)
 	}))
+}
+
+// instrumentedMux registers handlers on a ServeMux, each counted and
+// timed under its pattern (metrics.instrument).
+type instrumentedMux struct {
+	*http.ServeMux
+	m *metrics
+}
+
+func (im instrumentedMux) Handle(pattern string, h http.Handler) {
+	im.ServeMux.Handle(pattern, im.m.instrument(pattern, h))
+}
+
+func (im instrumentedMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	im.Handle(pattern, http.HandlerFunc(h))
 }
 
 // schemaIDs returns the configured schema ids, sorted.

@@ -154,21 +154,28 @@ func onlyGrounding(errs pipeline.ErrorList) bool {
 }
 
 // approve validates record for item id and, if it validates (or only
-// grounding errors remain and reason explains them), makes it the run's
-// result. A record that does not pass returns a *ValidationError.
+// grounding errors remain and reason, space trimmed, is at least
+// MinOverrideReason characters), makes it the run's result. A record that
+// does not pass returns a *ValidationError whose Msg tells a missing
+// reason from a too short one.
 func (s *Server) approve(ctx context.Context, it *itemState, record any, parseErrs pipeline.ErrorList, reason string) (store.TriageApproval, error) {
 	rv := reviewerFrom(ctx)
 	errs, ev := it.validate(record)
 	errs = append(parseErrs, errs...)
 	reason = strings.TrimSpace(reason)
 	if len(errs) > 0 {
-		ve := &ValidationError{Errors: errs, Overridable: onlyGrounding(errs)}
+		ve := &ValidationError{Errors: errs, Overridable: onlyGrounding(errs), ReasonLen: len([]rune(reason))}
 		switch {
 		case !ve.Overridable:
 			ve.Msg = "The record does not validate: fix the errors beside the fields."
 			return store.TriageApproval{}, ve
-		case len([]rune(reason)) < MinOverrideReason:
-			ve.Msg = fmt.Sprintf("Only grounding errors remain. To approve anyway, write why (at least %d characters).", MinOverrideReason)
+		case ve.ReasonLen == 0:
+			ve.Msg = fmt.Sprintf("Only grounding errors remain. A reason is required for overriding grounding errors: "+
+				"to approve anyway, write why the value is right (at least %d characters).", MinOverrideReason)
+			return store.TriageApproval{}, ve
+		case ve.ReasonLen < MinOverrideReason:
+			ve.Msg = fmt.Sprintf("Only grounding errors remain. The override reason is too short: %s given, at least %d needed.",
+				characters(ve.ReasonLen), MinOverrideReason)
 			return store.TriageApproval{}, ve
 		}
 	} else {
@@ -192,6 +199,7 @@ func (s *Server) approve(ctx context.Context, it *itemState, record any, parseEr
 	if err != nil {
 		return ap, err
 	}
+	s.metrics.decided(store.TriageApproved, viaFrom(ctx), 1)
 	s.log.Info("triage item approved", zap.Int64("item_id", ap.ItemID), zap.Int64("message_id", ap.MessageID),
 		zap.String("reviewer", rv.Login), zap.Int("overridden_errors", len(errs)))
 	return ap, nil
@@ -212,6 +220,7 @@ func (s *Server) reject(ctx context.Context, id int64, reason string) error {
 	}); err != nil {
 		return err
 	}
+	s.metrics.decided(store.TriageRejected, viaFrom(ctx), 1)
 	s.log.Info("triage item rejected", zap.Int64("item_id", id), zap.String("reviewer", rv.Login))
 	return nil
 }
@@ -234,6 +243,7 @@ func (s *Server) rerun(ctx context.Context, id int64, note string) (store.Run, b
 		return run, false, err
 	}
 	n := s.publish(ctx, []store.Run{run})
+	s.metrics.decided(store.TriageRerun, viaFrom(ctx), 1)
 	s.log.Info("triage item re-run", zap.Int64("item_id", id), zap.Int64("message_id", run.MessageID),
 		zap.Int("run_no", run.RunNo), zap.String("reviewer", rv.Login), zap.Bool("published", n == 1))
 	return run, n == 1, nil
@@ -246,18 +256,33 @@ type bulkResult struct {
 	Published int    `json:"published"`
 }
 
-// bulkRerun re-runs every item matching f, which the reviewer confirmed
-// to be confirmed items.
+// checkBulkFilter refuses a filter a bulk re-run (and its count) cannot
+// take: one without a schema, since the re-runs are extracted with that
+// schema's prompt and version, or with a status other than open (or mine,
+// which a bulk re-run takes as open), since it re-runs open items only.
+// The error wraps ErrInvalid and names the values allowed.
+func (s *Server) checkBulkFilter(f Filter) error {
+	if f.Schema == "" {
+		return invalidf("schema is required: a bulk re-run extracts with one schema; want one of %s", strings.Join(s.schemaIDs(), ", "))
+	}
+	if f.Status == "mine" {
+		return invalidf(`status "mine": a bulk re-run takes every open item of the filter that nobody else holds, not only yours; want open or leave it out`)
+	}
+	if f.Status != "" {
+		return invalidf("status %s: a bulk re-run takes open items only; want open or leave it out", quoteValue(f.Status))
+	}
+	return nil
+}
+
+// bulkRerun re-runs every item matching f (checkBulkFilter), which the
+// reviewer confirmed to be confirmed items.
 func (s *Server) bulkRerun(ctx context.Context, f Filter, confirmed int, note string) (bulkResult, error) {
 	rv := reviewerFrom(ctx)
-	if f.Schema == "" {
-		return bulkResult{}, invalidf("a bulk re-run needs a schema in its filter")
+	if err := s.checkBulkFilter(f); err != nil {
+		return bulkResult{}, err
 	}
 	if _, ok := s.cfg.Schemas[f.Schema]; !ok {
 		return bulkResult{}, fmt.Errorf("%w: schema %s is not configured, so no worker would run it", ErrConflict, f.Schema)
-	}
-	if f.Status != "" && f.Status != "mine" {
-		return bulkResult{}, invalidf("a bulk re-run takes open items only")
 	}
 	suffix := make([]byte, 3)
 	_, _ = rand.Read(suffix)
@@ -270,6 +295,7 @@ func (s *Server) bulkRerun(ctx context.Context, f Filter, confirmed int, note st
 		return bulkResult{}, err
 	}
 	res := bulkResult{BatchID: batch, Runs: len(runs), Published: s.publish(ctx, runs)}
+	s.metrics.decided(store.TriageRerun, viaFrom(ctx), res.Runs)
 	s.log.Info("bulk re-run", zap.String("batch_id", batch), zap.Int("runs", res.Runs),
 		zap.Int("published", res.Published), zap.String("reviewer", rv.Login))
 	return res, nil
@@ -328,4 +354,12 @@ func (s *Server) claimNextAfter(ctx context.Context, f Filter, after int64) (sto
 		return c, false, nil
 	}
 	return c, err == nil, err
+}
+
+// characters is "1 character" or "n characters".
+func characters(n int) string {
+	if n == 1 {
+		return "1 character"
+	}
+	return fmt.Sprintf("%d characters", n)
 }

@@ -26,7 +26,7 @@ import (
 //go:embed templates
 var templateFS embed.FS
 
-var pageNames = []string{"queue", "item", "login", "rerun", "audit", "error"}
+var pageNames = []string{"queue", "item", "login", "rerun", "audit", "reports", "error"}
 
 var templateFuncs = template.FuncMap{
 	"ago":     ago,
@@ -159,7 +159,7 @@ type pageData struct {
 func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, page, title string, body any) error {
 	ctx := r.Context()
 	d := pageData{
-		Title: title, Page: page, Reviewer: reviewerFrom(ctx), CSRF: s.csrfToken(ctx), Local: s.cfg.LocalOnly, Body: body,
+		Title: title, Page: page, Reviewer: reviewerFrom(ctx), CSRF: s.csrfToken(ctx), Local: s.localOnly(), Body: body,
 		Flash: s.sessions.PopString(ctx, sessFlash), FlashErr: s.sessions.PopBool(ctx, sessFlashErr),
 	}
 	var buf bytes.Buffer

@@ -3,8 +3,9 @@
 //
 // Usage:
 //
-//	triage [serve] [-addr ADDR] [-config FILE] [-lease D] [-insecure-cookies] [-log-level LEVEL]
+//	triage [serve] [-addr ADDR] [-metrics-addr ADDR] [-config FILE] [-lease D] [-insecure-cookies] [-log-level LEVEL]
 //	triage admin COMMAND [flags]   (reviewer accounts and API tokens; "triage admin help")
+//	triage watch [-schema ID]      (new triage items' announcements, one JSON line each)
 //
 // It reads DATABASE_URL and NATS_URL (re-runs are published there; when
 // NATS cannot be reached they are left to the worker's sweeper), and the
@@ -17,10 +18,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/user"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 	"golang.org/x/term"
 
@@ -30,13 +36,28 @@ import (
 	"github.com/extractq/extractq/triage"
 )
 
+// usage is what `triage help` and `triage -h` print before the flags.
+const usage = `usage:
+  triage [serve] [flags]        serve the web UI and the JSON API (flags below)
+  triage admin COMMAND [flags]  reviewer accounts and API tokens ("triage admin help")
+  triage watch [-schema ID]     print new triage items' announcements, one JSON line each
+
+flags of serve:
+`
+
 func main() {
 	args := os.Args[1:]
-	if len(args) > 0 && args[0] == "admin" {
-		os.Exit(runAdmin(args[1:]))
-	}
-	if len(args) > 0 && args[0] == "serve" {
-		args = args[1:]
+	if len(args) > 0 {
+		switch args[0] {
+		case "admin":
+			os.Exit(runAdmin(args[1:]))
+		case "watch":
+			os.Exit(runWatch(args[1:]))
+		case "serve":
+			args = args[1:]
+		case "help":
+			args = []string{"-h"}
+		}
 	}
 	os.Exit(serve(args))
 }
@@ -44,12 +65,21 @@ func main() {
 func serve(args []string) int {
 	env := app.ReadEnv()
 	fs := flag.NewFlagSet("triage", flag.ExitOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
 	addr := fs.String("addr", app.GetEnv("TRIAGE_ADDR", "127.0.0.1:8080"), "listen address")
+	metricsAddr := fs.String("metrics-addr", app.GetEnv("TRIAGE_METRICS_ADDR", ""), "address of GET /metrics (Prometheus), apart from the UI's; empty for none")
 	configPath := fs.String("config", env.Config, "configuration file (default: CONFIG, else the embedded defaults)")
 	lease := fs.Duration("lease", 10*time.Minute, "how long a claim lasts (renewed while the item is open)")
 	insecure := fs.Bool("insecure-cookies", false, "send the session cookie without Secure, for plain-HTTP trials off localhost")
 	logLevel := fs.String("log-level", app.GetEnv("LOG_LEVEL", "info"), "debug, info, warn or error")
 	_ = fs.Parse(args)
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "triage: unexpected argument %q: the subcommands are serve, admin and watch, and serve's flags come after it (triage -h)\n", fs.Arg(0))
+		return 2
+	}
 
 	log, err := app.NewLogger("triage", *logLevel)
 	if err != nil {
@@ -77,6 +107,9 @@ func serve(args []string) int {
 		app.Fatal(log, "opening Postgres", err)
 	}
 	defer st.Close()
+	if err := store.Retry(ctx, store.StartupRetryTime, func() error { return st.RequireMigrated(ctx) }); err != nil {
+		app.Fatal(log, "checking the database", err)
+	}
 
 	var pub *queue.Publisher
 	nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -89,8 +122,23 @@ func serve(args []string) int {
 		pub = queue.NewPublisher(js, cfg.NATS)
 	}
 
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if *metricsAddr != "" {
+		ln, err := net.Listen("tcp", *metricsAddr)
+		if err != nil {
+			app.Fatal(log, "listening for /metrics", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = msrv.Serve(ln) }()
+		defer msrv.Close()
+		log.Info("serving /metrics", zap.String("addr", ln.Addr().String()))
+	}
 	err = triage.Run(ctx, *addr, triage.Config{
 		Store: st, Schemas: schemas, Publisher: pub, Logger: log, InsecureCookies: *insecure, Lease: *lease,
+		Registry: reg,
 	})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		app.Fatal(log, "triage stopped", err)
@@ -114,6 +162,10 @@ func runAdmin(args []string) int {
 		return 1
 	}
 	defer st.Close()
+	if err := st.RequireMigrated(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "triage admin:", err)
+		return 1
+	}
 	actor := "admin"
 	if u, err := user.Current(); err == nil {
 		actor = "admin:" + u.Username
