@@ -30,12 +30,17 @@ func (c instantChat) CreateChatCompletion(ctx context.Context, req openai.ChatCo
 // runBareWorker is the bare limit: the worker's own loop (fetch, read the
 // run, write the outcome rows in the same transaction pattern, ack after
 // commit) with no LLM work.
-func runBareWorker() error {
+func runBareWorker(cpuProfile string) error {
 	env := app.ReadEnv()
 	log, err := app.NewLogger("bare-worker", "warn")
 	if err != nil {
 		return err
 	}
+	stopProfile, err := app.StartCPUProfile(cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	cfg, err := app.LoadConfig(env.Config, env)
 	if err != nil {
 		return err

@@ -17,10 +17,13 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
+	"math"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -31,7 +34,11 @@ import (
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "-bare-worker" {
-		if err := runBareWorker(); err != nil {
+		var profile string
+		if len(os.Args) > 3 && os.Args[2] == "-cpuprofile" {
+			profile = os.Args[3]
+		}
+		if err := runBareWorker(profile); err != nil {
 			fmt.Fprintln(os.Stderr, "bare worker:", err)
 			os.Exit(1)
 		}
@@ -40,6 +47,7 @@ func main() {
 	scenarios := flag.String("scenarios", "A,B,C,D,E,F", "scenarios to run, comma separated")
 	quick := flag.Bool("quick", false, "a short smoke run: fewer messages, one in-flight level, a short outage")
 	out := flag.String("out", "bench-results", "folder for the JSON figures and the processes' logs")
+	profile := flag.Bool("profile", false, "each worker, bare worker and simulator writes a CPU profile, <process>.cpu.pprof beside its log")
 	flag.Parse()
 	log, err := app.NewLogger("bench", "warn")
 	if err != nil {
@@ -47,14 +55,14 @@ func main() {
 		os.Exit(2)
 	}
 	env := app.ReadEnv()
-	if err := run(*scenarios, *quick, *out, env); err != nil {
+	if err := run(*scenarios, *quick, *out, *profile, env); err != nil {
 		log.Sync()
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(scenarios string, quick bool, outDir string, e app.Env) error {
+func run(scenarios string, quick bool, outDir string, profile bool, e app.Env) error {
 	ctx, stop := app.Context()
 	defer stop()
 	start := time.Now()
@@ -82,7 +90,7 @@ func run(scenarios string, quick bool, outDir string, e app.Env) error {
 		return err
 	}
 	log, _ := app.NewLogger("bench", "warn")
-	env := benchEnv{bin: bin, baseDB: u.String(), natsURL: e.NATSURL, messages: msgs, out: out, log: log}
+	env := benchEnv{bin: bin, baseDB: u.String(), natsURL: e.NATSURL, messages: msgs, out: out, profile: profile, log: log}
 
 	var results []result
 	add := func(r result, err error) error {
@@ -103,14 +111,14 @@ func run(scenarios string, quick bool, outDir string, e app.Env) error {
 		fmt.Fprintf(os.Stderr, "bench: scenario %s (%s elapsed)\n", sc, time.Since(start).Round(time.Second))
 		switch strings.TrimSpace(sc) {
 		case "A":
-			err = add(scenarioA(ctx, env, n(6000, 1000)))
+			err = add(scenarioA(ctx, env, n(20000, 2000), n(2, 1)))
 		case "B":
 			levels := []int{64, 256, 512}
 			if quick {
 				levels = []int{64}
 			}
 			for _, c := range levels {
-				if err = add(scenarioB(ctx, env, c, n(max(2000, 12*c), 600))); err != nil {
+				if err = add(scenarioB(ctx, env, c, n(max(4000, 12*c), 600))); err != nil {
 					break
 				}
 			}
@@ -159,8 +167,13 @@ func printTable(w *os.File, results []result, took time.Duration) {
 	tw.Flush()
 	for _, r := range results {
 		var extra []string
-		for k, v := range r.Extra {
-			extra = append(extra, fmt.Sprintf("%s=%.3g", k, v))
+		for _, k := range slices.Sorted(maps.Keys(r.Extra)) {
+			v := r.Extra[k]
+			if v == math.Trunc(v) {
+				extra = append(extra, fmt.Sprintf("%s=%.0f", k, v))
+			} else {
+				extra = append(extra, fmt.Sprintf("%s=%.3g", k, v))
+			}
 		}
 		fmt.Fprintf(w, "%s: %s %s\n", r.Scenario, r.Name, strings.Join(extra, " "))
 	}

@@ -50,6 +50,7 @@ type benchEnv struct {
 	natsURL  string
 	messages []ingestLine // the real sample
 	out      string       // results folder
+	profile  bool         // processes write CPU profiles beside their logs
 	log      *zap.Logger
 }
 
@@ -238,6 +239,9 @@ func (s *stack) start(name, bin string, args []string, env ...string) (*proc, er
 	logf, err := os.Create(filepath.Join(s.dir, name+".log"))
 	if err != nil {
 		return nil, err
+	}
+	if s.env.profile {
+		args = append(args, "-cpuprofile", filepath.Join(s.dir, name+".cpu.pprof"))
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf

@@ -20,6 +20,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/extractq/extractq/internal/app"
 	"github.com/extractq/extractq/store"
 )
 
@@ -37,7 +38,11 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	log, _ := zap.NewProduction()
+	log, err := app.NewLogger("migrate", cmp.Or(os.Getenv("LOG_LEVEL"), "info"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "migrate:", err)
+		os.Exit(2)
+	}
 	defer func() { _ = log.Sync() }()
 
 	if err := run(ctx, cmd, cmp.Or(os.Getenv("DATABASE_URL"), DefaultDatabaseURL), log); err != nil {

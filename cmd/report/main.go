@@ -3,11 +3,16 @@
 //
 // Usage:
 //
-//	report [-batch ID | -source FILE] [-examples N] [-fields N]
+//	report [-batch ID | -source FILE | -schema ID] [-examples N] [-fields N] [-since 7d] [-all-batches]
+//	report -results [-batch ID | -source FILE | -schema ID] > results.jsonl
 //
 // Without -batch it reports the newest batch that has messages (a
-// re-ingest of known messages makes an empty batch), of FILE with -source. It reads
-// DATABASE_URL.
+// re-ingest of known messages makes an empty batch), of FILE with -source.
+// The failing fields are the batch's (every batch's with -all-batches),
+// since -since when given. With -results it writes, instead, one JSON line
+// per message of the batch: its run's status, its triage item's, and its
+// current result (the lines of ingest serve's GET /v1/batches/{id}/results). It reads
+// DATABASE_URL. Exit status: 0 printed, 1 failed, 2 bad usage.
 package main
 
 import (
@@ -18,6 +23,7 @@ import (
 	"time"
 
 	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/internal/since"
 	"github.com/extractq/extractq/store"
 )
 
@@ -25,23 +31,74 @@ func main() {
 	env := app.ReadEnv()
 	batch := flag.String("batch", "", "batch id (default: the newest batch with messages)")
 	source := flag.String("source", "", "without -batch: the newest batch with messages ingested from this file")
+	schema := flag.String("schema", "", "without -batch: the newest batch with messages of this schema")
 	examples := flag.Int("examples", 3, "results and triage items to show")
 	fields := flag.Int("fields", 10, "failing fields to show")
+	sinceFlag := flag.String("since", "", "failing fields: only errors recorded since then: a look-back duration (7d, 36h), a date (2026-11-01) or an RFC 3339 time (default: all time)")
+	allBatches := flag.Bool("all-batches", false, "failing fields: of every batch and schema, not only of the batch reported")
+	results := flag.Bool("results", false, "write the batch's results as JSONL (one line per message) instead of the report")
 	flag.Parse()
+	switch {
+	case flag.NArg() > 0:
+		fmt.Fprintf(os.Stderr, "report: unexpected argument %q (the batch is chosen with -batch, -source or -schema)\n", flag.Arg(0))
+		os.Exit(2)
+	case *examples < 1:
+		fmt.Fprintf(os.Stderr, "report: -examples %d: want 1 or more\n", *examples)
+		os.Exit(2)
+	case *fields < 1:
+		fmt.Fprintf(os.Stderr, "report: -fields %d: want 1 or more\n", *fields)
+		os.Exit(2)
+	case *results && (*sinceFlag != "" || *allBatches):
+		fmt.Fprintln(os.Stderr, "report: -since and -all-batches choose the report's failing fields; -results writes every message of one batch and takes neither")
+		os.Exit(2)
+	}
+	from, err := since.Parse(*sinceFlag, time.Now())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "report: -"+err.Error())
+		os.Exit(2)
+	}
 	log, err := app.NewLogger("report", "warn")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(2)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	// A report takes a few queries; writing the results of a large batch
+	// takes longer, and ends with Ctrl-C.
+	ctx, stop := app.Context()
+	defer stop()
+	if !*results {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+	}
 	st, err := store.Open(ctx, env.DatabaseURL, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}
 	defer st.Close()
-	if err := app.PrintReport(ctx, os.Stdout, st, *batch, *source, *examples, *fields); err != nil {
+	if err := st.RequireMigrated(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "report:", err)
+		os.Exit(1)
+	}
+	if *results {
+		id, err := app.ChooseBatch(ctx, st, *batch, *source, *schema)
+		if err == nil {
+			var n int
+			if n, err = app.WriteResults(ctx, os.Stdout, st, id); err == nil {
+				fmt.Fprintf(os.Stderr, "report: %d results of batch %s\n", n, id)
+			}
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "report:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := app.PrintReport(ctx, os.Stdout, st, app.ReportParams{
+		BatchID: *batch, Source: *source, SchemaID: *schema, Examples: *examples, Fields: *fields, Since: from,
+		AllBatches: *allBatches,
+	}); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -163,10 +164,13 @@ func NewExtractor(cfg *config.Config, env Env, reg prometheus.Registerer, log *z
 	return ext, tr
 }
 
-// Fatal logs err and exits 1.
+// Fatal logs err (without a stack trace: the error says where), writes
+// it as one plain line on stderr for the person who started the command,
+// and exits 1.
 func Fatal(log *zap.Logger, msg string, err error) {
-	log.Error(msg, zap.Error(err))
+	log.WithOptions(zap.AddStacktrace(zap.FatalLevel)).Error(msg, zap.Error(err))
 	_ = log.Sync()
+	fmt.Fprintf(os.Stderr, "%s: %s: %v\n", filepath.Base(os.Args[0]), msg, err)
 	os.Exit(1)
 }
 

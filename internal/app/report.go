@@ -7,21 +7,55 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/extractq/extractq/store"
 )
 
+// ReportParams says which batch a report is of and how much it shows.
+type ReportParams struct {
+	// BatchID is the batch reported. Empty means the newest batch with
+	// messages, of the ingested file Source when that is not empty and of
+	// schema SchemaID when that is not empty.
+	BatchID, Source, SchemaID string
+	// Examples is how many results and triage items are shown (at least 1);
+	// Fields how many failing fields.
+	Examples, Fields int
+	// Since keeps the failing fields' errors recorded at or after it; zero
+	// means all time.
+	Since time.Time
+	// AllBatches lists the failing fields of every batch rather than of
+	// the batch reported.
+	AllBatches bool
+}
+
+// ChooseBatch returns batchID when it is not empty, else the newest batch
+// with messages, of the ingested file source when that is not empty and
+// of schema schemaID when that is not empty. The error says so when there
+// is none.
+func ChooseBatch(ctx context.Context, st *store.Store, batchID, source, schemaID string) (string, error) {
+	if batchID != "" {
+		return batchID, nil
+	}
+	id, err := st.BatchLatest(ctx, st.Pool, source, schemaID)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", fmt.Errorf("no batch%s%s has messages of its own: none was ingested, or each one's lines were all duplicates "+
+			"of messages an earlier batch stored (report that batch with -batch, or -source its file)",
+			optional(" ingested from %s", source), optional(" of schema %s", schemaID))
+	}
+	return id, err
+}
+
 // PrintReport writes a batch's report: counts, cost, examples and the
-// fields that fail most. An empty batchID means the newest batch with
-// messages, of the ingested file source when source is not empty.
-func PrintReport(ctx context.Context, w io.Writer, st *store.Store, batchID, source string, examples, fields int) error {
+// fields that fail most in the batch (in every batch with AllBatches).
+// It returns an error naming the batch when there is no such batch, or no
+// batch with messages.
+func PrintReport(ctx context.Context, w io.Writer, st *store.Store, p ReportParams) error {
 	db := st.Pool
-	if batchID == "" {
-		id, err := st.BatchLatest(ctx, db, source)
-		if err != nil {
-			return fmt.Errorf("no batch with messages yet: %w", err)
-		}
-		batchID = id
+	examples, fields := p.Examples, p.Fields
+	batchID, err := ChooseBatch(ctx, st, p.BatchID, p.Source, p.SchemaID)
+	if err != nil {
+		return err
 	}
 	bs, err := st.BatchSummary(ctx, db, batchID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -30,11 +64,21 @@ func PrintReport(ctx context.Context, w io.Writer, st *store.Store, batchID, sou
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "Batch %s: %d messages\n", bs.BatchID, bs.Messages)
-	fmt.Fprintf(w, "  succeeded %d (valid at first pass), repaired %d (valid after the one repair), failed %d (in triage), queued %d\n",
+	noun := "messages"
+	if bs.Messages == 1 {
+		noun = "message"
+	}
+	fmt.Fprintf(w, "Batch %s: %d %s\n", bs.BatchID, bs.Messages, noun)
+	fmt.Fprintf(w, "  succeeded %d (valid at first pass), repaired %d (valid after the one repair), failed %d (sent to triage), queued %d\n",
 		bs.Succeeded, bs.Repaired, bs.Failed, bs.Queued)
 	fmt.Fprintf(w, "  check: succeeded + repaired + failed + queued = %d of %d messages\n",
 		bs.Succeeded+bs.Repaired+bs.Failed+bs.Queued, bs.Messages)
+	tc, err := st.TriageQueueCounts(ctx, db, store.TriageFilter{BatchID: batchID, Status: store.TriageAnyStatus})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "  triage items: %d open, %d approved, %d rejected, %d sent back for a re-run\n",
+		tc.ByStatus[store.TriageOpen], tc.ByStatus[store.TriageApproved], tc.ByStatus[store.TriageRejected], tc.ByStatus[store.TriageRerun])
 	fmt.Fprintf(w, "  LLM: %d calls, %d prompt + %d completion tokens, cost $%.6f\n",
 		bs.LLMCalls, bs.PromptTokens, bs.CompletionTokens, bs.CostUSD)
 
@@ -73,11 +117,20 @@ func PrintReport(ctx context.Context, w io.Writer, st *store.Store, batchID, sou
 			fmt.Fprintf(w, "    %s [%s/%s]\n", e.Error(), e.Kind, e.Keyword)
 		}
 	}
-	ff, err := st.FailingFieldList(ctx, db, store.FailingFieldListParams{Limit: fields})
+	ffp := store.FailingFieldListParams{Limit: fields, Since: p.Since, BatchID: batchID}
+	of := "of batch " + batchID
+	if p.AllBatches {
+		ffp.BatchID, of = "", "of all batches and schemas"
+	}
+	ff, err := st.FailingFieldList(ctx, db, ffp)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nFailing fields, all batches (view failing_fields, top %d):\n", fields)
+	window := ""
+	if !p.Since.IsZero() {
+		window = " since " + p.Since.UTC().Format(time.RFC3339)
+	}
+	fmt.Fprintf(w, "\nFailing fields %s%s (failing_fields_in, top %d):\n", of, window, fields)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  schema\tfield\tkind\terrors\truns\trepaired\tfailed")
 	for _, f := range ff {
@@ -102,4 +155,12 @@ func pct(n, of int) float64 {
 		return 0
 	}
 	return 100 * float64(n) / float64(of)
+}
+
+// optional formats v into format, or returns "" for an empty v.
+func optional(format, v string) string {
+	if v == "" {
+		return ""
+	}
+	return fmt.Sprintf(format, v)
 }

@@ -1,0 +1,132 @@
+package app_test
+
+import (
+	"crypto/sha256"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/store"
+	"github.com/extractq/extractq/store/storetest"
+)
+
+// The report of a batch with one success and two failed runs, one of them
+// approved by a reviewer.
+func TestPrintReport(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := storetest.NewStore(t)
+	const batch = "b-report"
+	if err := st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: batch, SchemaID: "support_ticket", SourceName: "r.jsonl"}); err != nil {
+		t.Fatal(err)
+	}
+	call := store.LLMCall{Attempt: 1, Model: "sim-1", PromptVersion: "extract.v1", RequestMode: "response_format",
+		PromptTokens: 100, CompletionTokens: 20, CostUSD: 0.0001, FinishReason: "stop", Reply: `{}`}
+	var items []int64
+	for i, text := range []string{"order 48213 never came", "refund please", "wrong size"} {
+		h := sha256.Sum256([]byte(text))
+		res, err := st.MessageIngest(ctx, st.Pool, store.MessageIngestParams{Source: "r", ExternalID: string(rune('a' + i)),
+			Body: text, ContentHash: h[:], BatchID: batch, SchemaID: "support_ticket"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := store.RunOutcomeParams{MessageID: res.Run.MessageID, RunNo: 1, SchemaID: "support_ticket", SchemaVersion: "1", Calls: []store.LLMCall{call}}
+		if i == 0 {
+			o.Status, o.Calls[0].Valid = store.RunSucceeded, true
+			o.Extraction = &store.ExtractionParams{Data: []byte(`{"order_id":"48213"}`), Evidence: []byte(`[]`)}
+		} else {
+			errs := pipeline.ErrorList{{Kind: pipeline.KindSchema, Path: "/order_id", Keyword: "required", Message: "missing"}}
+			o.Status, o.Calls[0].ErrorCount = store.RunFailed, 1
+			o.Triage = &store.TriageParams{Reason: "schema", Errors: errs, LastReply: `{}`}
+			o.Failures = []store.FailureEvent{{CallIndex: 0, Err: errs[0]}}
+		}
+		if err := st.RunOutcomeInsert(ctx, st.Pool, o); err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 {
+			var id int64
+			if err := st.Pool.QueryRow(ctx, `SELECT id FROM triage_items WHERE message_id = $1`, res.Run.MessageID).Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			items = append(items, id)
+		}
+	}
+	if _, err := st.TriageItemClaim(ctx, st.Pool, store.TriageItemClaimParams{ItemID: items[0], Reviewer: "alice", Via: store.ViaUI}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.TriageItemApprove(ctx, st.Pool, store.TriageItemApproveParams{ItemID: items[0], Reviewer: "alice", Via: store.ViaUI,
+		Data: []byte(`{"order_id":null}`), SchemaVersion: "1"}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another batch's failed run, at another field: in the failing fields
+	// of every batch, not in b-report's.
+	if err := st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: "b-other", SchemaID: "support_ticket", SourceName: "o.jsonl"}); err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256([]byte("other"))
+	res, err := st.MessageIngest(ctx, st.Pool, store.MessageIngestParams{Source: "o", ExternalID: "o1",
+		Body: "other", ContentHash: h[:], BatchID: "b-other", SchemaID: "support_ticket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherErr := pipeline.Error{Kind: pipeline.KindSchema, Path: "/email", Keyword: "format", Message: "not an email"}
+	if err := st.RunOutcomeInsert(ctx, st.Pool, store.RunOutcomeParams{MessageID: res.Run.MessageID, RunNo: 1, SchemaID: "support_ticket",
+		SchemaVersion: "1", Calls: []store.LLMCall{call}, Status: store.RunFailed,
+		Triage:   &store.TriageParams{Reason: "schema", Errors: pipeline.ErrorList{otherErr}, LastReply: `{}`},
+		Failures: []store.FailureEvent{{CallIndex: 0, Err: otherErr}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	var out strings.Builder
+	if err := app.PrintReport(ctx, &out, st, app.ReportParams{Source: "r.jsonl", SchemaID: "support_ticket", Examples: 2, Fields: 5}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Batch b-report: 3 messages",
+		"succeeded 1 (valid at first pass), repaired 0 (valid after the one repair), failed 2 (sent to triage), queued 0",
+		"check: succeeded + repaired + failed + queued = 3 of 3 messages",
+		"triage items: 1 open, 1 approved, 0 rejected, 0 sent back for a re-run",
+		"LLM: 3 calls, 300 prompt + 60 completion tokens, cost $0.000300",
+		"Failing fields of batch b-report (failing_fields_in, top 5):",
+		"support_ticket  /order_id  schema  2       2     0         2",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "/email") {
+		t.Errorf("b-report's failing fields list another batch's /email:\n%s", out.String())
+	}
+
+	out.Reset()
+	if err := app.PrintReport(ctx, &out, st, app.ReportParams{BatchID: batch, Examples: 1, Fields: 5, AllBatches: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Failing fields of all batches and schemas (failing_fields_in, top 5):",
+		"support_ticket  /order_id  schema  2       2     0         2",
+		"support_ticket  /email     schema  1       1     0         1",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report of all batches lacks %q:\n%s", want, out.String())
+		}
+	}
+
+	// A window that starts after every error shows no failing field.
+	out.Reset()
+	since := time.Now().Add(time.Hour)
+	if err := app.PrintReport(ctx, &out, st, app.ReportParams{BatchID: batch, Examples: 1, Fields: 5, Since: since}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Failing fields of batch b-report since " + since.UTC().Format(time.RFC3339) + " (failing_fields_in, top 5):\n",
+		"(none)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report since the future lacks %q:\n%s", want, out.String())
+		}
+	}
+}
