@@ -15,7 +15,7 @@ demo: ## run the bundled real sample end to end (services stay up; `make stop` e
 
 test: setup ## run every test (race detector on) against the real Postgres and NATS
 	$(GO) vet ./...
-	@test -z "$$(gofmt -l . | tee /dev/stderr)" || { echo "gofmt: files above need formatting"; exit 1; }
+	@out="$$(gofmt -l .)"; test -z "$$out" || { echo "$$out"; echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) test -race -count=1 ./...
 
 test/short: ## run the tests without the race detector

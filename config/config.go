@@ -176,6 +176,17 @@ func (n NATS) RunsSubject(schemaID string) string {
 // RunsWildcard returns the subject filter of every run.
 func (n NATS) RunsWildcard() string { return n.SubjectPrefix + ".runs.>" }
 
+// TriageSubject returns the core NATS subject on which event ("new") of
+// a triage item of schemaID is announced:
+// "<prefix>.triage.<event>.<schema id>". It is outside the stream's
+// subjects, so announcements are never stored as runs.
+func (n NATS) TriageSubject(event, schemaID string) string {
+	return n.SubjectPrefix + ".triage." + event + "." + schemaID
+}
+
+// TriageWildcard returns the subject filter of every triage announcement.
+func (n NATS) TriageWildcard() string { return n.SubjectPrefix + ".triage.>" }
+
 // Ingest configures cmd/ingest.
 type Ingest struct {
 	// MaxTextBytes rejects a message whose text is longer, in bytes.

@@ -7,13 +7,15 @@
 # `make stop` ends them.
 #
 # Environment: DATABASE_URL, NATS_URL, LLM_BASE_URL, LLM_API_KEY, LLM_MODEL,
-# CONFIG (see README.md). DEMO_FILE overrides the sample file.
+# CONFIG (see README.md). DEMO_FILE overrides the sample file, DEMO_SCHEMA
+# the schema it is extracted with (default customer_message).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 RUN_DIR=.run
 BIN=$RUN_DIR/bin
 DEMO_FILE=${DEMO_FILE:-testdata/abcd/messages.jsonl}
+DEMO_SCHEMA=${DEMO_SCHEMA:-customer_message}
 mkdir -p "$BIN"
 
 say() { printf '%-9s %s\n' "$1:" "$2"; }
@@ -68,14 +70,14 @@ else
 fi
 
 say ingest "$DEMO_FILE"
-summary=$("$BIN/ingest" -wait -json -timeout 4m "$DEMO_FILE")
+summary=$("$BIN/ingest" -wait -json -timeout 4m -schema "$DEMO_SCHEMA" "$DEMO_FILE")
 echo "$summary"
 batch=$(sed -n 's/.*"batch_id":"\([^"]*\)".*/\1/p' <<<"$summary")
 published=$(sed -n 's/.*"published":\([0-9]*\).*/\1/p' <<<"$summary")
 echo
 if [[ $published == 0 ]]; then
-	say report "every message was already ingested: reporting the batch that first ingested $DEMO_FILE"
-	"$BIN/report" -source "$DEMO_FILE"
+	say report "every message was already ingested: reporting the batch that ingested $DEMO_FILE with $DEMO_SCHEMA"
+	"$BIN/report" -source "$DEMO_FILE" -schema "$DEMO_SCHEMA"
 else
 	"$BIN/report" -batch "$batch"
 fi

@@ -234,7 +234,7 @@ setup_migrations() {
 	fi
 	compgen -G 'cmd/migrate/*.go' >/dev/null || die migrate "cmd/migrate not found"
 	say migrate "go run ./cmd/migrate up"
-	go run ./cmd/migrate up
+	LOG_LEVEL=warn go run ./cmd/migrate up
 	say migrate "done"
 }
 

@@ -46,7 +46,9 @@ stop_pidfile() {
 
 stopped=0
 shopt -s nullglob
-for f in "$RUN_DIR"/*.pid; do
+# The worker first, so no run in flight loses its simulator mid-call.
+for f in "$RUN_DIR"/worker.pid "$RUN_DIR"/*.pid; do
+	[[ -f $f ]] || continue
 	[[ $f == "$RUN_DIR/nats.pid" ]] && continue
 	stop_pidfile "$f" "$(basename "$f" .pid)"
 	stopped=1

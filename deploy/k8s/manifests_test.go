@@ -122,7 +122,7 @@ func TestManifests(t *testing.T) {
 	t.Run("Workloads", func(t *testing.T) {
 		t.Parallel()
 		for _, ref := range []struct{ kind, name string }{
-			{"Deployment", "extractq-worker"}, {"Deployment", "extractq-triage"}, {"Job", "extractq-migrate"},
+			{"Deployment", "extractq-worker"}, {"Deployment", "extractq-triage"}, {"Deployment", "extractq-ingest"}, {"Job", "extractq-migrate"},
 		} {
 			o := find(all, ref.kind, ref.name)
 			if o == nil {
@@ -138,8 +138,18 @@ func TestManifests(t *testing.T) {
 				t.Errorf("%s: envFrom is not extractq-env and extractq-secrets", ref.name)
 			}
 		}
-		if find(all, "Secret", "extractq-secrets") == nil {
+		sec := find(all, "Secret", "extractq-secrets")
+		if sec == nil {
 			t.Error("secret.template.yaml does not define extractq-secrets")
+		}
+		// ingest serve refuses a non-loopback address without a token.
+		if tok, _ := get(sec, "stringData", "INGEST_TOKEN").(string); len(tok) < 16 {
+			t.Errorf("secret.template.yaml: INGEST_TOKEN %q, want a placeholder of at least 16 bytes", tok)
+		}
+		in := get(find(all, "Deployment", "extractq-ingest"), "spec", "template", "spec", "containers", 0)
+		if cmd, _ := get(in, "command").([]any); len(cmd) < 2 || cmd[1] != "serve" ||
+			get(in, "readinessProbe", "httpGet", "path") != "/readyz" || get(in, "ports", 0, "containerPort") != 8090 {
+			t.Error("ingest: want ingest serve on port 8090 with a /readyz readiness probe")
 		}
 		w := get(find(all, "Deployment", "extractq-worker"), "spec", "template", "spec", "containers", 0)
 		if get(w, "ports", 0, "containerPort") != 9090 ||
