@@ -532,6 +532,12 @@ func (h *harness) chaos(ctx context.Context, evs []event) error {
 			if err != nil {
 				return fmt.Errorf("restarting worker %d: %w", w.index, err)
 			}
+			// Wait for it to consume before going on: a worker the run
+			// stops while it is still starting would die of the SIGTERM
+			// before its handler is set, which is not the fault tested.
+			if err := w.waitReady(ctx, 60*time.Second); err != nil {
+				return err
+			}
 			h.logf("worker %d started again (pid %d) after %s down", w.index, pid, e.Down.Round(time.Millisecond))
 		case restartNATS:
 			h.logf("%s: stopping NATS (SIGTERM)", at)
