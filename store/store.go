@@ -90,6 +90,7 @@ func Open(ctx context.Context, url string, log *zap.Logger) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store.Open(%s): %w", where, err)
 	}
+	start := time.Now()
 	_, err = backoff.Retry(ctx, func() (struct{}, error) {
 		pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -111,7 +112,7 @@ func Open(ctx context.Context, url string, log *zap.Logger) (*Store, error) {
 		if permanentConnectError(err) {
 			return nil, fmt.Errorf("store.Open: Postgres at %s refused the connection: %w", where, err)
 		}
-		return nil, fmt.Errorf("store.Open: cannot reach Postgres at %s (tried for %v): %w", where, openPingTimeout, err)
+		return nil, fmt.Errorf("store.Open: cannot reach Postgres at %s (tried for %v): %w", where, time.Since(start).Round(100*time.Millisecond), err)
 	}
 	log.Debug("connected", zap.String("server", where))
 	return &Store{Pool: pool, log: log}, nil

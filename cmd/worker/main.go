@@ -69,19 +69,19 @@ func main() {
 
 	schemas, err := app.LoadSchemas(cfg)
 	if err != nil {
-		app.Fatal(log, "loading schemas", err)
+		app.FatalUnlessStopped(ctx, log, "loading schemas", err)
 	}
 	st, err := store.Open(ctx, env.DatabaseURL, log)
 	if err != nil {
-		app.Fatal(log, "opening Postgres", err)
+		app.FatalUnlessStopped(ctx, log, "opening Postgres", err)
 	}
 	defer st.Close()
 	if err := store.Retry(ctx, store.StartupRetryTime, func() error { return st.RequireMigrated(ctx) }); err != nil {
-		app.Fatal(log, "checking the database", err)
+		app.FatalUnlessStopped(ctx, log, "checking the database", err)
 	}
 	nc, js, err := queue.Connect(ctx, env.NATSURL, "extractq-worker", log)
 	if err != nil {
-		app.Fatal(log, "connecting to NATS", err)
+		app.FatalUnlessStopped(ctx, log, "connecting to NATS", err)
 	}
 	defer nc.Close()
 	var cons, dead jetstream.Consumer
@@ -97,7 +97,7 @@ func main() {
 		return err
 	})
 	if err != nil {
-		app.Fatal(log, "creating the stream and consumers", err)
+		app.FatalUnlessStopped(ctx, log, "creating the stream and consumers", err)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -109,7 +109,7 @@ func main() {
 		Announcer: queue.NewAnnouncer(nc, cfg.NATS),
 	})
 	if err != nil {
-		app.Fatal(log, "building worker", err)
+		app.FatalUnlessStopped(ctx, log, "building worker", err)
 	}
 	err = worker.RunService(ctx, worker.ServiceConfig{
 		Worker: w, Store: st, Conn: nc, Consumer: cons, Publisher: queue.NewPublisher(js, cfg.NATS),

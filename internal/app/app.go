@@ -174,6 +174,19 @@ func Fatal(log *zap.Logger, msg string, err error) {
 	os.Exit(1)
 }
 
+// FatalUnlessStopped is Fatal, except that when ctx has ended (SIGINT or
+// SIGTERM arrived while the command was starting) it logs that the
+// command stopped during start-up and exits 0: a stop asked for is not a
+// failure, and nothing was taken from the queue yet.
+func FatalUnlessStopped(ctx context.Context, log *zap.Logger, msg string, err error) {
+	if ctx.Err() != nil {
+		log.Info("stopped while starting", zap.String("step", msg), zap.Error(err))
+		_ = log.Sync()
+		os.Exit(0)
+	}
+	Fatal(log, msg, err)
+}
+
 // Context returns a context that ends on SIGINT or SIGTERM.
 func Context() (context.Context, context.CancelFunc) {
 	return signalContext()

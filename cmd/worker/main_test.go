@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestMain runs the worker's main instead of the tests when the test
+// binary is started by a test below as a worker process.
+func TestMain(m *testing.M) {
+	if os.Getenv("EXTRACTQ_TEST_WORKER_MAIN") == "1" {
+		os.Args = []string{"worker", "-health-addr", ""}
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestStopWhileStarting: a worker told to stop (SIGTERM) while it still
+// waits for Postgres at start-up exits 0 and says so, rather than failing
+// with the cancelled wait as an error.
+func TestStopWhileStarting(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "EXTRACTQ_TEST_WORKER_MAIN=1",
+		// Nothing listens on port 1: the worker keeps retrying Postgres.
+		"DATABASE_URL=postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1",
+		"NATS_URL=nats://127.0.0.1:1", "CONFIG=", "LOG_LEVEL=info")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = cmd.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	var log strings.Builder
+	deadline := time.After(time.Minute)
+	for started := false; !started; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				cmd.Wait()
+				t.Fatalf("worker ended before starting:\n%s", log.String())
+			}
+			log.WriteString(l + "\n")
+			started = strings.Contains(l, `"msg":"starting worker"`)
+		case <-deadline:
+			cmd.Process.Kill()
+			t.Fatalf("no start-up line within a minute:\n%s", log.String())
+		}
+	}
+	// Let it reach the wait for Postgres, then stop it.
+	time.Sleep(300 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for l := range lines {
+		log.WriteString(l + "\n")
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("worker stopped with %v, want exit 0:\n%s", err, log.String())
+	}
+	if !strings.Contains(log.String(), `"msg":"stopped while starting"`) {
+		t.Errorf("no \"stopped while starting\" line:\n%s", log.String())
+	}
+}
