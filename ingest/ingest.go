@@ -724,6 +724,9 @@ func (in *Ingester) record(ctx context.Context, lineNo int, msg Input, sum *Summ
 	case errors.Is(err, store.ErrConflict):
 		sum.reject(LineError{Line: lineNo, ID: msg.ID, Reason: "conflict: this id is already stored with a different text; the stored message is kept"})
 		return nil
+	case errors.Is(err, store.ErrErased):
+		sum.reject(LineError{Line: lineNo, ID: msg.ID, Reason: "erased: this id's message was erased (retention erase or purge) and is not stored again"})
+		return nil
 	case err != nil:
 		return fmt.Errorf("ingest: line %d (id %q): %w", lineNo, msg.ID, err)
 	}

@@ -353,6 +353,47 @@ func TestRunConflict(t *testing.T) {
 	}
 }
 
+// An id whose message was erased is refused, with a reason, and its text
+// is not stored again.
+func TestRunErased(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+
+	line := `{"id": "e-1", "text": "My order 48213 never arrived."}` + "\n"
+	if sum, err := e.ingest(t, strings.NewReader(line), nil); err != nil || sum.Published != 1 {
+		t.Fatalf("first ingest = %+v, %v; want 1 published", sum, err)
+	}
+	id := e.messages(t)["e-1"]
+	// As if a worker had extracted it: an erasure leaves queued runs be.
+	if _, err := e.st.Pool.Exec(ctx, `UPDATE runs SET status = 'succeeded', finished_at = now() WHERE message_id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	var key store.MessageKey
+	if err := e.st.Pool.QueryRow(ctx, `SELECT source, external_id FROM messages WHERE id = $1`, id).Scan(&key.Source, &key.ExternalID); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.st.MessagesErase(ctx, e.st.Pool, []store.MessageKey{key}, store.ErasureParams{Actor: "dpo", Via: store.ViaCLI})
+	if err != nil || res[0].Status != store.ErasureErased {
+		t.Fatalf("erase = %+v, %v", res, err)
+	}
+	sum, err := e.ingest(t, strings.NewReader(line), nil)
+	if err != nil {
+		t.Fatalf("second ingest: %v", err)
+	}
+	want := ingest.Summary{BatchID: sum.BatchID, Lines: 1, Rejected: 1, Errors: []ingest.LineError{{
+		Line: 1, ID: "e-1", Reason: "erased: this id's message was erased (retention erase or purge) and is not stored again"}}}
+	if !reflect.DeepEqual(sum, want) {
+		t.Errorf("second ingest:\n got %+v\nwant %+v", sum, want)
+	}
+	if got := e.countSQL(t, `SELECT count(*) FROM messages WHERE body <> ''`); got != 0 {
+		t.Errorf("%d messages hold text after ingesting an erased id again", got)
+	}
+	if got := e.streamMsgs(t); got != 1 {
+		t.Errorf("stream holds %d messages, want the first ingest's 1", got)
+	}
+}
+
 // The same file ingested again with a second schema extracts the stored
 // messages again: a new run of each, published to that schema's subject.
 func TestRunSecondSchema(t *testing.T) {

@@ -28,6 +28,9 @@ type BatchResult struct {
 	// Result is the message's current result for the schema; nil when it
 	// has none (queued, or failed and not approved).
 	Result *BatchResultRecord `db:"result" json:"result"`
+	// ErasedAt is when the message's text was erased (retention), which
+	// removed its result too; nil, and left out of the JSON, otherwise.
+	ErasedAt *time.Time `db:"erased_at" json:"erased_at,omitempty"`
 }
 
 // BatchResultRecord is a current result in a BatchResult.
@@ -68,7 +71,8 @@ SELECT l.message_id, m.external_id, m.source, l.run_no, l.status, t.status AS tr
        CASE WHEN c.run_no IS NULL THEN NULL ELSE jsonb_build_object(
            'run_no', c.run_no, 'schema_id', l.schema_id, 'schema_version', c.schema_version,
            'outcome', c.outcome, 'data', c.data, 'evidence', c.evidence, 'created_by', c.created_by,
-           'human_made', c.outcome = 'approved', 'created_at', c.created_at) END AS result
+           'human_made', c.outcome = 'approved', 'created_at', c.created_at) END AS result,
+       m.erased_at
 FROM latest l
 JOIN messages m ON m.id = l.message_id
 LEFT JOIN triage_items t ON t.message_id = l.message_id AND t.run_no = l.run_no

@@ -23,16 +23,22 @@ type Message struct {
 	Flags       []string        // ingest's notes on the input, never nil after a read
 	BatchID     string          // the batch that first ingested it
 	ReceivedAt  time.Time
+	// ErasedAt is when the message's text was erased (MessagesErase), nil
+	// while it is kept. An erased message has an empty Body and Metadata
+	// {}, and no content hash.
+	ErasedAt *time.Time
+	ErasedBy string // who asked for the erasure; "" while it is kept
 }
 
 // messageColumns are the columns of Message, in field order, for the
 // table aliased m.
 const messageColumns = `m.id, m.source, m.external_id, m.body, m.content_hash,
-       m.metadata, m.flags, m.batch_id, m.received_at`
+       m.metadata, m.flags, m.batch_id, m.received_at, m.erased_at,
+       coalesce(m.erased_by, '')`
 
 func (m *Message) scanTargets() []any {
 	return []any{&m.ID, &m.Source, &m.ExternalID, &m.Body, &m.ContentHash,
-		&m.Metadata, &m.Flags, &m.BatchID, &m.ReceivedAt}
+		&m.Metadata, &m.Flags, &m.BatchID, &m.ReceivedAt, &m.ErasedAt, &m.ErasedBy}
 }
 
 // IngestStatus is what MessageIngest did.
@@ -52,6 +58,9 @@ const (
 	// hash but never extracted with this schema; a new run (the next run
 	// number, this batch and schema) was recorded.
 	IngestNewRun IngestStatus = "new_run"
+	// IngestErased: the message was stored and later erased; nothing was
+	// written, so an erased text is never stored again under its key.
+	IngestErased IngestStatus = "erased"
 )
 
 // MessageIngestParams is a message to record, with the batch and schema
@@ -138,7 +147,8 @@ RETURNING ` + runColumnsBare
 // stored messages can be extracted with a second schema by ingesting them
 // again. If it exists with a different hash it writes nothing and
 // returns IngestConflict with the stored message and an error wrapping
-// ErrConflict. Concurrent ingests of one key give one IngestInserted, and
+// ErrConflict; if its text was erased, IngestErased and an error wrapping
+// ErrErased. Concurrent ingests of one key give one IngestInserted, and
 // one IngestNewRun per schema.
 func (s *Store) MessageIngest(ctx context.Context, db DBTX, p MessageIngestParams) (MessageIngestResult, error) {
 	if p.ExternalID == "" || len(p.ContentHash) == 0 || p.BatchID == "" || p.SchemaID == "" {
@@ -179,6 +189,11 @@ func (s *Store) MessageIngest(ctx context.Context, db DBTX, p MessageIngestParam
 		return MessageIngestResult{}, fmt.Errorf("store.MessageIngest(%q, %q): read existing: %w", p.Source, p.ExternalID, interpretError(err))
 	}
 	res := MessageIngestResult{Status: IngestDuplicate, Message: rm.Message, Run: rm.Run}
+	if e := rm.Message.ErasedAt; e != nil {
+		res.Status = IngestErased
+		return res, fmt.Errorf("store.MessageIngest(%q, %q): erased at %s: %w",
+			p.Source, p.ExternalID, e.UTC().Format(time.RFC3339), ErrErased)
+	}
 	if !bytes.Equal(rm.Message.ContentHash, p.ContentHash) {
 		res.Status = IngestConflict
 		return res, fmt.Errorf("store.MessageIngest(%q, %q): stored with a different content hash: %w",

@@ -26,6 +26,9 @@ var (
 	// ErrOutcomeExists means the run already has an outcome (it is no longer
 	// queued); nothing was written.
 	ErrOutcomeExists = errors.New("run outcome already recorded")
+	// ErrErased means the message's text was erased (MessagesErase): it is
+	// not stored again and no run is made for it.
+	ErrErased = errors.New("message erased")
 )
 
 // DBTX is what every store method runs its SQL on. It is satisfied by
@@ -163,6 +166,9 @@ const (
 	pgUniqueViolation   = "23505"
 	pgDuplicateDatabase = "42P04"
 	pgUndefinedTable    = "42P01"
+	// pgMessageErased is raised by the runs_refuse_erased trigger
+	// (migration 000008) when a run is made for an erased message.
+	pgMessageErased = "EQ001"
 )
 
 // outcomeConstraints are the unique constraints that mean "this run
@@ -186,6 +192,9 @@ func interpretError(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == pgUndefinedTable {
 		return fmt.Errorf("%w: the database lacks the product's tables; run `go run ./cmd/migrate up` (scripts/setup.sh does) against it", err)
+	}
+	if errors.As(err, &pgErr) && pgErr.Code == pgMessageErased {
+		return fmt.Errorf("%w: %s", ErrErased, pgErr.Message)
 	}
 	if errors.As(err, &pgErr) && pgErr.Code == pgUniqueViolation {
 		if outcomeConstraints[pgErr.ConstraintName] {
