@@ -239,7 +239,8 @@ func (s *Server) apiItem(w http.ResponseWriter, r *http.Request) error {
 	out := map[string]any{
 		"item": apiItemOf(d.Item),
 		"message": map[string]any{"id": d.Message.ID, "source": d.Message.Source, "external_id": d.Message.ExternalID,
-			"text": d.Message.Body, "flags": d.Message.Flags, "received_at": d.Message.ReceivedAt},
+			"text": d.Message.Body, "flags": d.Message.Flags, "received_at": d.Message.ReceivedAt,
+			"erased_at": d.Message.ErasedAt},
 		"last_reply":   d.LastReply,
 		"calls":        calls,
 		"draft":        it.Draft,

@@ -240,6 +240,38 @@ func TestQueueAndItemPages(t *testing.T) {
 		}
 	})
 
+	t.Run("ErasedMessage", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, bundleOpts{})
+		b.reviewer(t, "alice", "correct horse battery")
+		c := b.client(t)
+		c.login("alice", "correct horse battery")
+		id, msgID := b.failedItem(t, "customer_message", albertText, albertFirst, albertRepair)
+		var key store.MessageKey
+		if err := b.st.Pool.QueryRow(t.Context(), `SELECT source, external_id FROM messages WHERE id = $1`, msgID).Scan(&key.Source, &key.ExternalID); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := b.st.MessagesErase(t.Context(), b.st.Pool, []store.MessageKey{key},
+			store.ErasureParams{Actor: "dpo", Via: store.ViaCLI, Reason: "request 118"}); err != nil || res[0].Status != store.ErasureErased {
+			t.Fatalf("erase = %+v, %v", res, err)
+		}
+		r := c.get(fmt.Sprintf("/items/%d", id))
+		if r.status != http.StatusOK {
+			t.Fatalf("GET item: %d", r.status)
+		}
+		if !strings.Contains(r.body, `id="erased"`) || !strings.Contains(r.body, "dpo") {
+			t.Error("the item page does not say the text was erased, and by whom")
+		}
+		for _, text := range []string{"Albert Sanders", "U85ALFLG2Z", "7149958247", "7149958241"} {
+			if strings.Contains(r.body, text) {
+				t.Errorf("the erased item's page still shows %q", text)
+			}
+		}
+		if !strings.Contains(r.body, `class="status s-rejected"`) {
+			t.Error("the erased item is not shown closed (rejected)")
+		}
+	})
+
 	t.Run("ListsFiltersAndShowsTheFailure", func(t *testing.T) {
 		t.Parallel()
 		b := newBundle(t, bundleOpts{})

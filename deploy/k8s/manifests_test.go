@@ -123,13 +123,23 @@ func TestManifests(t *testing.T) {
 		t.Parallel()
 		for _, ref := range []struct{ kind, name string }{
 			{"Deployment", "extractq-worker"}, {"Deployment", "extractq-triage"}, {"Deployment", "extractq-ingest"}, {"Job", "extractq-migrate"},
+			{"CronJob", "extractq-retention"},
 		} {
 			o := find(all, ref.kind, ref.name)
 			if o == nil {
 				t.Errorf("%s %s missing", ref.kind, ref.name)
 				continue
 			}
+			if ref.kind == "CronJob" {
+				o, _ = get(o, "spec", "jobTemplate").(object)
+			}
 			ctr := get(o, "spec", "template", "spec", "containers", 0)
+			// The image holds every command of cmd/ in /usr/local/bin.
+			if cmd, _ := get(ctr, "command", 0).(string); cmd != "" {
+				if fi, err := os.Stat(filepath.Join("..", "..", "cmd", filepath.Base(cmd))); err != nil || !fi.IsDir() {
+					t.Errorf("%s: command %s is not one of cmd/", ref.name, cmd)
+				}
+			}
 			if get(ctr, "image") != image {
 				t.Errorf("%s: image %v, want %s", ref.name, get(ctr, "image"), image)
 			}

@@ -1,0 +1,309 @@
+// Command retention erases customer text: a customer's messages on their
+// request (erase), or every message older than the retention period
+// (purge). Counts, costs, statuses and the failure analytics are kept;
+// the text, its copies in model replies, results and triage items, and
+// the reasons and records in the audit log are removed. README
+// "Retention and erasure" has the whole list.
+//
+// Usage:
+//
+//	retention erase -by NAME [-reason TEXT] [-source S] [-ids-file FILE] [-json] [ID ...]
+//	retention purge -older-than AGE [-by NAME] [-reason TEXT] [-dry-run] [-json]
+//
+// It reads DATABASE_URL. Exit status: 0 done, 1 failed, 2 bad usage, 3
+// some ids were not erased (not found, or a run of theirs is queued:
+// try again once it is done).
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/internal/since"
+	"github.com/extractq/extractq/store"
+)
+
+// Exit statuses.
+const (
+	exitOK       = 0
+	exitFailed   = 1
+	exitUsage    = 2
+	exitNotAll   = 3
+	minRetention = 24 * time.Hour
+)
+
+const usage = `usage:
+  retention erase -by NAME [-reason TEXT] [-source S] [-ids-file FILE] [-json] [ID ...]
+      erase the messages with these ids (a customer's request)
+  retention purge -older-than AGE [-by NAME] [-reason TEXT] [-dry-run] [-json]
+      erase every message received before AGE ago (the retention period)
+
+Both keep counts, costs, statuses and failure analytics; they remove the
+text and every copy of it (model replies, results, triage items, audit
+reasons). "retention erase -h" and "retention purge -h" list the flags.
+`
+
+func main() {
+	ctx, stop := app.Context()
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], app.ReadEnv(), os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run runs one retention command and returns its exit status.
+func run(ctx context.Context, args []string, env app.Env, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "erase":
+		return runErase(ctx, args[1:], env, stdin, stdout, stderr)
+	case "purge":
+		return runPurge(ctx, args[1:], env, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "retention: unknown command %q\n%s", args[0], usage)
+	return exitUsage
+}
+
+// flagSet returns a flag set named "retention NAME" writing to stderr.
+func flagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("retention "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// openStore opens the database and checks its migrations.
+func openStore(ctx context.Context, env app.Env, name string) (*store.Store, error) {
+	log, err := app.NewLogger("retention."+name, "warn")
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.Open(ctx, env.DatabaseURL, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.RequireMigrated(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
+func runErase(ctx context.Context, args []string, env app.Env, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flagSet("erase", stderr)
+	by := fs.String("by", "", "who asks for the erasure (a name, for the audit log); required")
+	reason := fs.String("reason", "", "the request's reference, for the audit log (no customer text)")
+	source := fs.String("source", "", "the source of the ids given as arguments or plain lines")
+	idsFile := fs.String("ids-file", "", `ids to erase, one per line ("-": standard input); a line may also be a JSON object {"source": S, "id": ID}`)
+	asJSON := fs.Bool("json", false, "print one JSON line per id instead of the summary")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if strings.TrimSpace(*by) == "" {
+		fmt.Fprintln(stderr, "retention erase: -by is required: who asks for the erasure, for the audit log")
+		return exitUsage
+	}
+	keys := make([]store.MessageKey, 0, fs.NArg())
+	for _, id := range fs.Args() {
+		keys = append(keys, store.MessageKey{Source: *source, ExternalID: id})
+	}
+	if *idsFile != "" {
+		r, name := stdin, "standard input"
+		if *idsFile != "-" {
+			f, err := os.Open(*idsFile)
+			if err != nil {
+				fmt.Fprintln(stderr, "retention erase:", err)
+				return exitUsage
+			}
+			defer f.Close()
+			r, name = f, *idsFile
+		}
+		more, err := readKeys(r, *source)
+		if err != nil {
+			fmt.Fprintf(stderr, "retention erase: %s: %v\n", name, err)
+			return exitUsage
+		}
+		keys = append(keys, more...)
+	}
+	if len(keys) == 0 {
+		fmt.Fprintln(stderr, "retention erase: no ids: give them as arguments or with -ids-file")
+		return exitUsage
+	}
+
+	st, err := openStore(ctx, env, "erase")
+	if err != nil {
+		fmt.Fprintln(stderr, "retention erase:", err)
+		return exitFailed
+	}
+	defer st.Close()
+	counts := map[string]int{}
+	var missed []store.ErasureResult
+	enc := json.NewEncoder(stdout)
+	for start := 0; start < len(keys); start += store.MaxErasureKeys {
+		chunk := keys[start:min(start+store.MaxErasureKeys, len(keys))]
+		res, err := st.MessagesErase(ctx, st.Pool, chunk, store.ErasureParams{Actor: *by, Via: store.ViaCLI, Reason: *reason})
+		if err != nil {
+			fmt.Fprintf(stderr, "retention erase: %v\n(the %d ids before this chunk were erased; running the command again is safe)\n", err, start)
+			return exitFailed
+		}
+		for _, r := range res {
+			counts[r.Status]++
+			if *asJSON {
+				enc.Encode(r)
+			} else if r.Status == store.ErasureNotFound || r.Status == store.ErasureQueued {
+				missed = append(missed, r)
+			}
+		}
+	}
+	if !*asJSON {
+		fmt.Fprintf(stdout, "erased %d, already erased %d, not found %d, queued %d (of %d ids)\n",
+			counts[store.ErasureErased], counts[store.ErasureAlreadyErased], counts[store.ErasureNotFound], counts[store.ErasureQueued], len(keys))
+		for _, r := range missed {
+			switch r.Status {
+			case store.ErasureNotFound:
+				fmt.Fprintf(stdout, "  not found: source %q id %q\n", r.Source, r.ExternalID)
+			case store.ErasureQueued:
+				fmt.Fprintf(stdout, "  queued: source %q id %q (message %d, run %d is being extracted; erase it again once it is done)\n",
+					r.Source, r.ExternalID, r.MessageID, r.QueuedRun)
+			}
+		}
+	}
+	if counts[store.ErasureNotFound]+counts[store.ErasureQueued] > 0 {
+		return exitNotAll
+	}
+	return exitOK
+}
+
+// readKeys reads message keys, one per line: a plain id (of source), or a
+// JSON object {"source": S, "id": ID}. Blank lines and lines starting
+// with # are skipped. An error names the line.
+func readKeys(r io.Reader, source string) ([]store.MessageKey, error) {
+	var keys []store.MessageKey
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "" || strings.HasPrefix(line, "#"):
+			continue
+		case strings.HasPrefix(line, "{"):
+			var k struct {
+				Source *string `json:"source"`
+				ID     *string `json:"id"`
+			}
+			dec := json.NewDecoder(strings.NewReader(line))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&k); err != nil {
+				return nil, fmt.Errorf("line %d: %v (want {\"source\": S, \"id\": ID})", n, err)
+			}
+			if k.ID == nil || *k.ID == "" {
+				return nil, fmt.Errorf("line %d: the object has no \"id\"", n)
+			}
+			key := store.MessageKey{Source: source, ExternalID: *k.ID}
+			if k.Source != nil {
+				key.Source = *k.Source
+			}
+			keys = append(keys, key)
+		default:
+			keys = append(keys, store.MessageKey{Source: source, ExternalID: line})
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return keys, nil
+}
+
+func runPurge(ctx context.Context, args []string, env app.Env, stdout, stderr io.Writer) int {
+	fs := flagSet("purge", stderr)
+	olderThan := fs.String("older-than", "", "erase messages received before this: an age (90d, 26w) or a date (2026-09-01); required, at least 1 day ago")
+	by := fs.String("by", "retention", "who purges (a name, for the audit log)")
+	reason := fs.String("reason", "", "the policy's reference, for the audit log (default: the cutoff)")
+	dryRun := fs.Bool("dry-run", false, "count what would be erased and kept; erase nothing")
+	asJSON := fs.Bool("json", false, "print the counts as one JSON object")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	switch {
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "retention purge: unexpected argument %q (the messages are chosen by -older-than)\n", fs.Arg(0))
+		return exitUsage
+	case strings.TrimSpace(*olderThan) == "":
+		fmt.Fprintln(stderr, "retention purge: -older-than is required, such as -older-than 90d")
+		return exitUsage
+	case strings.TrimSpace(*by) == "":
+		fmt.Fprintln(stderr, "retention purge: -by must name who purges")
+		return exitUsage
+	}
+	now := time.Now()
+	cutoff, err := since.Parse(*olderThan, now)
+	if err != nil {
+		fmt.Fprintln(stderr, "retention purge: -older-than:", strings.TrimPrefix(err.Error(), "since "))
+		return exitUsage
+	}
+	if now.Sub(cutoff) < minRetention {
+		fmt.Fprintf(stderr, "retention purge: -older-than %s is less than a day ago (%s); messages that young are still being worked on\n",
+			*olderThan, cutoff.UTC().Format(time.RFC3339))
+		return exitUsage
+	}
+	if *reason == "" {
+		*reason = "received before " + cutoff.UTC().Format(time.RFC3339)
+	}
+
+	st, err := openStore(ctx, env, "purge")
+	if err != nil {
+		fmt.Fprintln(stderr, "retention purge:", err)
+		return exitFailed
+	}
+	defer st.Close()
+	p := store.PurgeParams{
+		ErasureParams:  store.ErasureParams{Actor: *by, Via: store.ViaCLI, Reason: *reason},
+		ReceivedBefore: cutoff, DryRun: *dryRun,
+	}
+	last := time.Now()
+	p.Progress = func(n int) {
+		if time.Since(last) >= 5*time.Second {
+			last = time.Now()
+			fmt.Fprintf(stderr, "retention purge: %d messages erased so far\n", n)
+		}
+	}
+	res, err := st.MessagesPurge(ctx, p)
+	if err != nil {
+		fmt.Fprintf(stderr, "retention purge: %v\n(%d messages were erased before the failure; running the command again is safe)\n", err, res.Erased)
+		return exitFailed
+	}
+	if *asJSON {
+		out := struct {
+			store.PurgeResult
+			ReceivedBefore time.Time `json:"received_before"`
+			DryRun         bool      `json:"dry_run"`
+		}{res, cutoff.UTC(), *dryRun}
+		json.NewEncoder(stdout).Encode(out)
+		return exitOK
+	}
+	verb := "erased"
+	if *dryRun {
+		verb = "would erase"
+	}
+	fmt.Fprintf(stdout, "%s %d messages received before %s; kept %d with a queued run, %d with an open triage item, %d busy (a later purge erases them)\n",
+		verb, res.Erased, cutoff.UTC().Format(time.RFC3339), res.KeptQueued, res.KeptOpenItem, res.KeptBusy)
+	return exitOK
+}
