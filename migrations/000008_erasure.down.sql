@@ -7,6 +7,7 @@ END;
 $$;
 DROP TRIGGER runs_refuse_erased ON runs;
 DROP FUNCTION runs_refuse_erased();
+DROP INDEX audit_log_message_idx;
 DROP INDEX messages_unerased_received_idx;
 ALTER TABLE messages
     DROP COLUMN erased_by,

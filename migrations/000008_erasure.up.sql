@@ -10,6 +10,8 @@ ALTER TABLE messages
     ADD COLUMN erased_at timestamptz,
     ADD COLUMN erased_by text;
 CREATE INDEX messages_unerased_received_idx ON messages (received_at) WHERE erased_at IS NULL;
+-- An erasure finds a message's audit entries by message id.
+CREATE INDEX audit_log_message_idx ON audit_log (message_id) WHERE message_id IS NOT NULL;
 
 -- No run is made for an erased message (an ingest of its key, a re-run):
 -- it would extract an empty text. FOR SHARE waits for an erasure in

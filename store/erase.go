@@ -292,53 +292,64 @@ func (s *Store) MessagesPurge(ctx context.Context, p PurgeParams) (PurgeResult, 
 	return res, nil
 }
 
-// eraseSQL erases the messages $1 (locked by the caller) in one
-// statement, as Erasure describes, except those with a queued run and,
-// when $6, those with an open triage item; its snapshot, taken after the
-// lock, sees every run and item made before it. $2 is the actor, $3 the
-// via, $4 the audit action, $5 the reason. It returns the erasure's time
-// and the messages erased. The audit log's rows may be changed only while
-// extractq.erasing is on (migration 000008).
-const eraseSQL = `
+// eraseMessagesSQL erases the text of the messages $1 (locked by the
+// caller), except those with a queued run and, when $3, those with an
+// open triage item; its snapshot, taken after the lock, sees every run and
+// item made before it. $2 is the actor. It returns the erasure's time and
+// the messages erased.
+const eraseMessagesSQL = `
 WITH msg AS (
     UPDATE messages m SET body = '', metadata = '{}', content_hash = '\x'::bytea,
                           erased_at = now(), erased_by = $2
     WHERE m.id = ANY($1) AND m.erased_at IS NULL
       AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.message_id = m.id AND r.status = 'queued')
-      AND NOT ($6 AND EXISTS (SELECT 1 FROM triage_items t WHERE t.message_id = m.id AND t.status = 'open'))
+      AND NOT ($3 AND EXISTS (SELECT 1 FROM triage_items t WHERE t.message_id = m.id AND t.status = 'open'))
     RETURNING m.id
-), calls AS (
+)
+SELECT now(), coalesce(array_agg(id ORDER BY id), '{}') FROM msg`
+
+// eraseCopiesSQL erases the copies of the text of the messages $1 (just
+// erased by eraseMessagesSQL), as Erasure describes, and records the
+// erasure in the audit log: $2 is the actor, $3 the via, $4 the audit
+// action, $5 the reason. The audit log's rows may be changed only while
+// extractq.erasing is on (migration 000008). Each table is reached by an
+// index on the message id (the audit log's also by its item id).
+const eraseCopiesSQL = `
+WITH calls AS (
     UPDATE llm_calls SET reply = '', stripped = '', patch = NULL
-    WHERE message_id IN (SELECT id FROM msg) AND (reply <> '' OR stripped <> '' OR patch IS NOT NULL)
+    WHERE message_id = ANY($1) AND (reply <> '' OR stripped <> '' OR patch IS NOT NULL)
 ), results AS (
-    DELETE FROM extractions WHERE message_id IN (SELECT id FROM msg)
+    DELETE FROM extractions WHERE message_id = ANY($1)
 ), items AS (
     UPDATE triage_items SET last_reply = '', decision_reason = '',
            status = CASE WHEN status = 'open' THEN 'rejected' ELSE status END,
            decided_by = CASE WHEN status = 'open' THEN $2 ELSE decided_by END,
            decided_at = CASE WHEN status = 'open' THEN now() ELSE decided_at END,
            claimed_by = NULL, claim_expires = NULL, updated_at = now()
-    WHERE message_id IN (SELECT id FROM msg)
+    WHERE message_id = ANY($1)
 ), audit AS (
     UPDATE audit_log SET reason = '', before = NULL, after = NULL
-    WHERE (message_id IN (SELECT id FROM msg)
-           OR triage_item_id IN (SELECT t.id FROM triage_items t WHERE t.message_id IN (SELECT id FROM msg)))
+    WHERE (message_id = ANY($1)
+           OR triage_item_id = ANY(ARRAY(SELECT t.id FROM triage_items t WHERE t.message_id = ANY($1))))
       AND (reason <> '' OR before IS NOT NULL OR after IS NOT NULL)
-), logged AS (
-    INSERT INTO audit_log (actor, via, action, message_id, reason)
-    SELECT $2, $3, $4, id, $5 FROM msg
 )
-SELECT now(), coalesce(array_agg(id ORDER BY id), '{}') FROM msg`
+INSERT INTO audit_log (actor, via, action, message_id, reason)
+SELECT $2, $3, $4, id, $5 FROM unnest($1::bigint[]) AS id`
 
-// eraseMessages runs eraseSQL on tx for ids, with the audit log's
-// erasure switch on for the statement.
+// eraseMessages erases the messages ids (locked by the caller) and their
+// copies on tx, with the audit log's erasure switch on for the two
+// statements. It returns the erasure's time and the messages erased.
 func eraseMessages(ctx context.Context, tx DBTX, ids []int64, p ErasureParams, action string, keepOpenItems bool) (time.Time, []int64, error) {
+	var at time.Time
+	var erased []int64
+	actor := CleanText(p.Actor)
+	if err := tx.QueryRow(ctx, eraseMessagesSQL, ids, actor, keepOpenItems).Scan(&at, &erased); err != nil || len(erased) == 0 {
+		return at, erased, err
+	}
 	if _, err := tx.Exec(ctx, `SET LOCAL extractq.erasing = 'on'`); err != nil {
 		return time.Time{}, nil, err
 	}
-	var at time.Time
-	var erased []int64
-	if err := tx.QueryRow(ctx, eraseSQL, ids, CleanText(p.Actor), p.Via, action, CleanText(p.Reason), keepOpenItems).Scan(&at, &erased); err != nil {
+	if _, err := tx.Exec(ctx, eraseCopiesSQL, erased, actor, p.Via, action, CleanText(p.Reason)); err != nil {
 		return time.Time{}, nil, err
 	}
 	if _, err := tx.Exec(ctx, `SET LOCAL extractq.erasing = 'off'`); err != nil {
