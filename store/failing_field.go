@@ -62,12 +62,14 @@ func (s *Store) FailingFieldList(ctx context.Context, db DBTX, p FailingFieldLis
 }
 
 // RepairEffect is one row of the repair_effectiveness view: of the runs
-// whose first call had an error at one field, how many ended valid after
-// the one repair.
+// whose first call had an error at one field and that got the repair call,
+// how many ended valid after it. Runs never sent to repair (a reply cut
+// off at the token limit, a refusal, the budget) are not counted
+// (migration 000009); FailingFieldList counts them.
 type RepairEffect struct {
 	SchemaID     string  `db:"schema_id" json:"schema_id"`
 	PathPattern  string  `db:"path_pattern" json:"path_pattern"`   // such as /items/*/sku; "/" is the whole record
-	RunsFlagged  int     `db:"runs_flagged" json:"runs_flagged"`   // runs with an error there at attempt 1
+	RunsFlagged  int     `db:"runs_flagged" json:"runs_flagged"`   // runs with an error there at attempt 1 and a repair call
 	RunsRepaired int     `db:"runs_repaired" json:"runs_repaired"` // of those, runs that ended repaired
 	RepairedPct  float64 `db:"repaired_pct" json:"repaired_pct"`   // 100 * RunsRepaired / RunsFlagged, one decimal
 }

@@ -43,6 +43,51 @@ func TestFailingFieldsRootPath(t *testing.T) {
 	}
 }
 
+// TestRepairEffectivenessOnlyRepairedRuns: a run whose first reply was
+// cut off at the token limit is never sent to repair, so it counts in
+// failing_fields but not in repair_effectiveness, whose share is of the
+// runs that got the repair call.
+func TestRepairEffectivenessOnlyRepairedRuns(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := storetest.NewStore(t)
+	batch := batchFixture(ctx, t, st)
+	// Repaired: a parse error at attempt 1, then a valid repair.
+	repaired := repairedOutcome(messageFixture(ctx, t, st, batch))
+	repaired.Failures = []store.FailureEvent{{CallIndex: 0, Err: pipeline.Error{Kind: pipeline.KindParse, Message: "reply holds no JSON object"}}}
+	// Truncated: one call, cut off, straight to triage.
+	truncated := failedOutcome(messageFixture(ctx, t, st, batch))
+	truncated.Calls = truncated.Calls[:1]
+	truncated.Calls[0].FinishReason = "length"
+	cut := pipeline.Error{Kind: pipeline.KindTruncated, Message: "reply was cut off at the completion token limit"}
+	truncated.Failures = []store.FailureEvent{{CallIndex: 0, Err: cut}}
+	truncated.Triage = &store.TriageParams{Reason: string(pipeline.KindTruncated), Errors: pipeline.ErrorList{cut}}
+	for _, p := range []store.RunOutcomeParams{repaired, truncated} {
+		if err := st.RunOutcomeInsert(ctx, st.Pool, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	re, err := st.RepairEffectList(ctx, st.Pool, store.RepairEffectListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := store.RepairEffect{SchemaID: "support_ticket", PathPattern: "/", RunsFlagged: 1, RunsRepaired: 1, RepairedPct: 100}
+	if len(re) != 1 || re[0] != want {
+		t.Errorf("repair effectiveness = %+v, want only %+v", re, want)
+	}
+	ff, err := st.FailingFieldList(ctx, st.Pool, store.FailingFieldListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, f := range ff {
+		kinds[f.Kind] += f.Runs
+	}
+	if kinds["truncated"] != 1 || kinds["parse"] != 1 {
+		t.Errorf("failing fields count runs by kind %v, want 1 truncated and 1 parse", kinds)
+	}
+}
+
 // TestBatchLatest: the newest batch with runs, optionally of one source;
 // an empty batch (a re-ingest of known messages) is skipped.
 func TestBatchLatest(t *testing.T) {
