@@ -37,6 +37,7 @@ func (s *Store) BatchInsert(ctx context.Context, db DBTX, p BatchInsertParams) e
 type BatchSummary struct {
 	BatchID          string  `db:"batch_id" json:"batch_id"`
 	Messages         int     `db:"messages" json:"messages"`   // messages with a run in the batch
+	Runs             int     `db:"runs" json:"runs"`           // runs in the batch: one per message, more after re-runs
 	Queued           int     `db:"queued" json:"queued"`       // latest run still queued
 	Succeeded        int     `db:"succeeded" json:"succeeded"` // valid at the first pass
 	Repaired         int     `db:"repaired" json:"repaired"`   // valid after the one repair
@@ -62,7 +63,8 @@ WITH latest AS (
            count(*) FILTER (WHERE status = 'queued')    AS queued,
            count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
            count(*) FILTER (WHERE status = 'repaired')  AS repaired,
-           count(*) FILTER (WHERE status = 'failed')    AS failed
+           count(*) FILTER (WHERE status = 'failed')    AS failed,
+           (SELECT count(*) FROM runs WHERE batch_id = $1) AS runs
     FROM latest
 ), calls AS (
     SELECT count(*)                              AS llm_calls,

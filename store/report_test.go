@@ -46,7 +46,7 @@ func TestBatchSummary(t *testing.T) {
 	// Calls: 1 (succeeded) + 2 (repaired) + 2 (failed); the other batch's
 	// call is not counted.
 	want := store.BatchSummary{
-		BatchID: batchID, Messages: 4, Queued: 1, Succeeded: 1, Repaired: 1, Failed: 1,
+		BatchID: batchID, Messages: 4, Runs: 4, Queued: 1, Succeeded: 1, Repaired: 1, Failed: 1,
 		LLMCalls: 5, PromptTokens: 100 + 100 + 150 + 300 + 400, CompletionTokens: 20 + 20 + 10 + 50 + 30,
 	}
 	wantCost := 0.00012 + 0.00012 + 0.0002 + 0.001 + 0.002
@@ -145,7 +145,7 @@ func TestBatchSummaryCountsRerunCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Messages != 1 || sum.Succeeded != 1 || sum.Failed != 0 {
+	if sum.Messages != 1 || sum.Runs != 2 || sum.Succeeded != 1 || sum.Failed != 0 {
 		t.Errorf("counts = %+v, want the re-run's success only", sum)
 	}
 	if sum.LLMCalls != before.LLMCalls+1 || sum.CostUSD <= before.CostUSD {

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -38,12 +41,59 @@ func ChooseBatch(ctx context.Context, st *store.Store, batchID, source, schemaID
 		return batchID, nil
 	}
 	id, err := st.BatchLatest(ctx, st.Pool, source, schemaID)
-	if errors.Is(err, store.ErrNotFound) {
-		return "", fmt.Errorf("no batch%s%s has messages of its own: none was ingested, or each one's lines were all duplicates "+
-			"of messages an earlier batch stored (report that batch with -batch, or -source its file)",
-			optional(" ingested from %s", source), optional(" of schema %s", schemaID))
+	if source == "" || !errors.Is(err, store.ErrNotFound) {
+		return id, notFound(err, source, schemaID, nil)
 	}
-	return id, err
+	// The batch keeps the file's path as it was typed at ingest: try the
+	// same path written another way, then name the files of that name.
+	for _, alt := range sourceSpellings(source) {
+		if id, err = st.BatchLatest(ctx, st.Pool, alt, schemaID); !errors.Is(err, store.ErrNotFound) {
+			return id, err
+		}
+	}
+	named, lerr := st.BatchSourcesNamed(ctx, st.Pool, filepath.Base(source), 5)
+	if lerr != nil {
+		return "", lerr
+	}
+	return "", notFound(err, source, schemaID, named)
+}
+
+// sourceSpellings returns other spellings of the file path source, as
+// ingest may have been given it: cleaned, and absolute from here.
+func sourceSpellings(source string) []string {
+	var out []string
+	if c := filepath.Clean(source); c != source {
+		out = append(out, c)
+	}
+	if abs, err := filepath.Abs(source); err == nil && abs != source && !slices.Contains(out, abs) {
+		out = append(out, abs)
+	}
+	return out
+}
+
+// notFound turns ChooseBatch's ErrNotFound into an error that says why
+// there may be no batch, and names the files of the same name that have
+// batches; other errors pass as they are.
+func notFound(err error, source, schemaID string, named []string) error {
+	if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	hint := ""
+	if len(named) > 0 {
+		hint = fmt.Sprintf("; batches were ingested from a file of that name written %s (give -source exactly so, or -batch)",
+			strings.Join(quoteAll(named), ", "))
+	}
+	return fmt.Errorf("no batch%s%s has messages of its own: none was ingested, or each one's lines were all duplicates "+
+		"of messages an earlier batch stored (report that batch with -batch, or -source its file)%s",
+		optional(" ingested from %s", source), optional(" of schema %s", schemaID), hint)
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strconv.Quote(s)
+	}
+	return out
 }
 
 // PrintReport writes a batch's report: counts, cost, examples and the
@@ -69,6 +119,10 @@ func PrintReport(ctx context.Context, w io.Writer, st *store.Store, p ReportPara
 		noun = "message"
 	}
 	fmt.Fprintf(w, "Batch %s: %d %s\n", bs.BatchID, bs.Messages, noun)
+	if reruns := bs.Runs - bs.Messages; reruns > 0 {
+		fmt.Fprintf(w, "  %d runs: %s of a message re-run in this batch; each message is counted by its latest run, except where a line says \"every run\"\n",
+			bs.Runs, plural(reruns, "one more run", "more runs"))
+	}
 	fmt.Fprintf(w, "  succeeded %d (valid at first pass), repaired %d (valid after the one repair), failed %d (sent to triage), queued %d\n",
 		bs.Succeeded, bs.Repaired, bs.Failed, bs.Queued)
 	fmt.Fprintf(w, "  check: succeeded + repaired + failed + queued = %d of %d messages\n",
@@ -77,22 +131,22 @@ func PrintReport(ctx context.Context, w io.Writer, st *store.Store, p ReportPara
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "  triage items: %d open, %d approved, %d rejected, %d sent back for a re-run\n",
+	fmt.Fprintf(w, "  triage items (every run): %d open, %d approved, %d rejected, %d sent back for a re-run\n",
 		tc.ByStatus[store.TriageOpen], tc.ByStatus[store.TriageApproved], tc.ByStatus[store.TriageRejected], tc.ByStatus[store.TriageRerun])
-	fmt.Fprintf(w, "  LLM: %d calls, %d prompt + %d completion tokens, cost $%.6f\n",
+	fmt.Fprintf(w, "  LLM (every run): %d calls, %d prompt + %d completion tokens, cost $%.6f\n",
 		bs.LLMCalls, bs.PromptTokens, bs.CompletionTokens, bs.CostUSD)
 
 	acc, err := st.BatchAccountingGet(ctx, db, batchID)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "  first-pass failures %d (%.1f%% of runs); repair calls %d; repaired %d (%.1f%% of repair calls); final failures %d\n",
+	fmt.Fprintf(w, "  first-pass failures %d (%.1f%% of messages); repair calls (every run) %d; repaired %d (%.1f%% of repair calls); final failures %d\n",
 		acc.FirstPassFailures, pct(acc.FirstPassFailures, acc.Runs), acc.RepairCalls, acc.Repaired, pct(acc.Repaired, acc.RepairCalls), acc.Failed)
 	share := 0.0
 	if acc.CostUSD > 0 {
 		share = 100 * acc.RepairCostUSD / acc.CostUSD
 	}
-	fmt.Fprintf(w, "  repair calls cost $%.6f, %.2f%% of the batch; %.1f completion tokens per repair\n",
+	fmt.Fprintf(w, "  repair calls (every run) cost $%.6f, %.2f%% of the batch; %.1f completion tokens per repair\n",
 		acc.RepairCostUSD, share, acc.CompletionTokensPerRepair)
 
 	if examples < 1 {
@@ -118,7 +172,7 @@ func PrintReport(ctx context.Context, w io.Writer, st *store.Store, p ReportPara
 		}
 	}
 	ffp := store.FailingFieldListParams{Limit: fields, Since: p.Since, BatchID: batchID}
-	of := "of batch " + batchID
+	of := "of batch " + batchID + " (every run)"
 	if p.AllBatches {
 		ffp.BatchID, of = "", "of all batches and schemas"
 	}
@@ -141,6 +195,14 @@ func PrintReport(ctx context.Context, w io.Writer, st *store.Store, p ReportPara
 		fmt.Fprintln(w, "  (none)")
 	}
 	return nil
+}
+
+// plural returns "one" for n == 1, else "n many".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 func orRoot(p string) string {

@@ -88,9 +88,9 @@ func TestPrintReport(t *testing.T) {
 		"Batch b-report: 3 messages",
 		"succeeded 1 (valid at first pass), repaired 0 (valid after the one repair), failed 2 (sent to triage), queued 0",
 		"check: succeeded + repaired + failed + queued = 3 of 3 messages",
-		"triage items: 1 open, 1 approved, 0 rejected, 0 sent back for a re-run",
-		"LLM: 3 calls, 300 prompt + 60 completion tokens, cost $0.000300",
-		"Failing fields of batch b-report (failing_fields_in, top 5):",
+		"triage items (every run): 1 open, 1 approved, 0 rejected, 0 sent back for a re-run",
+		"LLM (every run): 3 calls, 300 prompt + 60 completion tokens, cost $0.000300",
+		"Failing fields of batch b-report (every run) (failing_fields_in, top 5):",
 		"support_ticket  /order_id  schema  2       2     0         2",
 	} {
 		if !strings.Contains(out.String(), want) {
@@ -99,6 +99,9 @@ func TestPrintReport(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "/email") {
 		t.Errorf("b-report's failing fields list another batch's /email:\n%s", out.String())
+	}
+	if strings.Contains(out.String(), " runs: ") {
+		t.Errorf("a batch without re-runs has a runs line:\n%s", out.String())
 	}
 
 	out.Reset()
@@ -122,11 +125,71 @@ func TestPrintReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"Failing fields of batch b-report since " + since.UTC().Format(time.RFC3339) + " (failing_fields_in, top 5):\n",
+		"Failing fields of batch b-report (every run) since " + since.UTC().Format(time.RFC3339) + " (failing_fields_in, top 5):\n",
 		"(none)",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report since the future lacks %q:\n%s", want, out.String())
 		}
+	}
+
+	// A reviewer re-runs the open item in the same batch, and the re-run
+	// succeeds: the message counts once, by its latest run; the lines over
+	// every run say so.
+	run, err := st.TriageItemRerun(ctx, st.Pool, store.TriageItemRerunParams{ItemID: items[1], Reviewer: "alice", Via: store.ViaUI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := store.RunOutcomeParams{MessageID: run.MessageID, RunNo: run.RunNo, SchemaID: "support_ticket", SchemaVersion: "1",
+		Status: store.RunSucceeded, Calls: []store.LLMCall{call}, Extraction: &store.ExtractionParams{Data: []byte(`{"order_id":null}`)}}
+	ok.Calls[0].Valid = true
+	if err := st.RunOutcomeInsert(ctx, st.Pool, ok); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := app.PrintReport(ctx, &out, st, app.ReportParams{BatchID: batch, Examples: 1, Fields: 5}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Batch b-report: 3 messages\n  4 runs: one more run of a message re-run in this batch",
+		"succeeded 2 (valid at first pass), repaired 0 (valid after the one repair), failed 1 (sent to triage), queued 0",
+		"triage items (every run): 0 open, 1 approved, 0 rejected, 1 sent back for a re-run",
+		"LLM (every run): 4 calls",
+		"first-pass failures 1 (33.3% of messages); repair calls (every run) 0;",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report after a re-run lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestChooseBatchSourceSpellings: -source finds the batch of a file
+// whose path was typed another way at ingest, and names the files of the
+// same name when it cannot.
+func TestChooseBatchSourceSpellings(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := storetest.NewStore(t)
+	const name = "testdata/x/messages.jsonl"
+	if err := st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: "b-x", SchemaID: "support_ticket", SourceName: name}); err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256([]byte("text"))
+	if _, err := st.MessageIngest(ctx, st.Pool, store.MessageIngestParams{Source: "x", ExternalID: "1", Body: "text",
+		ContentHash: h[:], BatchID: "b-x", SchemaID: "support_ticket"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, typed := range []string{name, "./" + name, "testdata//x/./messages.jsonl"} {
+		if id, err := app.ChooseBatch(ctx, st, "", typed, ""); err != nil || id != "b-x" {
+			t.Errorf("ChooseBatch(-source %q) = %q, %v; want b-x", typed, id, err)
+		}
+	}
+	_, err := app.ChooseBatch(ctx, st, "", "elsewhere/messages.jsonl", "")
+	if err == nil || !strings.Contains(err.Error(), `written "testdata/x/messages.jsonl"`) {
+		t.Errorf("ChooseBatch(-source of another folder) = %v; want the file of that name named", err)
+	}
+	_, err = app.ChooseBatch(ctx, st, "", "other.jsonl", "")
+	if err == nil || strings.Contains(err.Error(), "written") {
+		t.Errorf("ChooseBatch(-source of an unknown file) = %v; want no file named", err)
 	}
 }
