@@ -33,3 +33,29 @@ func (s *Store) BatchLatest(ctx context.Context, db DBTX, source, schemaID strin
 	}
 	return id, nil
 }
+
+// batchSourcesNamedSQL lists the source names, of batches with runs, that
+// are $1 or end in "/$1", newest first.
+const batchSourcesNamedSQL = `
+SELECT b.source_name
+FROM batches b
+WHERE (b.source_name = $1 OR right(b.source_name, length($1) + 1) = '/' || $1)
+  AND EXISTS (SELECT 1 FROM runs r WHERE r.batch_id = b.id)
+GROUP BY b.source_name
+ORDER BY max(b.created_at) DESC
+LIMIT $2`
+
+// BatchSourcesNamed returns up to limit source names (ingested files) of
+// batches with runs whose last path element is base, newest first: what a
+// user who typed the file's path differently may have meant.
+func (s *Store) BatchSourcesNamed(ctx context.Context, db DBTX, base string, limit int) ([]string, error) {
+	rows, err := db.Query(ctx, batchSourcesNamedSQL, base, limitOr(limit, 10))
+	if err != nil {
+		return nil, fmt.Errorf("store.BatchSourcesNamed(%q): %w", base, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("store.BatchSourcesNamed(%q): %w", base, err)
+	}
+	return out, nil
+}
