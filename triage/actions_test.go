@@ -113,6 +113,74 @@ func TestDecisions(t *testing.T) {
 		}
 	})
 
+	t.Run("ClaimIsCheckedBeforeTheRecord", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, bundleOpts{})
+		b.reviewer(t, "alice", "correct horse battery")
+		b.reviewer(t, "bob", "bob's long password")
+		alice, bob := b.client(t), b.client(t)
+		alice.login("alice", "correct horse battery")
+		bob.login("bob", "bob's long password")
+		bobTok := newToken(t, b, "bobby")
+		id, _ := b.failedItem(t, "customer_message", albertText, albertFirst, albertRepair)
+		if r := alice.post(fmt.Sprintf("/items/%d/claim", id), nil); r.status != http.StatusSeeOther {
+			t.Fatalf("alice's claim: %d", r.status)
+		}
+		// Forms are made for each post: post adds its client's CSRF token.
+		invalid := func() url.Values { return albertForm("12") } // a pattern error: not overridable
+		valid := func() url.Values { return albertForm("7149958247") }
+		invalidJSON := `{"record":{"intent":"nonsense"}}`
+		validJSON := `{"record":` + strings.Replace(albertRepair, "7149958241", "7149958247", 1) + `}`
+
+		// refused checks that each approval of another's or a decided item
+		// is a conflict naming why, whatever the record.
+		refused := func(why string) {
+			t.Helper()
+			for name, form := range map[string]func() url.Values{"invalid": invalid, "valid": valid} {
+				r := bob.post(fmt.Sprintf("/items/%d/approve", id), form())
+				if r.status != http.StatusSeeOther || r.location != fmt.Sprintf("/items/%d", id) {
+					t.Errorf("bob approves the %s record in the UI: %d, want 303 back to the item", name, r.status)
+					continue
+				}
+				if p := bob.get(r.location); !strings.Contains(p.body, why) || strings.Contains(p.body, "fix the errors beside the fields") {
+					t.Errorf("bob approves the %s record in the UI: the page does not say %q", name, why)
+				}
+			}
+			for name, body := range map[string]string{"invalid": invalidJSON, "valid": validJSON} {
+				r := b.api(t, bobTok, "POST", fmt.Sprintf("/api/v1/items/%d/approve", id), body)
+				if e := apiErr(t, r); r.status != http.StatusConflict || e.Code != "conflict" || !strings.Contains(e.Message, why) ||
+					strings.Contains(r.body, `"errors"`) {
+					t.Errorf("bob approves the %s record in the API: %d %s, want 409 saying %q", name, r.status, r.body, why)
+				}
+			}
+		}
+		refused(fmt.Sprintf("item %d is claimed by alice until", id))
+		// So is a rejection without a reason.
+		r0 := b.api(t, bobTok, "POST", fmt.Sprintf("/api/v1/items/%d/reject", id), `{"reason": " "}`)
+		if e := apiErr(t, r0); r0.status != http.StatusConflict || !strings.Contains(e.Message, "claimed by alice") {
+			t.Errorf("bob rejects alice's item without a reason: %d %s, want 409", r0.status, r0.body)
+		}
+
+		// Validating writes nothing and needs no claim: bob may check a
+		// record against the item alice holds.
+		r := b.api(t, bobTok, "POST", fmt.Sprintf("/api/v1/items/%d/validate", id), invalidJSON)
+		if r.status != http.StatusOK || !strings.Contains(r.body, `"valid":false`) {
+			t.Errorf("bob validates: %d %s", r.status, r.body)
+		}
+		// Alice, who holds it, still gets the record's errors.
+		if r := alice.post(fmt.Sprintf("/items/%d/approve", id), invalid()); r.status != http.StatusUnprocessableEntity {
+			t.Errorf("alice approves an invalid record: %d", r.status)
+		}
+		if r := alice.post(fmt.Sprintf("/items/%d/approve", id), valid()); r.status != http.StatusSeeOther {
+			t.Fatalf("alice approves: %d %s", r.status, r.body)
+		}
+		// Decided: a conflict for everyone, whatever the record.
+		refused(fmt.Sprintf("item %d is already approved", id))
+		if r := alice.post(fmt.Sprintf("/items/%d/approve", id), invalid()); r.status != http.StatusSeeOther {
+			t.Errorf("alice approves her decided item again with an invalid record: %d, want 303 with the conflict", r.status)
+		}
+	})
+
 	t.Run("GroundingOverrideNeedsAReason", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()

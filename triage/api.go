@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
-	"sort"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -50,21 +49,10 @@ func takes(params []string, h handlerFunc) handlerFunc {
 // checkParams checks r's query string against params (see takes).
 func checkParams(r *http.Request, params []string) error {
 	route := r.Method + " " + r.URL.Path
-	q, err := url.ParseQuery(r.URL.RawQuery)
+	unknown, repeated, err := paramProblems(r, params)
 	if err != nil {
 		return invalidf("%s: the query string does not parse: %v", route, err)
 	}
-	var unknown, repeated []string
-	for k, vs := range q {
-		switch {
-		case !contains(params, k):
-			unknown = append(unknown, quoteValue(k))
-		case len(vs) > 1:
-			repeated = append(repeated, quoteValue(k))
-		}
-	}
-	sort.Strings(unknown)
-	sort.Strings(repeated)
 	accepted := "takes no query parameters"
 	if len(params) > 0 {
 		accepted = "takes " + strings.Join(params, ", ")
@@ -96,9 +84,54 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if name, ok := unknownField(err); ok {
+			return invalidf("body: unknown field %s: %s %s takes %s", quoteValue(name), r.Method, r.URL.Path, bodyFields(v))
+		}
 		return invalidf("body: %s", shortJSONError(err))
 	}
 	return nil
+}
+
+// unknownField returns the name of the field a decoder with
+// DisallowUnknownFields refused (encoding/json has no error type for it).
+func unknownField(err error) (string, bool) {
+	q, ok := strings.CutPrefix(err.Error(), "json: unknown field ")
+	if !ok {
+		return "", false
+	}
+	name, uerr := strconv.Unquote(q)
+	if uerr != nil {
+		return "", false
+	}
+	return name, true
+}
+
+// bodyFields lists the JSON fields of the struct v points to, in their
+// order, for messages: "record, override_reason".
+func bodyFields(v any) string {
+	t := reflect.TypeOf(v)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return "no fields"
+	}
+	var names []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case name == "-" || !f.IsExported():
+			continue
+		case name == "":
+			name = f.Name
+		}
+		names = append(names, name)
+	}
+	if len(names) == 0 {
+		return "no fields"
+	}
+	return strings.Join(names, ", ")
 }
 
 // apiItem is an item as the API lists it.
@@ -507,8 +540,8 @@ func (s *Server) apiBulkCount(w http.ResponseWriter, r *http.Request) error {
 
 // apiBulkRerun re-runs every open item of the query's filter:
 // {"confirmed": N, "note": "..."}, N being the count the caller saw; 409
-// when the count changed. The filter is checked, as for apiBulkCount,
-// before the body.
+// when the count changed, 404 when no item matches the filter. The filter
+// is checked, as for apiBulkCount, before the body.
 func (s *Server) apiBulkRerun(w http.ResponseWriter, r *http.Request) error {
 	f, err := s.parseFilter(r.URL.Query())
 	if err != nil {
@@ -524,8 +557,8 @@ func (s *Server) apiBulkRerun(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(w, r, &b); err != nil {
 		return err
 	}
-	if b.Confirmed < 1 {
-		return invalidf(`body: want {"confirmed": N} with N from GET /api/v1/rerun/count`)
+	if err := s.checkConfirmed(r.Context(), f, b.Confirmed, `body: want {"confirmed": N} with N from GET /api/v1/rerun/count`); err != nil {
+		return err
 	}
 	res, err := s.bulkRerun(r.Context(), f, b.Confirmed, b.Note)
 	if err != nil {
@@ -564,17 +597,15 @@ func (s *Server) apiResult(w http.ResponseWriter, r *http.Request) error {
 }
 
 // apiAudit lists audit entries, newest first: item_id, actor, limit
-// (default 100, at most 1000).
+// (default 100, at most 1000). An item_id that is not an item's is a 400,
+// as the audit log page's notice says (readAuditQuery).
 func (s *Server) apiAudit(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	var p store.AuditListParams
-	var err error
-	if v := q.Get("item_id"); v != "" {
-		if p.TriageItemID, err = strconv.ParseInt(v, 10, 64); err != nil {
-			return invalidf("item_id %s: want an item id (a number)", quoteValue(v))
-		}
+	aq, err := s.parseAuditQuery(r.Context(), q, "item_id")
+	if err != nil {
+		return err
 	}
-	p.Actor = q.Get("actor")
+	p := store.AuditListParams{TriageItemID: aq.ItemID, Actor: aq.Actor}
 	if v := q.Get("limit"); v != "" {
 		if p.Limit, err = strconv.Atoi(v); err != nil || p.Limit < 1 || p.Limit > 1000 {
 			return invalidf("limit %q: want 1 to 1000", v)

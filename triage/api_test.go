@@ -392,6 +392,41 @@ func TestAPI(t *testing.T) {
 		}
 	})
 
+	t.Run("BodyErrorsNameTheProblem", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, bundleOpts{})
+		tok := newToken(t, b, "robot")
+		id, _ := b.failedItem(t, "customer_message", albertText, albertFirst, albertRepair)
+		item := fmt.Sprintf("/api/v1/items/%d", id)
+		// A misspelt field is named, with the fields the route takes.
+		for _, tc := range []struct{ path, body, want string }{
+			{item + "/approve", `{"recrd":{}}`, `body: unknown field "recrd": POST ` + item + `/approve takes record, override_reason`},
+			{item + "/validate", `{"record":{},"overide_reason":"x"}`, `body: unknown field "overide_reason": POST ` + item + `/validate takes record, override_reason`},
+			{item + "/reject", `{"reson":"spam"}`, `body: unknown field "reson": POST ` + item + `/reject takes reason`},
+			{item + "/rerun", `{"notes":"v2"}`, `body: unknown field "notes": POST ` + item + `/rerun takes note`},
+			{"/api/v1/rerun?schema=customer_message", `{"confirm":1}`, `body: unknown field "confirm": POST /api/v1/rerun takes confirmed, note`},
+		} {
+			r := b.api(t, tok, "POST", tc.path, tc.body)
+			if e := apiErr(t, r); r.status != http.StatusBadRequest || e.Code != "invalid" || !strings.Contains(e.Message, tc.want) {
+				t.Errorf("POST %s %s: %d %s, want 400 with %q", tc.path, tc.body, r.status, r.body, tc.want)
+			}
+		}
+		// A bulk re-run of a filter nothing matches says so, and names the
+		// filter, whatever the confirmation.
+		for _, body := range []string{`{"confirmed":0}`, `{}`, ""} {
+			r := b.api(t, tok, "POST", "/api/v1/rerun?schema=return_request&path=/order_id", body)
+			want := `nothing to re-run: no open item that nobody else holds matches the filter schema "return_request", path "/order_id"`
+			if e := apiErr(t, r); r.status != http.StatusNotFound || e.Code != "not_found" || !strings.Contains(e.Message, want) {
+				t.Errorf("bulk re-run of nothing, body %q: %d %s, want 404 with %q", body, r.status, r.body, want)
+			}
+		}
+		// A filter that matches still asks for the count.
+		r := b.api(t, tok, "POST", "/api/v1/rerun?schema=customer_message", `{"confirmed":0}`)
+		if e := apiErr(t, r); r.status != http.StatusBadRequest || !strings.Contains(e.Message, `want {"confirmed": N} with N from GET /api/v1/rerun/count`) {
+			t.Errorf("bulk re-run unconfirmed: %d %s", r.status, r.body)
+		}
+	})
+
 	t.Run("SessionNeedsCSRF", func(t *testing.T) {
 		t.Parallel()
 		b := newBundle(t, bundleOpts{})

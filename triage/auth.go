@@ -27,7 +27,8 @@ import (
 // session row lives in Postgres) holding the reviewer's id and a CSRF
 // token. Every POST made with a session must carry that token, in the
 // form field csrf_token or the header X-CSRF-Token, and must not come
-// from another origin (Origin, Sec-Fetch-Site). The JSON API also takes
+// from another origin (Sec-Fetch-Site, Origin, or when there is no Origin
+// the Referer). The JSON API also takes
 // "Authorization: Bearer <token>" for tools; such requests carry no
 // cookie and need no CSRF token. With LocalOnly, every request acts as
 // the reviewer "local", still with a session and CSRF token.
@@ -137,7 +138,15 @@ func (s *Server) checkCSRF(r *http.Request) error {
 	if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
 		return fmt.Errorf("%w: cross-site request", ErrForbidden)
 	}
-	if o := r.Header.Get("Origin"); o != "" && o != "null" {
+	switch o := r.Header.Get("Origin"); o {
+	case "", "null":
+		// No origin to go by (an older or stricter browser, a privacy
+		// setting, a sandboxed frame): the Referer, when sent, must be a
+		// page of this origin. Without either, the CSRF token guards.
+		if ref := r.Header.Get("Referer"); ref != "" && !refererOfThisOrigin(r, ref) {
+			return fmt.Errorf("%w: request from a page of another origin (Referer)", ErrForbidden)
+		}
+	default:
 		u, err := url.Parse(o)
 		if err != nil || !strings.EqualFold(u.Host, r.Host) {
 			return fmt.Errorf("%w: request from another origin", ErrForbidden)
@@ -152,6 +161,13 @@ func (s *Server) checkCSRF(r *http.Request) error {
 		return fmt.Errorf("%w: missing or stale CSRF token; reload the page", ErrForbidden)
 	}
 	return nil
+}
+
+// refererOfThisOrigin reports whether a Referer names a page of the
+// request's own origin: the same scheme (requestScheme) and host.
+func refererOfThisOrigin(r *http.Request, ref string) bool {
+	u, err := url.Parse(ref)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Scheme, requestScheme(r)) && strings.EqualFold(u.Host, r.Host)
 }
 
 // sessionReviewer returns the reviewer logged in on the request's

@@ -213,6 +213,21 @@ func (f Filter) Values() url.Values {
 	return q
 }
 
+// String returns the filter for messages: each value set, in the order
+// of filterParams, as key "value" ("status \"open\"" for none).
+func (f Filter) String() string {
+	var parts []string
+	for i, v := range []string{f.Status, f.Schema, f.Kind, f.Path, f.Batch, f.Age, f.Sort} {
+		if v != "" {
+			parts = append(parts, filterParams[i]+" "+quoteValue(v))
+		}
+	}
+	if len(parts) == 0 {
+		return `status "open"`
+	}
+	return strings.Join(parts, ", ")
+}
+
 // Query returns the filter as an encoded query string, "" for none.
 func (f Filter) Query() string { return f.Values().Encode() }
 

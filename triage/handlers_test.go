@@ -105,6 +105,76 @@ func TestSessionsAndSafety(t *testing.T) {
 		}
 	})
 
+	t.Run("RefererWhenNoOrigin", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, bundleOpts{})
+		b.reviewer(t, "alice", "correct horse battery")
+		c := b.client(t)
+		c.login("alice", "correct horse battery")
+		tok := newToken(t, b, "robot")
+		id, _ := b.failedItem(t, "customer_message", albertText, albertFirst, albertRepair)
+		claim := fmt.Sprintf("/api/v1/items/%d/claim", id)
+		// post makes a session POST with the right CSRF token and the given
+		// Origin and Referer ("" leaves the header out).
+		post := func(path, origin, referer string, form bool) response {
+			t.Helper()
+			var req *http.Request
+			if form { // a page's form
+				req, _ = http.NewRequest(http.MethodPost, b.ts.URL+path, strings.NewReader("csrf_token="+url.QueryEscape(c.csrf)))
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			} else { // the page script's API call
+				req, _ = http.NewRequest(http.MethodPost, b.ts.URL+path, nil)
+				req.Header.Set("X-CSRF-Token", c.csrf)
+			}
+			if origin != "" {
+				req.Header.Set("Origin", origin)
+			}
+			if referer != "" {
+				req.Header.Set("Referer", referer)
+			}
+			return c.do(req)
+		}
+		plain := strings.Replace(b.ts.URL, "https://", "http://", 1) // this host, another scheme
+		for _, tc := range []struct {
+			name, origin, referer string
+			want                  int
+		}{
+			{"a foreign Referer, no Origin", "", "http://evil.example/x", http.StatusForbidden},
+			{"a foreign Referer, Origin null", "null", "https://evil.example/x", http.StatusForbidden},
+			{"a Referer of this host over another scheme", "", plain + "/items/1", http.StatusForbidden},
+			{"a Referer of another port", "", "https://127.0.0.1:1/items/1", http.StatusForbidden},
+			{"a Referer that is no URL", "", "::", http.StatusForbidden},
+			{"a Referer of this origin, no Origin", "", b.ts.URL + fmt.Sprintf("/items/%d", id), http.StatusOK},
+			{"neither: the CSRF token guards", "", "", http.StatusOK},
+			{"an Origin of this origin, no Referer", b.ts.URL, "", http.StatusOK},
+		} {
+			if r := post(claim, tc.origin, tc.referer, false); r.status != tc.want {
+				t.Errorf("API claim with %s: %d %s, want %d", tc.name, r.status, r.body, tc.want)
+			}
+		}
+		// A page's form is checked the same way.
+		if r := post(fmt.Sprintf("/items/%d/claim", id), "", "http://evil.example/x", true); r.status != http.StatusForbidden {
+			t.Errorf("form claim with a foreign Referer: %d", r.status)
+		}
+		if r := post(fmt.Sprintf("/items/%d/claim", id), "", b.ts.URL+"/", true); r.status != http.StatusSeeOther {
+			t.Errorf("form claim with this origin's Referer: %d", r.status)
+		}
+		// A token-authenticated call is no session POST: Origin and Referer
+		// do not matter.
+		req, _ := http.NewRequest(http.MethodPost, b.ts.URL+"/api/v1/items/claim-next", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Referer", "http://evil.example/x")
+		if r := b.client(t).do(req); r.status != http.StatusNotFound { // alice holds the only item
+			t.Errorf("token claim-next with a foreign Referer: %d %s, want 404", r.status, r.body)
+		}
+		req, _ = http.NewRequest(http.MethodPost, b.ts.URL+fmt.Sprintf("/api/v1/items/%d/release", id), nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Referer", "http://evil.example/x")
+		if r := b.client(t).do(req); r.status != http.StatusOK {
+			t.Errorf("token release with a foreign Referer: %d %s", r.status, r.body)
+		}
+	})
+
 	t.Run("DisabledAccountLosesSession", func(t *testing.T) {
 		t.Parallel()
 		b := newBundle(t, bundleOpts{})
@@ -198,6 +268,86 @@ func TestSessionsAndSafety(t *testing.T) {
 
 func TestQueueAndItemPages(t *testing.T) {
 	t.Parallel()
+
+	t.Run("AuditPageLeavesOutBadLinks", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, bundleOpts{})
+		b.reviewer(t, "alice", "correct horse battery")
+		b.reviewer(t, "bob", "bob's long password")
+		alice, bob := b.client(t), b.client(t)
+		alice.login("alice", "correct horse battery")
+		bob.login("bob", "bob's long password")
+		id1, _ := b.failedItem(t, "customer_message", albertText, albertFirst, albertRepair)
+		id2, _ := b.failedItem(t, "customer_message", albertText+"\nps", albertFirst)
+		alice.post(fmt.Sprintf("/items/%d/claim", id1), nil)
+		bob.post(fmt.Sprintf("/items/%d/claim", id2), nil)
+		row := func(id int64) string { return fmt.Sprintf(`<td><a href="/items/%d">%d</a></td>`, id, id) }
+
+		for _, tc := range []struct {
+			path     string
+			want     []string // in the notice
+			rows, no []int64  // entries shown, and not
+		}{
+			{"/audit?item=abc", []string{"item &#34;abc&#34;: want an item id (a positive number)"}, []int64{id1, id2}, nil},
+			{"/audit?item=-3", []string{"item &#34;-3&#34;: want an item id"}, []int64{id1, id2}, nil},
+			{"/audit?item_id=3", []string{"unknown parameter &#34;item_id&#34;: the audit log takes item, actor"}, []int64{id1, id2}, nil},
+			{"/audit?item=99999", []string{"item 99999: there is no such item"}, []int64{id1, id2}, nil},
+			{"/audit?item_id=99999", []string{"unknown parameter &#34;item_id&#34;: the audit log takes item, actor"}, []int64{id1, id2}, nil},
+			{"/audit?item=abc&actor=bob", []string{"item &#34;abc&#34;"}, []int64{id2}, []int64{id1}}, // the good value is kept
+			{fmt.Sprintf("/audit?item=%d&item=%d", id1, id2), []string{"&#34;item&#34; given more than once: the audit log reads the first value only"}, []int64{id1}, []int64{id2}},
+		} {
+			r := alice.get(tc.path)
+			notice := "" // from the section's start to its filter form
+			if i := strings.Index(r.body, `<section class="audit">`); i >= 0 {
+				notice = r.body[i:]
+				notice = notice[:max(0, strings.Index(notice, `<form class="filters"`))]
+			}
+			if r.status != http.StatusOK || !strings.Contains(notice, `id="audit-notice"`) ||
+				!strings.Contains(notice, "Left out of this link (the audit log below is shown without it)") {
+				t.Errorf("GET %s: %d, want the audit log with a notice; notice %q", tc.path, r.status, notice)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(notice, want) {
+					t.Errorf("GET %s: the notice lacks %q: %q", tc.path, want, notice)
+				}
+			}
+			for _, id := range tc.rows {
+				if !strings.Contains(r.body, row(id)) {
+					t.Errorf("GET %s: item %d's entries are missing", tc.path, id)
+				}
+			}
+			for _, id := range tc.no {
+				if strings.Contains(r.body, row(id)) {
+					t.Errorf("GET %s: item %d's entries are shown", tc.path, id)
+				}
+			}
+		}
+		// A good link has no notice.
+		for _, path := range []string{"/audit", fmt.Sprintf("/audit?item=%d", id1), "/audit?actor=bob", "/audit?item=&actor="} {
+			if r := alice.get(path); r.status != http.StatusOK || strings.Contains(r.body, "audit-notice") {
+				t.Errorf("GET %s: %d, a notice on a good link", path, r.status)
+			}
+		}
+		if r := alice.get(fmt.Sprintf("/audit?item=%d", id1)); !strings.Contains(r.body, row(id1)) || strings.Contains(r.body, row(id2)) {
+			t.Errorf("the item filter is not applied")
+		}
+		// The API refuses the same links with 400, naming the same problem.
+		tok := newToken(t, b, "robot")
+		for _, tc := range []struct{ path, want string }{
+			{"/api/v1/audit?item_id=abc", `item_id "abc": want an item id (a positive number)`},
+			{"/api/v1/audit?item_id=99999", "item_id 99999: there is no such item"},
+			{"/api/v1/audit?item=3", `unknown parameter "item": GET /api/v1/audit takes item_id, actor, limit`},
+		} {
+			r := b.api(t, tok, "GET", tc.path, "")
+			if e := apiErr(t, r); r.status != http.StatusBadRequest || !strings.Contains(e.Message, tc.want) {
+				t.Errorf("GET %s: %d %s, want 400 with %q", tc.path, r.status, r.body, tc.want)
+			}
+		}
+		if r := b.api(t, tok, "GET", fmt.Sprintf("/api/v1/audit?item_id=%d", id1), ""); r.status != http.StatusOK ||
+			!strings.Contains(r.body, fmt.Sprintf(`"triage_item_id":%d`, id1)) || strings.Contains(r.body, fmt.Sprintf(`"triage_item_id":%d`, id2)) {
+			t.Errorf("API audit of an item: %d %s", r.status, r.body)
+		}
+	})
 
 	t.Run("CustomerTextIsShownAsText", func(t *testing.T) {
 		t.Parallel()

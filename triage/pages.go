@@ -1,10 +1,11 @@
 package triage
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -84,30 +85,14 @@ func (s *Server) queueViewOf(r *http.Request, f Filter) (*queueView, error) {
 // It is lenient so that a stale bookmark (a schema no longer configured,
 // a misspelt parameter) still shows the queue: filter values it cannot
 // mean and parameters it does not take are left out, and a notice at the
-// top names each, with the values or parameters allowed.
+// top names each, with the values or parameters allowed (linkNotice).
 func (s *Server) queuePage(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	f, notice := readFilter(q, s.schemaIDs())
-	var unknown []string
-	for k := range q {
-		if !contains(queuePageParams, k) {
-			unknown = append(unknown, quoteValue(k))
-		}
-	}
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		noun := "parameter"
-		if len(unknown) > 1 {
-			noun = "parameters"
-		}
-		notice = append(notice, fmt.Sprintf("unknown %s %s: the queue takes %s",
-			noun, strings.Join(unknown, ", "), strings.Join(queuePageParams, ", ")))
-	}
+	f, problems := readFilter(r.URL.Query(), s.schemaIDs())
 	v, err := s.queueViewOf(r, f)
 	if err != nil {
 		return err
 	}
-	v.Notice = notice
+	v.Notice = linkNotice(r, "the queue", queuePageParams, problems)
 	return s.render(w, r, http.StatusOK, "queue", "Triage queue", v)
 }
 
@@ -477,9 +462,9 @@ func (s *Server) bulkRerunPost(w http.ResponseWriter, r *http.Request) error {
 	if err := s.checkBulkFilter(f); err != nil {
 		return err
 	}
-	confirmed, err := strconv.Atoi(r.PostFormValue("confirmed"))
-	if err != nil || confirmed < 1 {
-		return invalidf("confirm the number of items to re-run")
+	confirmed, _ := strconv.Atoi(r.PostFormValue("confirmed"))
+	if err := s.checkConfirmed(ctx, f, confirmed, "confirm the number of items to re-run"); err != nil {
+		return err
 	}
 	res, err := s.bulkRerun(ctx, f, confirmed, r.PostFormValue("note"))
 	if errors.Is(err, store.ErrCountChanged) {
@@ -496,20 +481,76 @@ func (s *Server) bulkRerunPost(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// auditQuery is an audit log selection: one item's entries (0: every
+// item's) of one person ("": everyone's).
+type auditQuery struct {
+	ItemID int64
+	Actor  string
+}
+
+// readAuditQuery reads the item (query parameter itemKey: item on the
+// page, item_id in the API) and the actor of an audit log selection from
+// q, leaving out an item that is not a positive number or that does not
+// exist, and returns a line for each value left out. The error is the
+// store's, looking up the item.
+func (s *Server) readAuditQuery(ctx context.Context, q url.Values, itemKey string) (auditQuery, []string, error) {
+	aq := auditQuery{Actor: strings.TrimSpace(q.Get("actor"))}
+	v := strings.TrimSpace(q.Get(itemKey))
+	if v == "" {
+		return aq, nil, nil
+	}
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || id < 1 {
+		return aq, []string{fmt.Sprintf("%s %s: want an item id (a positive number)", itemKey, quoteValue(v))}, nil
+	}
+	_, err = s.st.TriageItemGet(ctx, s.st.Pool, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return aq, []string{fmt.Sprintf("%s %d: there is no such item", itemKey, id)}, nil
+	case err != nil:
+		return aq, nil, err
+	}
+	aq.ItemID = id
+	return aq, nil, nil
+}
+
+// parseAuditQuery reads q as readAuditQuery does, but refuses what that
+// leaves out: the error wraps ErrInvalid and names each such value.
+func (s *Server) parseAuditQuery(ctx context.Context, q url.Values, itemKey string) (auditQuery, error) {
+	aq, problems, err := s.readAuditQuery(ctx, q, itemKey)
+	if err != nil {
+		return aq, err
+	}
+	if len(problems) > 0 {
+		return aq, invalidf("%s", strings.Join(problems, "; "))
+	}
+	return aq, nil
+}
+
+// auditPageParams are the query parameters the audit log page takes.
+var auditPageParams = []string{"item", "actor"}
+
 // auditView is the audit log page.
 type auditView struct {
 	Entries []store.AuditEntry
 	ItemID  int64
 	Actor   string
+	// Notice lists what the page left out of its link (linkNotice).
+	Notice []string
 }
 
 // auditPage shows the newest audit entries, of one item or one person.
+// Like the queue page it is lenient: an item that is not a number or does
+// not exist, or a parameter it does not take, is left out and named in a
+// notice at the top.
 func (s *Server) auditPage(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	item, _ := strconv.ParseInt(q.Get("item"), 10, 64)
-	v := &auditView{ItemID: item, Actor: strings.TrimSpace(q.Get("actor"))}
-	var err error
-	v.Entries, err = s.st.AuditList(r.Context(), s.st.Pool, store.AuditListParams{TriageItemID: item, Actor: v.Actor, Limit: 200})
+	ctx := r.Context()
+	aq, problems, err := s.readAuditQuery(ctx, r.URL.Query(), "item")
+	if err != nil {
+		return err
+	}
+	v := &auditView{ItemID: aq.ItemID, Actor: aq.Actor, Notice: linkNotice(r, "the audit log", auditPageParams, problems)}
+	v.Entries, err = s.st.AuditList(ctx, s.st.Pool, store.AuditListParams{TriageItemID: aq.ItemID, Actor: aq.Actor, Limit: 200})
 	if err != nil {
 		return err
 	}

@@ -97,7 +97,7 @@ func (s *Server) readReportQuery(ctx context.Context, q url.Values, defLimit, ma
 // reportsView is the reports page.
 type reportsView struct {
 	Query     reportQuery
-	Notice    string // what was wrong with the link, shown above the report
+	Notice    []string // what the page left out of its link (linkNotice)
 	Schemas   []string
 	Windows   []struct{ Value, Label string }
 	Fields    []store.FailingField
@@ -109,7 +109,7 @@ type reportsView struct {
 // reportsPage shows the failing fields, the repair's effect per field and
 // the newest batches. A link with a wrong value or an unknown parameter
 // still shows the page, without that value, and a notice names what was
-// left out.
+// left out (linkNotice).
 func (s *Server) reportsPage(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	v := &reportsView{Schemas: s.schemaIDs(), Windows: reportWindows}
@@ -117,10 +117,7 @@ func (s *Server) reportsPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := checkParams(r, reportPageParams); err != nil {
-		problems = append(problems, strings.TrimPrefix(err.Error(), ErrInvalid.Error()+": "))
-	}
-	v.Notice = strings.Join(problems, "; ")
+	v.Notice = linkNotice(r, "the reports page", reportPageParams, problems)
 	v.Query = rq
 	if v.Fields, err = s.st.FailingFieldList(ctx, s.st.Pool, store.FailingFieldListParams{SchemaID: rq.Schema, Since: rq.From, BatchID: rq.Batch, Limit: rq.Limit}); err != nil {
 		return err

@@ -153,13 +153,38 @@ func onlyGrounding(errs pipeline.ErrorList) bool {
 	return true
 }
 
+// decidableBy returns why reviewer login may not decide the item as it
+// was loaded, as the store would say it when deciding: an
+// *store.ItemClosedError when the item is no longer open, an
+// *store.ItemClaimedError when another reviewer holds a live lease. The
+// store checks again, under a lock, when it decides.
+func (it *itemState) decidableBy(login string) error { return decidable(it.D.Item, login) }
+
+// decidable is decidableBy for an item as loaded.
+func decidable(item store.TriageQueueItem, login string) error {
+	if item.Status != store.TriageOpen {
+		return &store.ItemClosedError{ItemID: item.ID, Status: item.Status}
+	}
+	// ClaimedBy is set only while the lease is live (the store compares
+	// claim_expires with the database's clock).
+	if item.ClaimedBy != "" && item.ClaimedBy != login && item.ClaimExpires != nil {
+		return &store.ItemClaimedError{ItemID: item.ID, By: item.ClaimedBy, Until: *item.ClaimExpires}
+	}
+	return nil
+}
+
 // approve validates record for item id and, if it validates (or only
 // grounding errors remain and reason, space trimmed, is at least
-// MinOverrideReason characters), makes it the run's result. A record that
-// does not pass returns a *ValidationError whose Msg tells a missing
-// reason from a too short one.
+// MinOverrideReason characters), makes it the run's result. Whether the
+// reviewer may decide the item at all is checked first (decidableBy), so
+// that an item another reviewer holds, or one already decided, is a
+// conflict whatever the record. A record that does not pass returns a
+// *ValidationError whose Msg tells a missing reason from a too short one.
 func (s *Server) approve(ctx context.Context, it *itemState, record any, parseErrs pipeline.ErrorList, reason string) (store.TriageApproval, error) {
 	rv := reviewerFrom(ctx)
+	if err := it.decidableBy(rv.Login); err != nil {
+		return store.TriageApproval{}, err
+	}
 	errs, ev := it.validate(record)
 	errs = append(parseErrs, errs...)
 	reason = strings.TrimSpace(reason)
@@ -209,10 +234,20 @@ func (s *Server) approve(ctx context.Context, it *itemState, record any, parseEr
 func (s *Server) reject(ctx context.Context, id int64, reason string) error {
 	rv := reviewerFrom(ctx)
 	reason = strings.TrimSpace(reason)
-	if reason == "" {
-		return invalidf("a rejection needs a reason")
-	}
-	if len(reason) > 2000 {
+	if reason == "" || len(reason) > 2000 {
+		// As for approve, an item the reviewer may not decide is a
+		// conflict whatever the reason; the store checks again when
+		// the reason is good.
+		d, err := s.st.TriageItemGet(ctx, s.st.Pool, id)
+		if err != nil {
+			return err
+		}
+		if err := decidable(d.Item, rv.Login); err != nil {
+			return err
+		}
+		if reason == "" {
+			return invalidf("a rejection needs a reason")
+		}
 		return invalidf("the reason is longer than 2000 bytes")
 	}
 	if _, err := s.st.TriageItemReject(ctx, s.st.Pool, store.TriageItemRejectParams{
@@ -272,6 +307,25 @@ func (s *Server) checkBulkFilter(f Filter) error {
 		return invalidf("status %s: a bulk re-run takes open items only; want open or leave it out", quoteValue(f.Status))
 	}
 	return nil
+}
+
+// checkConfirmed refuses a bulk re-run of f whose confirmed count is not
+// a positive number. When no item matches f now there is nothing to
+// confirm: the error wraps ErrNotFound and names the filter. Otherwise it
+// wraps ErrInvalid with ask, which says where the count comes from.
+func (s *Server) checkConfirmed(ctx context.Context, f Filter, confirmed int, ask string) error {
+	if confirmed >= 1 {
+		return nil
+	}
+	me := reviewerFrom(ctx).Login
+	n, err := s.st.TriageBulkRerunCount(ctx, s.st.Pool, f.Store(me, time.Now()), me)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: nothing to re-run: no open item that nobody else holds matches the filter %s", ErrNotFound, f)
+	}
+	return invalidf("%s", ask)
 }
 
 // bulkRerun re-runs every item matching f (checkBulkFilter), which the
