@@ -138,6 +138,12 @@ func RunCommand(ctx context.Context, o CommandOptions, env app.Env, log *zap.Log
 		}
 		in = f
 	}
+	// A compressed file, or one that is not text, is refused before
+	// connecting: Run would refuse it too, having connected.
+	head, in := readHead(in)
+	if ue := sniff(head, format); ue != nil {
+		return refuseUnreadable(stderr, ue, name, o.File, format)
+	}
 
 	st, err := store.Open(ctx, env.DatabaseURL, log)
 	if err != nil {
@@ -184,6 +190,9 @@ func RunCommand(ctx context.Context, o CommandOptions, env app.Env, log *zap.Log
 	if ee, ok := errors.AsType[*EmptyInputError](runErr); ok {
 		fmt.Fprintf(stderr, "ingest: %s holds no messages (%s); no batch was recorded\n", name, ee.Reason)
 		return ExitNothingIngested
+	}
+	if ue, ok := errors.AsType[*UnreadableInputError](runErr); ok {
+		return refuseUnreadable(stderr, ue, name, o.File, format)
 	}
 	_, started := errors.AsType[*StartError](runErr)
 	switch {
@@ -247,6 +256,46 @@ func RunCommand(ctx context.Context, o CommandOptions, env app.Env, log *zap.Log
 		fmt.Fprintf(stderr, "ingest: %s rejected; nothing was queued%s\n", allLinesWere(sum.Lines), optional("; %s", rep.Hint))
 	}
 	return code
+}
+
+// refuseUnreadable says on stderr that the input (name, of file) is ue,
+// and how to ingest it, and returns the exit status: ExitError, as for a
+// bad CSV header.
+func refuseUnreadable(stderr io.Writer, ue *UnreadableInputError, name, file string, format Format) int {
+	fmt.Fprintf(stderr, "ingest: %s %s; nothing was read and no batch was recorded%s\n", name, ue.Describe(), unpackHint(ue, file, format))
+	return ExitError
+}
+
+// unpackHint is the rest of the message refusing file (the input that
+// was to be read as format), ue: how to turn it into text and ingest it
+// from stdin ("-"), with -format csv when it is CSV (asked for, or named
+// so under its compression: "in.csv.gz"). "" for binary data.
+func unpackHint(ue *UnreadableInputError, file string, format Format) string {
+	unpack := ue.Unpack(file)
+	if unpack == "" {
+		return ": is it the file you meant?"
+	}
+	if format != FormatCSV {
+		inner := strings.TrimSuffix(file, filepath.Ext(file))
+		if ue.Kind != KindUTF16 && strings.EqualFold(filepath.Ext(inner), ".csv") {
+			format = FormatCSV
+		}
+	}
+	to := "ingest -"
+	if format == FormatCSV {
+		to = "ingest -format csv -"
+	}
+	verb := "decompress it into ingest"
+	switch ue.Kind {
+	case KindZip, KindTar:
+		verb = "extract the file from it into ingest"
+	case KindUTF16:
+		verb = "convert it into ingest"
+	}
+	if file == "-" {
+		return fmt.Sprintf("; %s, adding your other flags: ... | %s | %s", verb, unpack, to)
+	}
+	return fmt.Sprintf("; %s, adding your other flags: %s | %s", verb, unpack, to)
 }
 
 // optional formats v into format, or returns "" for an empty v.

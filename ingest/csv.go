@@ -274,10 +274,25 @@ func parseHeader(names []string) (csvHeader, error) {
 		at   int
 	}{{"id", h.id}, {"text", h.text}} {
 		if c.at < 0 {
-			return h, fmt.Errorf("CSV header: no %q column (the columns are %s); id and text are required", c.name, quoteList(names))
+			return h, fmt.Errorf("CSV header: no %q column (the columns are %s); id and text are required%s", c.name, quoteList(names), columnLike(names, c.name))
 		}
 	}
 	return h, nil
+}
+
+// columnLike names the first of names that is name but for case or the
+// white space around it: " (column "ID" differs only by case; ...)"; ""
+// when none is.
+func columnLike(names []string, name string) string {
+	for _, n := range names {
+		switch t := strings.TrimSpace(n); {
+		case t == name:
+			return fmt.Sprintf(" (column %q has white space around its name; names are matched exactly)", n)
+		case strings.EqualFold(t, name):
+			return fmt.Sprintf(" (column %q differs only by case; names are case-sensitive)", n)
+		}
+	}
+	return ""
 }
 
 func quoteList(names []string) string {

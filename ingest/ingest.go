@@ -19,6 +19,7 @@ import (
 	"io"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -202,13 +203,15 @@ type Input struct {
 }
 
 // ParseLine checks one JSONL line. A line is a JSON object with "id" (a
-// non-empty string, or an integer, kept as its decimal text) and "text" (a
+// non-empty string without control characters or white space at its
+// start or end, or an integer, kept as its decimal text) and "text" (a
 // string with at least one non-space character, at most maxText bytes, no
-// NUL). "source" (a string) is optional; every other key is kept as
-// metadata (keys sorted, compact; {} when none). Each run of invalid UTF-8
-// bytes is replaced by one U+FFFD and FlagInvalidUTF8 is set. The error
-// names what is wrong; for invalid JSON, the 1-based byte offset into line
-// as given.
+// NUL). Keys are case-sensitive: a line with "ID" but no "id" is missing
+// "id", and the error names "ID". "source" (a string) is optional; every
+// other key is kept as metadata (keys sorted, compact; {} when none). Each
+// run of invalid UTF-8 bytes is replaced by one U+FFFD and FlagInvalidUTF8
+// is set. The error names what is wrong; for invalid JSON, the 1-based
+// byte offset into line as given.
 func ParseLine(line []byte, maxText int) (Input, error) {
 	var in Input
 	// Parsed as read first, so a syntax error's offset points into the
@@ -247,7 +250,7 @@ func ParseLine(line []byte, maxText int) (Input, error) {
 	}
 	rawID, ok := obj["id"]
 	if !ok {
-		return in, errors.New(`missing "id"`)
+		return in, missingKey(obj, "id")
 	}
 	var sid string
 	var nid json.Number
@@ -278,7 +281,7 @@ func ParseLine(line []byte, maxText int) (Input, error) {
 		in.Flags = append(in.Flags, FlagLoneSurrogate)
 	}
 	if !ok {
-		return in, errors.New(`missing "text"`)
+		return in, missingKey(obj, "text")
 	}
 	var text string
 	if err := json.Unmarshal(rawText, &text); err != nil || isNull(rawText) {
@@ -296,8 +299,10 @@ func ParseLine(line []byte, maxText int) (Input, error) {
 // The checks below are every format's: a JSONL line's fields and a CSV
 // record's cells pass the same ones, with the same reasons.
 
-// setID checks a message id (not empty or white space only, no NUL) and
-// sets it.
+// setID checks a message id (not empty or white space only, no NUL, no
+// other control character, no white space at its start or end: an id is
+// kept and compared byte for byte, so "a-1 " would be another message
+// than "a-1") and sets it.
 func (in *Input) setID(id string) error {
 	if strings.TrimSpace(id) == "" {
 		return errors.New(`"id" is empty`)
@@ -305,8 +310,47 @@ func (in *Input) setID(id string) error {
 	if strings.ContainsRune(id, 0) {
 		return errors.New(`"id" contains a NUL character`)
 	}
+	if i := strings.IndexFunc(id, unicode.IsControl); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(id[i:])
+		return fmt.Errorf(`"id" contains a control character, %U at byte %d: %s`, r, i+1, quoteShort(id))
+	}
+	if strings.TrimFunc(id, unicode.IsSpace) != id {
+		return fmt.Errorf(`"id" starts or ends with white space: %s`, quoteShort(id))
+	}
 	in.ID = id
 	return nil
+}
+
+// maxQuoted is how many bytes of an id a rejection quotes.
+const maxQuoted = 64
+
+// quoteShort is s quoted (Go syntax: "a\n"), its first maxQuoted bytes
+// only (then "..."), for a rejection's reason.
+func quoteShort(s string) string {
+	if len(s) <= maxQuoted {
+		return strconv.Quote(s)
+	}
+	cut := maxQuoted
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + "..."
+}
+
+// missingKey is the error of a line without key: with, when the line has
+// keys that differ from it only by case ("ID"), their names.
+func missingKey(obj map[string]json.RawMessage, key string) error {
+	var like []string
+	for k := range obj {
+		if strings.EqualFold(k, key) {
+			like = append(like, strconv.Quote(k))
+		}
+	}
+	if len(like) == 0 {
+		return fmt.Errorf("missing %q", key)
+	}
+	slices.Sort(like)
+	return fmt.Errorf("missing %q (the line has %s; keys are case-sensitive)", key, strings.Join(like, " and "))
 }
 
 // setSource checks a source (no NUL; empty means none) and sets it.
@@ -391,8 +435,9 @@ func ContentHash(text string) []byte {
 }
 
 // StartError is Run's error when it stopped before recording the batch (a
-// bad CSV header, an input without messages, a batch id already used, a
-// read that failed before the first line): nothing of the input is stored.
+// bad CSV header, an input without messages, an input that is not text, a
+// batch id already used, a read that failed before the first line):
+// nothing of the input is stored.
 type StartError struct{ Err error }
 
 func (e *StartError) Error() string { return e.Err.Error() }
@@ -429,15 +474,24 @@ type input interface {
 
 // Run reads JSONL or CSV (Config.Format) from r and ingests every line or
 // record. Bad ones are rejected with their line number and the rest go on.
-// The batch is recorded when the first line or record is read. Run returns
-// an error only when it cannot go on at all: a *StartError when nothing is
-// recorded (a bad CSV header; an input without messages, wrapping an
-// *EmptyInputError; a batch that cannot be recorded; the reader failing or
-// ctx ending before the first line), else the reader failing, the database
-// or the stream failing, or ctx ending; the Summary then says how far it
-// got.
+// It first reads the start of r (SniffBytes, or all of r when shorter) to
+// refuse an input that is not text; the batch is recorded when the first
+// line or record is read. Run returns an error only when it cannot go on
+// at all: a *StartError when nothing is recorded (a bad CSV header; an
+// input without messages, wrapping an *EmptyInputError; an input that is
+// compressed, an archive or not text, wrapping an *UnreadableInputError; a
+// batch that cannot be recorded; the reader failing or ctx ending before
+// the first line), else the reader failing, the database or the stream
+// failing, or ctx ending; the Summary then says how far it got.
 func (in *Ingester) Run(ctx context.Context, r io.Reader) (Summary, error) {
 	sum := Summary{BatchID: in.cfg.BatchID}
+	// The start of the input is looked at first: a compressed file, or
+	// one that is not text at all, is refused whole, rather than line by
+	// line, and leaves nothing behind.
+	head, r := readHead(r)
+	if ue := sniff(head, in.cfg.Format); ue != nil {
+		return sum, &StartError{fmt.Errorf("ingest: %w", ue)}
+	}
 	var src input
 	if in.cfg.Format == FormatCSV {
 		// The header is checked before the batch is recorded, so a wrong

@@ -587,6 +587,15 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusBadRequest, "empty_body", "the body is empty; send messages as JSONL, CSV or JSON")
 		return
 	}
+	// Refused whole, before it is read as lines: a compressed body sent
+	// without Content-Encoding, an archive, UTF-16, binary data.
+	if ue := sniff(body[:min(len(body), SniffBytes)], format); ue != nil {
+		if isJSON {
+			ue.Format = formatJSON
+		}
+		fail(http.StatusBadRequest, ue.code(), ue.bodyMessage())
+		return
+	}
 	input := body
 	switch {
 	case isJSON:
@@ -667,6 +676,10 @@ func (s *Server) runFailed(ctx context.Context, w http.ResponseWriter, r *http.R
 	_, started := errors.AsType[*StartError](err)
 	if ee, ok := errors.AsType[*EmptyInputError](err); ok {
 		fail(http.StatusBadRequest, "no_messages", fmt.Sprintf("the body holds no messages (%s); no batch was recorded", ee.Reason), nil)
+		return
+	}
+	if ue, ok := errors.AsType[*UnreadableInputError](err); ok {
+		fail(http.StatusBadRequest, ue.code(), ue.bodyMessage(), nil)
 		return
 	}
 	if started && errors.Is(err, store.ErrConflict) {

@@ -23,7 +23,12 @@
 // rejected, or the input holds no messages (it is empty, or has only blank
 // lines or only a CSV header row; no batch is recorded). A CSV header
 // without id or text, or with a column named twice, stops it (status 1)
-// before anything is recorded.
+// before anything is recorded; so does an input that is compressed
+// (gzip, zstd, bzip2, xz), an archive (zip, tar), UTF-16 or not text at
+// all, with the command that turns it into text: gunzip -c FILE | ingest -.
+//
+// Flags come before FILE: the flag package stops at the first argument
+// that is not a flag, so `ingest FILE -wait` is refused, naming -wait.
 //
 // "serve" is the subcommand only as the first argument: a file named
 // serve is read with `ingest ./serve` (or with a flag before it, such as
@@ -43,6 +48,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"golang.org/x/term"
@@ -78,9 +84,12 @@ func run(ctx context.Context, args []string, env app.Env, token string, stdout, 
 	fs.BoolVar(&o.JSON, "json", false, "print the batch summary as one JSON object on stdout")
 	fs.BoolVar(&o.Quiet, "quiet", !term.IsTerminal(int(os.Stderr.Fd())), "no progress bars (on by default when stderr is not a terminal)")
 	logLevel := fs.String("log-level", app.GetEnv("LOG_LEVEL", "warn"), "debug, info, warn or error")
-	fs.Usage = func() {
+	synopsis := func() {
 		fmt.Fprintf(fs.Output(), "usage: ingest [flags] FILE   (FILE - reads stdin; a file named serve: ./serve)\n"+
 			"       ingest serve [flags]   (the HTTP server; ingest serve -h)\n")
+	}
+	fs.Usage = func() {
+		synopsis()
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -89,8 +98,14 @@ func run(ctx context.Context, args []string, env app.Env, token string, stdout, 
 		}
 		return ingest.ExitUsage
 	}
-	if fs.NArg() != 1 {
-		fs.Usage()
+	if o.Parallel < 1 {
+		fmt.Fprintf(stderr, "ingest: -parallel must be 1 or more (how many lines are recorded and published at once; default 8), got %d\n", o.Parallel)
+		return ingest.ExitUsage
+	}
+	if why := fileArgs(args, fs.Args()); why != "" {
+		fmt.Fprintf(stderr, "ingest: %s\n", why)
+		synopsis()
+		fmt.Fprintf(stderr, "(ingest -h lists the flags)\n")
 		return ingest.ExitUsage
 	}
 	o.File = fs.Arg(0)
@@ -102,4 +117,45 @@ func run(ctx context.Context, args []string, env app.Env, token string, stdout, 
 	code := ingest.RunCommand(ctx, o, env, log, stdout, stderr)
 	_ = log.Sync()
 	return code
+}
+
+// fileArgs says what is wrong with the arguments left after the flags
+// (rest, of all of args): "" when they are one FILE. The flag package
+// stops at the first argument that is not a flag, so a flag after FILE
+// is left there: it names it, and the command with the flags first.
+func fileArgs(args, rest []string) string {
+	switch {
+	case len(rest) == 0:
+		return "no FILE given (- reads stdin)"
+	case len(rest) == 1:
+		return ""
+	}
+	for _, a := range rest[1:] {
+		if len(a) > 1 && a[0] == '-' {
+			flags := args[:len(args)-len(rest)]
+			fixed := append(append(append([]string{"ingest"}, flags...), rest[1:]...), rest[0])
+			return fmt.Sprintf("flag %s comes after the file %s: flags must come before the file (%s)",
+				a, quoteArg(rest[0]), strings.Join(quoteArgs(fixed), " "))
+		}
+	}
+	return fmt.Sprintf("one FILE is read at a time; got %d: %s", len(rest), strings.Join(quoteArgs(rest), " "))
+}
+
+// quoteArg quotes a for a POSIX shell when it holds more than letters,
+// digits and ./_-+,:@%=.
+func quoteArg(a string) string {
+	if a != "" && strings.IndexFunc(a, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("./_-+,:@%=", r))
+	}) < 0 {
+		return a
+	}
+	return "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+}
+
+func quoteArgs(args []string) []string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = quoteArg(a)
+	}
+	return q
 }
