@@ -44,7 +44,7 @@ type CommandOptions struct {
 
 // Report is cmd/ingest's -json output.
 type Report struct {
-	BatchID          string  `json:"batch_id"`
+	BatchID          string  `json:"batch_id,omitempty"` // left out when every line was rejected: no batch was recorded
 	Lines            int     `json:"lines"`
 	Published        int     `json:"published"`
 	Duplicates       int     `json:"duplicates"`
@@ -216,7 +216,8 @@ func RunCommand(ctx context.Context, o CommandOptions, env app.Env, log *zap.Log
 			rep.Hint = "the input looks like CSV: use -format csv"
 		}
 	}
-	if o.Wait && runErr == nil {
+	recorded := sum.BatchID != "" // else every line was rejected
+	if o.Wait && runErr == nil && recorded {
 		if !waitBatch(ctx, st, sum, o, stderr) {
 			rep.TimedOut = true
 			code = ExitTimeout
@@ -232,8 +233,12 @@ func RunCommand(ctx context.Context, o CommandOptions, env app.Env, log *zap.Log
 		enc := json.NewEncoder(stdout)
 		enc.Encode(rep)
 	} else {
-		fmt.Fprintf(stdout, "batch %s: %d lines, %d published, %d duplicates, %d rejected\n",
-			rep.BatchID, rep.Lines, rep.Published, rep.Duplicates, rep.Rejected)
+		batch := "batch " + rep.BatchID
+		if !recorded {
+			batch = "no batch recorded"
+		}
+		fmt.Fprintf(stdout, "%s: %d lines, %d published, %d duplicates, %d rejected\n",
+			batch, rep.Lines, rep.Published, rep.Duplicates, rep.Rejected)
 		fmt.Fprintf(stdout, "outcomes: %d succeeded, %d repaired, %d failed (to triage), %d queued\n",
 			rep.Succeeded, rep.Repaired, rep.Failed, rep.Queued)
 		fmt.Fprintf(stdout, "llm: %d calls, %d prompt + %d completion tokens, $%.6f\n",

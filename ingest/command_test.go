@@ -209,8 +209,16 @@ func TestRunCommandAllRejected(t *testing.T) {
 		t.Errorf("stderr does not name the lines and the outcome:\n%s", stderr)
 	}
 	var rep ingest.Report
-	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || rep.Rejected != 2 || rep.Published != 0 || len(rep.Errors) != 2 {
-		t.Errorf("report = %+v (%v), want 2 rejected with their errors", rep, err)
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || rep.Rejected != 2 || rep.Published != 0 || len(rep.Errors) != 2 || rep.BatchID != "" {
+		t.Errorf("report = %+v (%v), want 2 rejected with their errors, and no batch", rep, err)
+	}
+	// The text report says no batch was recorded.
+	_, stdout, _ = runCommand(t, ingest.CommandOptions{File: file, ConfigPath: configPath, Quiet: true}, env)
+	if !strings.HasPrefix(stdout, "no batch recorded: 2 lines, 0 published, 0 duplicates, 2 rejected\n") {
+		t.Errorf("text report:\n%s", stdout)
+	}
+	if n := e.countSQL(t, `SELECT count(*) FROM batches`); n != 0 {
+		t.Errorf("%d batches recorded for inputs whose every line was rejected, want 0", n)
 	}
 	// One good line among bad ones is a normal ingest.
 	mixed := filepath.Join(t.TempDir(), "mixed.jsonl")

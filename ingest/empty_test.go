@@ -59,15 +59,25 @@ func TestRunEmptyInput(t *testing.T) {
 		t.Errorf("stream holds %d messages, want 0", n)
 	}
 
-	// One line is enough for a batch, even a rejected or an over-long one.
+	// Rejected lines, even over-long ones, record no batch: only a line
+	// that passes its checks does.
 	for _, in := range []string{"\n\nnot json\n", "\n" + strings.Repeat("x", ingest.MaxLineBytes+1)} {
-		sum, err := e.ingest(t, strings.NewReader(in), nil)
-		if err != nil || sum.Lines != 1 || sum.Rejected != 1 {
-			t.Errorf("%.20q: %+v, %v; want 1 line rejected", in, sum, err)
+		for _, parallel := range []int{1, 4} {
+			sum, err := e.ingest(t, strings.NewReader(in), func(c *ingest.Config) { c.Parallel = parallel })
+			if err != nil || sum.Lines != 1 || sum.Rejected != 1 || sum.BatchID != "" {
+				t.Errorf("%.20q (parallel %d): %+v, %v; want 1 line rejected and no batch", in, parallel, sum, err)
+			}
 		}
 	}
-	if n := e.countSQL(t, `SELECT count(*) FROM batches`); n != 2 {
-		t.Errorf("%d batches recorded, want 2", n)
+	if n := e.countSQL(t, `SELECT count(*) FROM batches`); n != 0 {
+		t.Errorf("%d batches recorded, want 0", n)
+	}
+	sum, err := e.ingest(t, strings.NewReader("not json\n{\"id\": \"a\", \"text\": \"hello\"}\n"), nil)
+	if err != nil || sum.Published != 1 || sum.BatchID == "" {
+		t.Errorf("a rejected line, then a good one: %+v, %v; want 1 published in a batch", sum, err)
+	}
+	if n := e.countSQL(t, `SELECT count(*) FROM batches`); n != 1 {
+		t.Errorf("%d batches recorded, want 1", n)
 	}
 }
 

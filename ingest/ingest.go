@@ -102,6 +102,8 @@ func (e LineError) Error() string {
 
 // Summary is what one ingest did.
 type Summary struct {
+	// BatchID is the batch recorded; "" when none was, every line being
+	// rejected.
 	BatchID string `json:"batch_id"`
 	// Lines counts the non-blank JSONL lines read, over-long ones included,
 	// or the CSV records (the header not counted), so
@@ -476,7 +478,9 @@ type input interface {
 // record. Bad ones are rejected with their line number and the rest go on.
 // It first reads the start of r (SniffBytes, or all of r when shorter) to
 // refuse an input that is not text; the batch is recorded when the first
-// line or record is read. Run returns an error only when it cannot go on
+// line or record that passes its checks is read (an input whose every line
+// is rejected records none, and its Summary's BatchID is ""). Run returns
+// an error only when it cannot go on
 // at all: a *StartError when nothing is recorded (a bad CSV header; an
 // input without messages, wrapping an *EmptyInputError; an input that is
 // compressed, an archive or not text, wrapping an *UnreadableInputError; a
@@ -484,7 +488,7 @@ type input interface {
 // the first line), else the reader failing, the database or the stream
 // failing, or ctx ending; the Summary then says how far it got.
 func (in *Ingester) Run(ctx context.Context, r io.Reader) (Summary, error) {
-	sum := Summary{BatchID: in.cfg.BatchID}
+	var sum Summary // BatchID is set once the batch is recorded
 	// The start of the input is looked at first: a compressed file, or
 	// one that is not text at all, is refused whole, rather than line by
 	// line, and leaves nothing behind.
@@ -506,27 +510,32 @@ func (in *Ingester) Run(ctx context.Context, r io.Reader) (Summary, error) {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	// start records the batch, before the first line is handled, so an
-	// input without any leaves nothing behind either. It is called on the
-	// reading goroutine only.
+	// start records the batch, before the first line that passes its
+	// checks is recorded, so an input without any (no lines, or every one
+	// rejected) leaves nothing behind either. It is called on the reading
+	// goroutine only.
 	started := false
 	start := func() bool {
 		started = true
 		st := in.cfg.Store
 		if err := st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: in.cfg.BatchID, SchemaID: in.cfg.SchemaID, SourceName: in.cfg.SourceName}); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				sum.BatchID = in.cfg.BatchID // the batch named exists, from before
+			}
 			cancel(&StartError{fmt.Errorf("ingest: recording batch %s: %w", in.cfg.BatchID, err)})
 			return false
 		}
+		sum.BatchID = in.cfg.BatchID
 		return true
 	}
 	var readErr error
 	if n := max(1, in.cfg.Parallel); n == 1 {
 		// One after the other, in line order, on this goroutine.
 		readErr = src.read(ctx, &sum, func(lineNo int, parse parseFunc) bool {
-			if !started && !start() {
-				return false
-			}
 			if msg, ok := in.check(lineNo, parse, &sum); ok {
+				if !started && !start() {
+					return false
+				}
 				if err := in.record(ctx, lineNo, msg, &sum); err != nil {
 					cancel(err)
 					return false
@@ -543,7 +552,11 @@ func (in *Ingester) Run(ctx context.Context, r io.Reader) (Summary, error) {
 		err = readErr
 	}
 	if !started {
-		if err == nil {
+		switch {
+		case err == nil && sum.Rejected > 0:
+			// Every line was rejected: the summary says why, line by line.
+			return sum, nil
+		case err == nil:
 			err = fmt.Errorf("ingest: %w", &EmptyInputError{Reason: src.empty()})
 		}
 		if _, ok := errors.AsType[*StartError](err); !ok {
@@ -583,13 +596,13 @@ func (in *Ingester) parallel(ctx context.Context, cancel context.CancelCauseFunc
 		})
 	}
 	readErr := src.read(ctx, sum, func(lineNo int, parse parseFunc) bool {
-		if !start() {
-			return false
-		}
 		msg, ok := in.check(lineNo, parse, sum)
 		if !ok {
 			in.progress(lineNo)
 			return true
+		}
+		if !start() {
+			return false
 		}
 		h := fnv.New32a()
 		h.Write([]byte(msg.Source))

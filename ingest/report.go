@@ -17,9 +17,13 @@ func newReport(sum Summary) Report {
 
 // addOutcomes reads where sum's batch stands into rep: queued (with the
 // duplicates of sum whose earlier run is still queued), succeeded,
-// repaired, failed and the LLM calls, tokens and cost. A lost connection
+// repaired, failed and the LLM calls, tokens and cost; nothing when no
+// batch was recorded (sum.BatchID ""). A lost connection
 // is retried for up to 10s within ctx; the error is the last one.
 func addOutcomes(ctx context.Context, st *store.Store, sum Summary, rep *Report) error {
+	if sum.BatchID == "" {
+		return nil // no batch was recorded: every line was rejected
+	}
 	var bs store.BatchSummary
 	err := store.Retry(ctx, 10*time.Second, func() error {
 		var err error

@@ -352,8 +352,11 @@ func TestServeNothingAccepted(t *testing.T) {
 	se := newServerEnv(t, nil, nil)
 	r := se.post(t, "", "application/x-ndjson", "not json\n{\"id\": \"x\"}\n")
 	wantError(t, "every line bad", r, http.StatusUnprocessableEntity, "nothing_accepted", "every one of the 2 lines was rejected (see errors); nothing was queued")
-	if r.ans.Lines != 2 || r.ans.Rejected != 2 || r.ans.Published != 0 || len(r.ans.Errors) != 2 || r.ans.Errors[1].Line != 2 || r.ans.BatchID == "" {
-		t.Errorf("422 report %s, want 2 lines rejected with their errors", r.body)
+	if r.ans.Lines != 2 || r.ans.Rejected != 2 || r.ans.Published != 0 || len(r.ans.Errors) != 2 || r.ans.Errors[1].Line != 2 || r.ans.BatchID != "" {
+		t.Errorf("422 report %s, want 2 lines rejected with their errors, and no batch", r.body)
+	}
+	if bytes.Contains(r.body, []byte(`"batch_id"`)) {
+		t.Errorf("422 report %s names a batch; none was recorded", r.body)
 	}
 	r = se.post(t, "", "application/x-ndjson", "nope\n")
 	wantError(t, "one bad line", r, http.StatusUnprocessableEntity, "nothing_accepted", "the one line was rejected (see errors)")
