@@ -35,7 +35,8 @@ import (
 // file, and answers with the Report that `ingest -json` prints. GET
 // /v1/batches/{id} says where a batch stands, and waits for it to be done
 // with wait=D; GET /v1/batches/{id}/results streams its messages' results
-// as JSONL. GET /healthz answers while the process is up, GET /readyz
+// as JSONL. POST /v1/erasures erases the text of the messages a customer
+// asked to have erased. GET /healthz answers while the process is up, GET /readyz
 // while Postgres and NATS are reachable. Errors are {"error": {"code", "message"}}; a 422,
 // and a 503 that stopped part way, carry the report's fields beside it.
 
@@ -203,12 +204,17 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		w.Header().Set("Allow", "GET")
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" /v1/batches/{id}/results: the route takes GET")
 	})
+	mux.Handle("POST /v1/erasures", s.metrics.instrument("/v1/erasures", s.erasures))
+	mux.HandleFunc("/v1/erasures", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", "POST")
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" /v1/erasures: the route takes POST")
+	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s; the routes are POST /v1/messages, GET /v1/batches/{id}, GET /v1/batches/{id}/results, GET /healthz, GET /readyz and GET /metrics", r.Method, r.URL.Path))
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s; the routes are POST /v1/messages, GET /v1/batches/{id}, GET /v1/batches/{id}/results, POST /v1/erasures, GET /healthz, GET /readyz and GET /metrics", r.Method, r.URL.Path))
 	})
 	s.mux = mux
 	return s, nil

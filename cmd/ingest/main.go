@@ -36,7 +36,8 @@
 // JSONL, CSV or JSON, ingested as one batch; the answer is the -json
 // report), GET /v1/batches/{id} (where a batch stands; ?wait=30s waits for
 // it to be done), GET /v1/batches/{id}/results (its messages' results, as
-// JSONL), GET /healthz and GET /readyz; see ingest.Server and README.md.
+// JSONL), POST /v1/erasures (erase customers' messages on request), GET
+// /healthz and GET /readyz; see ingest.Server and README.md.
 // Its token comes from INGEST_TOKEN or -token-file; without one it listens
 // on a loopback address only.
 package main

@@ -31,7 +31,7 @@ func serve(ctx context.Context, args []string, env app.Env, token string, stderr
 		fmt.Fprintf(fs.Output(), "usage: ingest serve [flags]\n\n"+
 			"Serves POST /v1/messages (Content-Type application/x-ndjson, application/jsonl, text/csv or application/json;\n"+
 			"query parameters schema, batch, name), GET /v1/batches/{id} (query parameter wait, up to 1m),\n"+
-			"GET /v1/batches/{id}/results (JSONL; query parameter after),\n"+
+			"GET /v1/batches/{id}/results (JSONL; query parameter after), POST /v1/erasures (JSON),\n"+
 			"GET /healthz, GET /readyz and GET /metrics. The bearer token comes from\n"+
 			"INGEST_TOKEN or -token-file; without one it listens on a loopback address only.\n\n")
 		fs.PrintDefaults()

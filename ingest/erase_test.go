@@ -1,0 +1,109 @@
+package ingest_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/extractq/extractq/ingest"
+	"github.com/extractq/extractq/store"
+)
+
+// postErasure posts body to /v1/erasures with contentType and auth.
+func (se *serverEnv) postErasure(t *testing.T, contentType, auth, body string) (reply, ingest.ErasureAnswer) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, se.base+"/v1/erasures", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", contentType)
+	r := do(t, req, auth)
+	var ans ingest.ErasureAnswer
+	if r.status == http.StatusOK {
+		if err := json.Unmarshal(r.body, &ans); err != nil {
+			t.Fatalf("answer: %v\n%s", err, r.body)
+		}
+	}
+	return r, ans
+}
+
+func TestServeErasures(t *testing.T) {
+	t.Parallel()
+	se := newServerEnv(t, nil, nil)
+	ctx := t.Context()
+	body := `{"id": "e-1", "source": "web", "text": "Order 48213 never came; call me on 555 0100."}` + "\n" +
+		`{"id": "e-2", "source": "web", "text": "Still waiting for order 48213."}` + "\n" +
+		`{"id": "e-3", "source": "web", "text": "Where is my refund?"}` + "\n"
+	if r := se.post(t, "", ingest.ContentTypeNDJSON, body); r.status != http.StatusOK || r.ans.Published != 3 {
+		t.Fatalf("ingest: %d %s", r.status, r.body)
+	}
+	// No worker runs here: e-1 and e-2 are done as if one had; e-3 stays queued.
+	if _, err := se.st.Pool.Exec(ctx, `UPDATE runs SET status = 'succeeded', finished_at = now()
+		WHERE message_id IN (SELECT id FROM messages WHERE external_id IN ('e-1', 'e-2'))`); err != nil {
+		t.Fatal(err)
+	}
+	auth := "Bearer " + testToken
+	req := `{"by": "dpo", "reason": "request 118", "messages": [{"source": "web", "id": "e-1"}, {"source": "web", "id": "e-3"},
+		{"source": "web", "id": "e-404"}, {"source": "web", "id": "e-2"}]}`
+
+	r, _ := se.postErasure(t, ingest.ContentTypeJSON, "", req)
+	wantError(t, "no token", r, http.StatusUnauthorized, "unauthorized", "missing or wrong token")
+
+	r, ans := se.postErasure(t, ingest.ContentTypeJSON, auth, req)
+	if r.status != http.StatusOK || ans.Erased != 2 || ans.Queued != 1 || ans.NotFound != 1 || len(ans.Results) != 4 {
+		t.Fatalf("erase: %d %s", r.status, r.body)
+	}
+	for i, want := range []string{store.ErasureErased, store.ErasureQueued, store.ErasureNotFound, store.ErasureErased} {
+		if ans.Results[i].Status != want {
+			t.Errorf("result %d = %+v, want %s", i, ans.Results[i], want)
+		}
+	}
+	var bodies []string
+	rows, err := se.st.Pool.Query(ctx, `SELECT body FROM messages ORDER BY external_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var b string
+		if err := rows.Scan(&b); err != nil {
+			t.Fatal(err)
+		}
+		bodies = append(bodies, b)
+	}
+	if len(bodies) != 3 || bodies[0] != "" || bodies[1] != "" || bodies[2] != "Where is my refund?" {
+		t.Errorf("bodies after the erasure = %q; want e-1 and e-2 erased, e-3 kept", bodies)
+	}
+	var via, actor string
+	if err := se.st.Pool.QueryRow(ctx, `SELECT via, actor FROM audit_log WHERE action = 'erase' LIMIT 1`).Scan(&via, &actor); err != nil ||
+		via != store.ViaAPI || actor != "dpo" {
+		t.Errorf("audit entry: via %q, actor %q (%v); want api, dpo", via, actor, err)
+	}
+	// Again: already erased.
+	if _, ans := se.postErasure(t, ingest.ContentTypeJSON, auth, req); ans.AlreadyErased != 2 || ans.Erased != 0 {
+		t.Errorf("second erasure = %+v, want 2 already erased", ans)
+	}
+
+	for _, tt := range []struct{ name, ct, body, code, msg string }{
+		{"not JSON", ingest.ContentTypeJSON, `by=dpo`, "bad_body", "the body is not an erasure request"},
+		{"unknown field", ingest.ContentTypeJSON, `{"by": "dpo", "ids": ["e-1"]}`, "bad_body", `unknown field "ids"`},
+		{"no by", ingest.ContentTypeJSON, `{"messages": [{"id": "e-1"}]}`, "bad_body", `"by" is required`},
+		{"no messages", ingest.ContentTypeJSON, `{"by": "dpo", "messages": []}`, "bad_body", `"messages" names no message`},
+		{"no id", ingest.ContentTypeJSON, `{"by": "dpo", "messages": [{"source": "web"}]}`, "bad_body", `messages[0] has no "id"`},
+		{"two values", ingest.ContentTypeJSON, `{"by": "dpo", "messages": [{"id": "x"}]} {}`, "bad_body", "more than one JSON value"},
+		{"JSONL", ingest.ContentTypeNDJSON, req, "unsupported_media_type", "takes application/json"},
+	} {
+		r, _ := se.postErasure(t, tt.ct, auth, tt.body)
+		status := http.StatusBadRequest
+		if tt.code == "unsupported_media_type" {
+			status = http.StatusUnsupportedMediaType
+		}
+		wantError(t, tt.name, r, status, tt.code, tt.msg)
+	}
+	many := `{"by": "dpo", "messages": [` + strings.Repeat(`{"id": "x"},`, store.MaxErasureKeys) + `{"id": "y"}]}`
+	r, _ = se.postErasure(t, ingest.ContentTypeJSON, auth, many)
+	wantError(t, "too many", r, http.StatusBadRequest, "bad_body", "names 1001 messages; at most 1000")
+
+	r = se.get(t, "/v1/erasures")
+	wantError(t, "GET", r, http.StatusMethodNotAllowed, "method_not_allowed", "takes POST")
+}
