@@ -33,9 +33,9 @@ CREATE TRIGGER runs_refuse_erased BEFORE INSERT ON runs
 
 -- The audit log stays append-only, with one exception: while a
 -- transaction has set extractq.erasing to 'on' (SET LOCAL, as the store's
--- erasure does), an update may replace a row's reason, before and after
--- (which may quote the customer's text), and nothing else. Rows are never
--- deleted.
+-- erasure does), an update may blank a row's reason, before and after
+-- (which may quote the customer's text): reason becomes '', before and
+-- after NULL, and nothing else changes. Rows are never deleted.
 CREATE OR REPLACE FUNCTION audit_log_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'UPDATE'
@@ -44,7 +44,8 @@ BEGIN
        AND NEW.via = OLD.via AND NEW.action = OLD.action
        AND NEW.triage_item_id IS NOT DISTINCT FROM OLD.triage_item_id
        AND NEW.message_id IS NOT DISTINCT FROM OLD.message_id
-       AND NEW.run_no IS NOT DISTINCT FROM OLD.run_no THEN
+       AND NEW.run_no IS NOT DISTINCT FROM OLD.run_no
+       AND NEW.reason = '' AND NEW.before IS NULL AND NEW.after IS NULL THEN
         RETURN NEW;
     END IF;
     RAISE EXCEPTION 'audit_log is append-only';

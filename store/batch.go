@@ -42,6 +42,7 @@ type BatchSummary struct {
 	Succeeded        int     `db:"succeeded" json:"succeeded"` // valid at the first pass
 	Repaired         int     `db:"repaired" json:"repaired"`   // valid after the one repair
 	Failed           int     `db:"failed" json:"failed"`       // sent to triage
+	Erased           int     `db:"erased" json:"erased"`       // messages whose text was erased (retention); counted above too
 	LLMCalls         int     `db:"llm_calls" json:"llm_calls"`
 	PromptTokens     int     `db:"prompt_tokens" json:"prompt_tokens"`
 	CompletionTokens int     `db:"completion_tokens" json:"completion_tokens"`
@@ -64,7 +65,9 @@ WITH latest AS (
            count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
            count(*) FILTER (WHERE status = 'repaired')  AS repaired,
            count(*) FILTER (WHERE status = 'failed')    AS failed,
-           (SELECT count(*) FROM runs WHERE batch_id = $1) AS runs
+           (SELECT count(*) FROM runs WHERE batch_id = $1) AS runs,
+           (SELECT count(*) FROM latest l JOIN messages m ON m.id = l.message_id
+            WHERE m.erased_at IS NOT NULL) AS erased
     FROM latest
 ), calls AS (
     SELECT count(*)                              AS llm_calls,

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -24,7 +25,8 @@ import (
 //     The error list stays: it holds paths and kinds, never values.
 //   - audit_log: reason, before and after of the message's and its
 //     items' entries become empty (NULL for before and after); who, what
-//     and when stay. One entry records the erasure itself.
+//     and when stay. One entry records the erasure of the message, and
+//     one more each of its triage items, so an item's history shows it.
 //   - failure_events are kept whole: they carry no customer values.
 //
 // A message with a queued run is not erased (ErasureQueued): the worker
@@ -57,6 +59,10 @@ type ErasureParams struct {
 	Actor  string // required: the person (or job) on whose word the text is erased
 	Via    string // required: ViaCLI, ViaAPI or ViaUI
 	Reason string // such as the request's ticket number; must not hold customer text
+	// DryRun (MessagesErase) does all the work and rolls it back: the
+	// results say what an erasure would do, with no ErasedAt for the
+	// messages it would erase.
+	DryRun bool
 }
 
 // ErasureResult is what MessagesErase did to one key.
@@ -101,12 +107,17 @@ FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(source, external_id, n)
 LEFT JOIN messages m ON m.source = k.source AND m.external_id = k.external_id
 ORDER BY k.n`
 
+// errDryRun rolls a dry run's transaction back.
+var errDryRun = errors.New("dry run")
+
 // MessagesErase erases the text of the messages with the given keys in
-// one transaction, as Erasure describes, and returns one result per key
-// in the order given. Messages with a queued run, erased already, or
-// missing are left as they are and say so in their result. It returns an
-// error when p lacks its actor or via, when keys number more than
-// MaxErasureKeys, or when Postgres fails; then nothing is erased.
+// one transaction, as Erasure describes, and returns one result per
+// distinct key, in the order first given. Messages with a queued run,
+// erased already, or missing are left as they are and say so in their
+// result. With p.DryRun it rolls everything back (in a savepoint when db
+// is a transaction). It returns an error when p lacks its actor or via,
+// when keys number more than MaxErasureKeys, or when Postgres fails; then
+// nothing is erased.
 func (s *Store) MessagesErase(ctx context.Context, db DBTX, keys []MessageKey, p ErasureParams) ([]ErasureResult, error) {
 	if p.Actor == "" || p.Via == "" {
 		return nil, fmt.Errorf("store.MessagesErase: actor and via are required")
@@ -114,12 +125,17 @@ func (s *Store) MessagesErase(ctx context.Context, db DBTX, keys []MessageKey, p
 	if len(keys) > MaxErasureKeys {
 		return nil, fmt.Errorf("store.MessagesErase: %d keys; at most %d in one call", len(keys), MaxErasureKeys)
 	}
-	sources, ids := make([]string, len(keys)), make([]string, len(keys))
-	for i, k := range keys {
-		sources[i], ids[i] = CleanText(k.Source), CleanText(k.ExternalID)
+	var sources, ids []string
+	seenKey := map[MessageKey]bool{}
+	for _, k := range keys {
+		k = MessageKey{Source: CleanText(k.Source), ExternalID: CleanText(k.ExternalID)}
+		if !seenKey[k] {
+			seenKey[k] = true
+			sources, ids = append(sources, k.Source), append(ids, k.ExternalID)
+		}
 	}
-	out := make([]ErasureResult, 0, len(keys))
-	err := inTx(ctx, db, func(tx DBTX) error {
+	out := make([]ErasureResult, 0, len(ids))
+	run := func(tx DBTX) error {
 		out = out[:0]
 		for _, lock := range erasureLockSQL {
 			if _, err := tx.Exec(ctx, lock, sources, ids); err != nil {
@@ -172,12 +188,25 @@ func (s *Store) MessagesErase(ctx context.Context, db DBTX, keys []MessageKey, p
 			return fmt.Errorf("erased %d of %d messages; nothing erased", len(erased), len(erase))
 		}
 		for i := range out {
-			if out[i].Status == ErasureErased {
+			if out[i].Status == ErasureErased && !p.DryRun {
 				out[i].ErasedAt = &at
 			}
 		}
+		if p.DryRun {
+			return errDryRun
+		}
 		return nil
-	})
+	}
+	var err error
+	if b, ok := db.(beginner); ok && p.DryRun {
+		// A transaction of its own, or a savepoint in the caller's.
+		err = pgx.BeginFunc(ctx, b, func(tx pgx.Tx) error { return run(tx) })
+	} else {
+		err = inTx(ctx, db, run)
+	}
+	if errors.Is(err, errDryRun) {
+		err = nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store.MessagesErase(%d keys): %w", len(keys), interpretError(err))
 	}
@@ -333,8 +362,10 @@ WITH calls AS (
            OR triage_item_id = ANY(ARRAY(SELECT t.id FROM triage_items t WHERE t.message_id = ANY($1))))
       AND (reason <> '' OR before IS NOT NULL OR after IS NOT NULL)
 )
-INSERT INTO audit_log (actor, via, action, message_id, reason)
-SELECT $2, $3, $4, id, $5 FROM unnest($1::bigint[]) AS id`
+INSERT INTO audit_log (actor, via, action, triage_item_id, message_id, run_no, reason)
+SELECT $2, $3, $4, NULL, id, NULL, $5 FROM unnest($1::bigint[]) AS id
+UNION ALL
+SELECT $2, $3, $4, t.id, t.message_id, t.run_no, $5 FROM triage_items t WHERE t.message_id = ANY($1)`
 
 // eraseMessages erases the messages ids (locked by the caller) and their
 // copies on tx, with the audit log's erasure switch on for the two
@@ -356,4 +387,19 @@ func eraseMessages(ctx context.Context, tx DBTX, ids []int64, p ErasureParams, a
 		return time.Time{}, nil, err
 	}
 	return at, erased, nil
+}
+
+// MessageSources returns up to 5 sources under which a message with
+// external id id is stored: what a key given with the wrong source may
+// have meant.
+func (s *Store) MessageSources(ctx context.Context, db DBTX, id string) ([]string, error) {
+	rows, err := db.Query(ctx, `SELECT source FROM messages WHERE external_id = $1 ORDER BY source LIMIT 5`, CleanText(id))
+	if err != nil {
+		return nil, fmt.Errorf("store.MessageSources(%q): %w", id, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("store.MessageSources(%q): %w", id, err)
+	}
+	return out, nil
 }

@@ -76,10 +76,27 @@ func TestMessagesErase(t *testing.T) {
 	keys := []store.MessageKey{key(done), key(approved), key(open), key(queued), {Source: "fixture", ExternalID: "nobody"}}
 	p := store.ErasureParams{Actor: "dpo", Via: store.ViaCLI, Reason: "request 2026-118"}
 
+	// A dry run says what would happen and changes nothing.
+	dry := p
+	dry.DryRun = true
+	got, err := st.MessagesErase(ctx, st.Pool, keys, dry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(keys) || got[0].Status != store.ErasureErased || got[0].ErasedAt != nil || got[3].Status != store.ErasureQueued {
+		t.Errorf("dry run = %+v", got)
+	}
+	for _, r := range []store.Run{done, approved, open} {
+		if left := textLeft(ctx, t, st, r.MessageID); !slices.Contains(left, "messages.body") {
+			t.Fatalf("a dry run erased message %d", r.MessageID)
+		}
+	}
+
 	if _, err := st.MessagesErase(ctx, st.Pool, keys, store.ErasureParams{Via: store.ViaCLI}); err == nil {
 		t.Error("erase without an actor: no error")
 	}
-	got, err := st.MessagesErase(ctx, st.Pool, keys, p)
+	// A key given twice counts once.
+	got, err = st.MessagesErase(ctx, st.Pool, append(keys, keys[0]), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,12 +141,17 @@ func TestMessagesErase(t *testing.T) {
 		itemStatus != store.TriageRejected || decidedBy != "dpo" {
 		t.Errorf("open item after erasure: %s by %s (%v); want rejected by dpo", itemStatus, decidedBy, err)
 	}
-	if got := auditActions(ctx, t, st, approvedItem); !slices.Equal(got, []string{store.AuditApprove}) {
-		t.Errorf("approved item's audit actions = %v, want the approval kept", got)
+	// Each item's history shows the erasure after what it had.
+	if got := auditActions(ctx, t, st, approvedItem); !slices.Equal(got, []string{store.AuditApprove, store.AuditErase}) {
+		t.Errorf("approved item's audit actions = %v, want the approval kept, then the erasure", got)
+	}
+	if got := auditActions(ctx, t, st, openItem); !slices.Equal(got, []string{store.AuditErase}) {
+		t.Errorf("open item's audit actions = %v, want the erasure", got)
 	}
 	var erasures int
-	if err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE action = 'erase' AND actor = 'dpo' AND via = 'cli' AND reason = 'request 2026-118'`).Scan(&erasures); err != nil || erasures != 3 {
-		t.Errorf("erase audit entries = %d (%v), want 3", erasures, err)
+	if err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE action = 'erase' AND actor = 'dpo' AND via = 'cli'
+		AND reason = 'request 2026-118' AND triage_item_id IS NULL`).Scan(&erasures); err != nil || erasures != 3 {
+		t.Errorf("erase audit entries of messages = %d (%v), want 3", erasures, err)
 	}
 	if _, err := st.CurrentResultGet(ctx, st.Pool, store.CurrentResultGetParams{MessageID: approved.MessageID}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("current result of an erased message: %v, want not found", err)
@@ -167,9 +189,20 @@ func TestMessagesErase(t *testing.T) {
 		t.Error("a run was made for an erased message")
 	}
 
-	// The audit log is still append-only outside an erasure.
+	// The audit log is still append-only outside an erasure; inside one
+	// an entry may only be blanked.
 	if _, err := st.Pool.Exec(ctx, `UPDATE audit_log SET reason = 'changed'`); err == nil {
 		t.Error("audit rows could be updated")
+	}
+	err = st.InTx(ctx, func(tx store.DBTX) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL extractq.erasing = 'on'`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE audit_log SET reason = 'forged' WHERE action = 'erase'`)
+		return err
+	})
+	if err == nil {
+		t.Error("an erasing transaction could write an audit entry's reason")
 	}
 	if _, err := st.Pool.Exec(ctx, `DELETE FROM audit_log`); err == nil {
 		t.Error("audit rows could be deleted")
