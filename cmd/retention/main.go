@@ -17,6 +17,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,8 +25,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/extractq/extractq/internal/app"
 	"github.com/extractq/extractq/internal/since"
@@ -105,14 +108,27 @@ func runErase(ctx context.Context, args []string, env app.Env, stdin io.Reader, 
 	fs := flagSet("erase", stderr)
 	by := fs.String("by", "", "who asks for the erasure (a name, for the audit log); required")
 	reason := fs.String("reason", "", "the request's reference, for the audit log (no customer text)")
-	source := fs.String("source", "", "the source of the ids given as arguments or plain lines")
+	source := fs.String("source", "", `the source of the ids given as arguments, plain lines, or JSON lines without "source"`)
 	idsFile := fs.String("ids-file", "", `ids to erase, one per line ("-": standard input); a line may also be a JSON object {"source": S, "id": ID}`)
 	asJSON := fs.Bool("json", false, "print one JSON line per id instead of the summary")
+	dryRun := fs.Bool("dry-run", false, "say what would be erased; erase nothing")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
 		return exitUsage
+	}
+	// The flag package stops at the first id: a flag after the ids would
+	// be taken for an id and its message erased. An id that starts with
+	// "-" goes after "--".
+	if first := len(args) - fs.NArg(); first == 0 || args[first-1] != "--" {
+		for _, a := range fs.Args() {
+			if strings.HasPrefix(a, "-") {
+				fmt.Fprintf(stderr, "retention erase: %q comes after the ids: flags go before them "+
+					"(an id that starts with \"-\" goes after --: retention erase -by NAME -- %s); nothing was erased\n", a, a)
+				return exitUsage
+			}
+		}
 	}
 	if strings.TrimSpace(*by) == "" {
 		fmt.Fprintln(stderr, "retention erase: -by is required: who asks for the erasure, for the audit log")
@@ -144,6 +160,8 @@ func runErase(ctx context.Context, args []string, env app.Env, stdin io.Reader, 
 		fmt.Fprintln(stderr, "retention erase: no ids: give them as arguments or with -ids-file")
 		return exitUsage
 	}
+	given := len(keys)
+	keys = distinct(keys)
 
 	st, err := openStore(ctx, env, "erase")
 	if err != nil {
@@ -156,7 +174,7 @@ func runErase(ctx context.Context, args []string, env app.Env, stdin io.Reader, 
 	enc := json.NewEncoder(stdout)
 	for start := 0; start < len(keys); start += store.MaxErasureKeys {
 		chunk := keys[start:min(start+store.MaxErasureKeys, len(keys))]
-		res, err := st.MessagesErase(ctx, st.Pool, chunk, store.ErasureParams{Actor: *by, Via: store.ViaCLI, Reason: *reason})
+		res, err := st.MessagesErase(ctx, st.Pool, chunk, store.ErasureParams{Actor: *by, Via: store.ViaCLI, Reason: *reason, DryRun: *dryRun})
 		if err != nil {
 			fmt.Fprintf(stderr, "retention erase: %v\n(the %d ids before this chunk were erased; running the command again is safe)\n", err, start)
 			return exitFailed
@@ -171,12 +189,28 @@ func runErase(ctx context.Context, args []string, env app.Env, stdin io.Reader, 
 		}
 	}
 	if !*asJSON {
-		fmt.Fprintf(stdout, "erased %d, already erased %d, not found %d, queued %d (of %d ids)\n",
-			counts[store.ErasureErased], counts[store.ErasureAlreadyErased], counts[store.ErasureNotFound], counts[store.ErasureQueued], len(keys))
+		verb, of := "erased", plural(len(keys), "id", "ids")
+		if *dryRun {
+			verb = "would erase"
+		}
+		if given > len(keys) {
+			of = fmt.Sprintf("%d distinct ids; %d given", len(keys), given)
+		}
+		fmt.Fprintf(stdout, "%s %d, already erased %d, not found %d, queued %d (of %s)\n", verb,
+			counts[store.ErasureErased], counts[store.ErasureAlreadyErased], counts[store.ErasureNotFound], counts[store.ErasureQueued], of)
+		hints := 0
 		for _, r := range missed {
 			switch r.Status {
 			case store.ErasureNotFound:
-				fmt.Fprintf(stdout, "  not found: source %q id %q\n", r.Source, r.ExternalID)
+				// Where else the id is stored, for the first few: a
+				// lookup by id alone reads the whole table.
+				elsewhere := ""
+				if hints++; hints <= 10 {
+					if srcs, err := st.MessageSources(ctx, st.Pool, r.ExternalID); err == nil && len(srcs) > 0 {
+						elsewhere = fmt.Sprintf(" (an id %q is stored under source %s: give -source)", r.ExternalID, quoteJoin(srcs))
+					}
+				}
+				fmt.Fprintf(stdout, "  not found: source %q id %q%s\n", r.Source, r.ExternalID, elsewhere)
 			case store.ErasureQueued:
 				fmt.Fprintf(stdout, "  queued: source %q id %q (message %d, run %d is being extracted; erase it again once it is done)\n",
 					r.Source, r.ExternalID, r.MessageID, r.QueuedRun)
@@ -190,31 +224,42 @@ func runErase(ctx context.Context, args []string, env app.Env, stdin io.Reader, 
 }
 
 // readKeys reads message keys, one per line: a plain id (of source), or a
-// JSON object {"source": S, "id": ID}. Blank lines and lines starting
-// with # are skipped. An error names the line.
+// JSON object {"source": S, "id": ID} whose id is a string or an integer
+// (kept as its decimal text, as ingest keeps it). Blank lines are
+// skipped, and a byte order mark at the start. A line that is not UTF-8
+// text or holds a NUL (a compressed or UTF-16 file, say) is an error,
+// naming the line, as is a bad JSON line.
 func readKeys(r io.Reader, source string) ([]store.MessageKey, error) {
 	var keys []store.MessageKey
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
+		raw := sc.Text()
+		if n == 1 {
+			raw = strings.TrimPrefix(raw, "\ufeff")
+		}
+		if !utf8.ValidString(raw) || strings.ContainsRune(raw, 0) {
+			return nil, fmt.Errorf("line %d is not UTF-8 text (a compressed or UTF-16 file?): give one id per line, in UTF-8", n)
+		}
+		line := strings.TrimSpace(raw)
 		switch {
-		case line == "" || strings.HasPrefix(line, "#"):
+		case line == "":
 			continue
 		case strings.HasPrefix(line, "{"):
 			var k struct {
-				Source *string `json:"source"`
-				ID     *string `json:"id"`
+				Source *string          `json:"source"`
+				ID     *json.RawMessage `json:"id"`
 			}
 			dec := json.NewDecoder(strings.NewReader(line))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&k); err != nil {
 				return nil, fmt.Errorf("line %d: %v (want {\"source\": S, \"id\": ID})", n, err)
 			}
-			if k.ID == nil || *k.ID == "" {
-				return nil, fmt.Errorf("line %d: the object has no \"id\"", n)
+			id, err := jsonID(k.ID)
+			if err != nil {
+				return nil, fmt.Errorf("line %d: %v", n, err)
 			}
-			key := store.MessageKey{Source: source, ExternalID: *k.ID}
+			key := store.MessageKey{Source: source, ExternalID: id}
 			if k.Source != nil {
 				key.Source = *k.Source
 			}
@@ -257,6 +302,11 @@ func runPurge(ctx context.Context, args []string, env app.Env, stdout, stderr io
 	cutoff, err := since.Parse(*olderThan, now)
 	if err != nil {
 		fmt.Fprintln(stderr, "retention purge: -older-than:", strings.TrimPrefix(err.Error(), "since "))
+		return exitUsage
+	}
+	if cutoff.After(now) {
+		fmt.Fprintf(stderr, "retention purge: -older-than %s is in the future (%s); give an age such as 90d or a past date\n",
+			*olderThan, cutoff.UTC().Format(time.RFC3339))
 		return exitUsage
 	}
 	if now.Sub(cutoff) < minRetention {
@@ -306,4 +356,58 @@ func runPurge(ctx context.Context, args []string, env app.Env, stdout, stderr io
 	fmt.Fprintf(stdout, "%s %d messages received before %s; kept %d with a queued run, %d with an open triage item, %d busy (a later purge erases them)\n",
 		verb, res.Erased, cutoff.UTC().Format(time.RFC3339), res.KeptQueued, res.KeptOpenItem, res.KeptBusy)
 	return exitOK
+}
+
+// jsonID returns the id of a JSON key line: a non-empty string, or an
+// integer as its decimal text.
+func jsonID(raw *json.RawMessage) (string, error) {
+	if raw == nil {
+		return "", errors.New(`the object has no "id"`)
+	}
+	var id string
+	if err := json.Unmarshal(*raw, &id); err == nil {
+		if id == "" {
+			return "", errors.New(`"id" is empty`)
+		}
+		return id, nil
+	}
+	var n json.Number
+	dec := json.NewDecoder(bytes.NewReader(*raw))
+	dec.UseNumber()
+	if err := dec.Decode(&n); err == nil {
+		if i, err := strconv.ParseInt(n.String(), 10, 64); err == nil {
+			return strconv.FormatInt(i, 10), nil
+		}
+	}
+	return "", fmt.Errorf(`"id" must be a string or an integer, not %s`, *raw)
+}
+
+// distinct returns keys without repeats, in the order first given.
+func distinct(keys []store.MessageKey) []store.MessageKey {
+	seen := make(map[store.MessageKey]bool, len(keys))
+	out := keys[:0:0]
+	for _, k := range keys {
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// plural returns "1 one" or "n many".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// quoteJoin quotes each of ss and joins them with ", ".
+func quoteJoin(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, ", ")
 }

@@ -37,13 +37,20 @@ func TestUsage(t *testing.T) {
 		{"unknown command", "", []string{"delete"}, exitUsage, `unknown command "delete"`},
 		{"erase without -by", "", []string{"erase", "m-1"}, exitUsage, "-by is required"},
 		{"erase without ids", "", []string{"erase", "-by", "dpo"}, exitUsage, "no ids"},
-		{"bad ids line", "m-1\n{\"id\": 7}\n", []string{"erase", "-by", "dpo", "-ids-file", "-"}, exitUsage,
-			"standard input: line 2: json: cannot unmarshal number"},
+		{"bad ids line", "m-1\n{\"id\": 1.5}\n", []string{"erase", "-by", "dpo", "-ids-file", "-"}, exitUsage,
+			`standard input: line 2: "id" must be a string or an integer, not 1.5`},
+		{"flag after the ids", "", []string{"erase", "-by", "dpo", "m-1", "-dry-run"}, exitUsage,
+			`"-dry-run" comes after the ids: flags go before them`},
+		{"gzip ids file", "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff", []string{"erase", "-by", "dpo", "-ids-file", "-"}, exitUsage,
+			"line 1 is not UTF-8 text"},
+		{"UTF-16 ids file", "\xff\xfem\x00-\x001\x00\n\x00", []string{"erase", "-by", "dpo", "-ids-file", "-"}, exitUsage,
+			"line 1 is not UTF-8 text"},
 		{"ids object without id", `{"source": "mail"}`, []string{"erase", "-by", "dpo", "-ids-file", "-"}, exitUsage,
 			`line 1: the object has no "id"`},
 		{"missing ids file", "", []string{"erase", "-by", "dpo", "-ids-file", "no-such-file.txt"}, exitUsage, "no-such-file.txt"},
 		{"purge without age", "", []string{"purge"}, exitUsage, "-older-than is required"},
 		{"purge too recent", "", []string{"purge", "-older-than", "3h"}, exitUsage, "less than a day ago"},
+		{"purge in the future", "", []string{"purge", "-older-than", "2099-01-01"}, exitUsage, "is in the future"},
 		{"purge bad age", "", []string{"purge", "-older-than", "ninety days"}, exitUsage, `-older-than: "ninety days": want a look-back duration`},
 		{"purge argument", "", []string{"purge", "-older-than", "90d", "now"}, exitUsage, `unexpected argument "now"`},
 	}
@@ -60,13 +67,15 @@ func TestUsage(t *testing.T) {
 
 func TestReadKeys(t *testing.T) {
 	t.Parallel()
-	in := "# ticket 118\nm-1\n\n  m-2  \n{\"source\": \"chat\", \"id\": \"c-9\"}\n{\"id\": \"m-3\"}\n"
+	// A byte order mark is dropped; "#..." is an id like any other (ingest
+	// takes it); an integer id is its decimal text.
+	in := "\ufeffm-1\n\n  m-2  \n#hash-1\n{\"source\": \"chat\", \"id\": \"c-9\"}\n{\"id\": \"m-3\"}\n{\"id\": 12}\n"
 	got, err := readKeys(strings.NewReader(in), "mail")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []store.MessageKey{{Source: "mail", ExternalID: "m-1"}, {Source: "mail", ExternalID: "m-2"},
-		{Source: "chat", ExternalID: "c-9"}, {Source: "mail", ExternalID: "m-3"}}
+	want := []store.MessageKey{{Source: "mail", ExternalID: "m-1"}, {Source: "mail", ExternalID: "m-2"}, {Source: "mail", ExternalID: "#hash-1"},
+		{Source: "chat", ExternalID: "c-9"}, {Source: "mail", ExternalID: "m-3"}, {Source: "mail", ExternalID: "12"}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("readKeys = %v, want %v", got, want)
 	}
@@ -123,6 +132,27 @@ func TestErase(t *testing.T) {
 	st := storetest.NewStore(t)
 	seed(ctx, t, st, 3, 0)
 	env := app.Env{DatabaseURL: storetest.SchemaURL(t, st)}
+
+	// A dry run says what would happen, with the same statuses, and
+	// erases nothing.
+	code, stdout, _ := runArgs(t, env, "", "erase", "-by", "dpo", "-source", "mail", "-dry-run", "m-1", "q-1", "m-1")
+	if code != exitNotAll || !strings.Contains(stdout, "would erase 1, already erased 0, not found 0, queued 1 (of 2 distinct ids; 3 given)") {
+		t.Errorf("dry run: exit %d\n%s", code, stdout)
+	}
+	if b := bodies(ctx, t, st); b["m-1"] == "" {
+		t.Fatal("a dry run erased m-1")
+	}
+	// An id given with the wrong source: the hint names where it is.
+	_, stdout, _ = runArgs(t, env, "", "erase", "-by", "dpo", "-dry-run", "m-1")
+	if !strings.Contains(stdout, `not found: source "" id "m-1" (an id "m-1" is stored under source "mail": give -source)`) {
+		t.Errorf("wrong source:\n%s", stdout)
+	}
+
+	// An id that starts with "-" goes after --.
+	code, stdout, _ = runArgs(t, env, "", "erase", "-by", "dpo", "-source", "mail", "--", "-weird")
+	if code != exitNotAll || !strings.Contains(stdout, `not found: source "mail" id "-weird"`) {
+		t.Errorf("id after --: exit %d\n%s", code, stdout)
+	}
 
 	code, stdout, stderr := runArgs(t, env, "m-2\n{\"source\": \"mail\", \"id\": \"m-404\"}\n",
 		"erase", "-by", "dpo", "-reason", "request 118", "-source", "mail", "-ids-file", "-", "m-1", "q-1")
