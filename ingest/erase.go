@@ -23,12 +23,16 @@ type ErasureRequest struct {
 	// Reason is the request's reference (a ticket number), for the audit
 	// log; it must not hold customer text.
 	Reason string `json:"reason"`
-	// Messages are the keys, at most store.MaxErasureKeys.
+	// Messages are the keys, at most store.MaxErasureKeys; a key given
+	// twice counts once.
 	Messages []store.MessageKey `json:"messages"`
+	// DryRun answers what the erasure would do, and erases nothing.
+	DryRun bool `json:"dry_run"`
 }
 
-// ErasureAnswer is the answer of POST /v1/erasures: one result per key,
-// in the order given, and the counts by status.
+// ErasureAnswer is the answer of POST /v1/erasures: one result per
+// distinct key, in the order first given, and the counts by status
+// (Erased counts what would be erased, for a dry run).
 type ErasureAnswer struct {
 	Erased        int                   `json:"erased"`
 	AlreadyErased int                   `json:"already_erased"`
@@ -65,7 +69,7 @@ func (s *Server) erasures(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := s.cfg.Store
-	res, err := st.MessagesErase(r.Context(), st.Pool, req.Messages, store.ErasureParams{Actor: req.By, Via: store.ViaAPI, Reason: req.Reason})
+	res, err := st.MessagesErase(r.Context(), st.Pool, req.Messages, store.ErasureParams{Actor: req.By, Via: store.ViaAPI, Reason: req.Reason, DryRun: req.DryRun})
 	if err != nil {
 		if r.Context().Err() == nil {
 			s.log.Warn("POST /v1/erasures", zap.Int("messages", len(req.Messages)), zap.Error(err))
@@ -87,7 +91,7 @@ func (s *Server) erasures(w http.ResponseWriter, r *http.Request) {
 			ans.Queued++
 		}
 	}
-	s.log.Info("POST /v1/erasures", zap.String("by", req.By), zap.Int("messages", len(res)), zap.Int("erased", ans.Erased),
+	s.log.Info("POST /v1/erasures", zap.String("by", req.By), zap.Bool("dry_run", req.DryRun), zap.Int("messages", len(res)), zap.Int("erased", ans.Erased),
 		zap.Int("already_erased", ans.AlreadyErased), zap.Int("not_found", ans.NotFound), zap.Int("queued", ans.Queued))
 	writeJSON(w, http.StatusOK, ans)
 }
@@ -103,7 +107,7 @@ func readErasureRequest(r io.Reader) (ErasureRequest, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return req, fmt.Errorf("the body is not an erasure request: %v; want {\"by\": NAME, \"reason\": TEXT, \"messages\": [{\"source\": S, \"id\": ID}, ...]}", err)
+		return req, fmt.Errorf("the body is not an erasure request: %v; want {\"by\": NAME, \"reason\": TEXT, \"messages\": [{\"source\": S, \"id\": ID}, ...], \"dry_run\": false}", err)
 	}
 	if dec.More() {
 		return req, errors.New("the body holds more than one JSON value; send one erasure request")

@@ -50,6 +50,16 @@ func TestServeErasures(t *testing.T) {
 	r, _ := se.postErasure(t, ingest.ContentTypeJSON, "", req)
 	wantError(t, "no token", r, http.StatusUnauthorized, "unauthorized", "missing or wrong token")
 
+	// A dry run answers the same and erases nothing.
+	dry := strings.Replace(req, `"by": "dpo",`, `"by": "dpo", "dry_run": true,`, 1)
+	if r, ans := se.postErasure(t, ingest.ContentTypeJSON, auth, dry); r.status != http.StatusOK || ans.Erased != 2 || ans.Results[0].ErasedAt != nil {
+		t.Fatalf("dry run: %d %s", r.status, r.body)
+	}
+	var n int
+	if err := se.st.Pool.QueryRow(ctx, `SELECT count(*) FROM messages WHERE erased_at IS NOT NULL`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d messages erased by a dry run (%v)", n, err)
+	}
+
 	r, ans := se.postErasure(t, ingest.ContentTypeJSON, auth, req)
 	if r.status != http.StatusOK || ans.Erased != 2 || ans.Queued != 1 || ans.NotFound != 1 || len(ans.Results) != 4 {
 		t.Fatalf("erase: %d %s", r.status, r.body)

@@ -422,6 +422,11 @@ func (s *Server) readRequest(w http.ResponseWriter, r *http.Request, route strin
 // batch and 503 when Postgres fails (nothing when the client went away),
 // and returns false then.
 func (s *Server) readBatch(w http.ResponseWriter, r *http.Request, id string) (store.BatchSummary, bool) {
+	if !utf8.ValidString(id) || strings.ContainsRune(id, 0) {
+		// No batch id holds such bytes, and Postgres would refuse them.
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("there is no batch %q: a batch id is UTF-8 text without NUL", id))
+		return store.BatchSummary{}, false
+	}
 	bs, err := s.cfg.Store.BatchSummary(r.Context(), s.cfg.Store.Pool, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
