@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -44,48 +43,46 @@ func ChooseBatch(ctx context.Context, st *store.Store, batchID, source, schemaID
 	if source == "" || !errors.Is(err, store.ErrNotFound) {
 		return id, notFound(err, source, schemaID, nil)
 	}
-	// The batch keeps the file's path as it was typed at ingest: try the
-	// same path written another way, then name the files of that name.
-	for _, alt := range sourceSpellings(source) {
-		if id, err = st.BatchLatest(ctx, st.Pool, alt, schemaID); !errors.Is(err, store.ErrNotFound) {
-			return id, err
-		}
-	}
-	named, lerr := st.BatchSourcesNamed(ctx, st.Pool, filepath.Base(source), 5)
+	// The batch keeps the file's path as it was typed at ingest: among
+	// the files of that name, take the one that is the same path written
+	// another way (./a, a//b, absolute from here), else name them.
+	named, lerr := st.BatchSourcesNamed(ctx, st.Pool, filepath.Base(source), 20)
 	if lerr != nil {
 		return "", lerr
+	}
+	for _, name := range named {
+		if samePath(name, source) {
+			return st.BatchLatest(ctx, st.Pool, name, schemaID)
+		}
 	}
 	return "", notFound(err, source, schemaID, named)
 }
 
-// sourceSpellings returns other spellings of the file path source, as
-// ingest may have been given it: cleaned, and absolute from here.
-func sourceSpellings(source string) []string {
-	var out []string
-	if c := filepath.Clean(source); c != source {
-		out = append(out, c)
+// samePath reports whether the file paths a and b name the same file:
+// equal once cleaned, or once made absolute from the current directory.
+func samePath(a, b string) bool {
+	if filepath.Clean(a) == filepath.Clean(b) {
+		return true
 	}
-	if abs, err := filepath.Abs(source); err == nil && abs != source && !slices.Contains(out, abs) {
-		out = append(out, abs)
-	}
-	return out
+	absA, errA := filepath.Abs(a)
+	absB, errB := filepath.Abs(b)
+	return errA == nil && errB == nil && absA == absB
 }
 
 // notFound turns ChooseBatch's ErrNotFound into an error that says why
-// there may be no batch, and names the files of the same name that have
+// there may be no batch, or names the files of the same name that have
 // batches; other errors pass as they are.
 func notFound(err error, source, schemaID string, named []string) error {
 	if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	hint := ""
 	if len(named) > 0 {
-		hint = fmt.Sprintf("; batches were ingested from a file of that name written %s (give -source exactly so, or -batch)",
-			strings.Join(quoteAll(named), ", "))
+		return fmt.Errorf("no batch%s was ingested from a file written %q; batches with messages were ingested from a file of that name written %s: give -source exactly so (or -batch)",
+			optional(" of schema %s", schemaID), source, strings.Join(quoteAll(named), ", "))
 	}
 	return fmt.Errorf("no batch%s%s has messages of its own: none was ingested, or each one's lines were all duplicates "+
-		"of messages an earlier batch stored (report that batch with -batch, or -source its file)%s",
-		optional(" ingested from %s", source), optional(" of schema %s", schemaID), hint)
+		"of messages an earlier batch stored (report that batch with -batch, or -source its file)",
+		optional(" ingested from %s", source), optional(" of schema %s", schemaID))
 }
 
 func quoteAll(ss []string) []string {
@@ -127,6 +124,9 @@ func PrintReport(ctx context.Context, w io.Writer, st *store.Store, p ReportPara
 		bs.Succeeded, bs.Repaired, bs.Failed, bs.Queued)
 	fmt.Fprintf(w, "  check: succeeded + repaired + failed + queued = %d of %d messages\n",
 		bs.Succeeded+bs.Repaired+bs.Failed+bs.Queued, bs.Messages)
+	if bs.Erased > 0 {
+		fmt.Fprintf(w, "  erased: %d of the messages' text and results (retention), so their results are not shown below\n", bs.Erased)
+	}
 	tc, err := st.TriageQueueCounts(ctx, db, store.TriageFilter{BatchID: batchID, Status: store.TriageAnyStatus})
 	if err != nil {
 		return err

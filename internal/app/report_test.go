@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"crypto/sha256"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -161,6 +162,21 @@ func TestPrintReport(t *testing.T) {
 			t.Errorf("report after a re-run lacks %q:\n%s", want, out.String())
 		}
 	}
+	if strings.Contains(out.String(), "erased:") {
+		t.Errorf("a report without erasures has an erased line:\n%s", out.String())
+	}
+
+	// Message a's text is erased: the report says so.
+	if _, err := st.MessagesErase(ctx, st.Pool, []store.MessageKey{{Source: "r", ExternalID: "a"}}, store.ErasureParams{Actor: "dpo", Via: store.ViaCLI}); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := app.PrintReport(ctx, &out, st, app.ReportParams{BatchID: batch, Examples: 3, Fields: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "erased: 1 of the messages' text and results (retention)") || strings.Contains(out.String(), "48213") {
+		t.Errorf("report after an erasure:\n%s", out.String())
+	}
 }
 
 // TestChooseBatchSourceSpellings: -source finds the batch of a file
@@ -184,7 +200,15 @@ func TestChooseBatchSourceSpellings(t *testing.T) {
 			t.Errorf("ChooseBatch(-source %q) = %q, %v; want b-x", typed, id, err)
 		}
 	}
-	_, err := app.ChooseBatch(ctx, st, "", "elsewhere/messages.jsonl", "")
+	// An absolute path to the same file, from here.
+	abs, err := filepath.Abs(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := app.ChooseBatch(ctx, st, "", abs, ""); err != nil || id != "b-x" {
+		t.Errorf("ChooseBatch(-source the absolute path) = %q, %v; want b-x", id, err)
+	}
+	_, err = app.ChooseBatch(ctx, st, "", "elsewhere/messages.jsonl", "")
 	if err == nil || !strings.Contains(err.Error(), `written "testdata/x/messages.jsonl"`) {
 		t.Errorf("ChooseBatch(-source of another folder) = %v; want the file of that name named", err)
 	}
