@@ -32,13 +32,18 @@ var (
 	auditParams     = []string{"item_id", "actor", "limit"}
 )
 
-// takes wraps an API handler so that a query string it cannot read is
-// refused before the handler runs: one that does not parse, a parameter
-// not in params, or one given more than once. The error wraps ErrInvalid
-// and names the parameter, the method and path, and the parameters the
+// takes wraps an API handler so that a link it cannot read is refused
+// before the handler runs: a path value that is not text
+// (checkPathValues), a query string that does not parse, a parameter not
+// in params, one given more than once, or a value that is not text. The
+// error wraps ErrInvalid and names the parameter, and, for a parameter
+// the route does not take, the method and path and the parameters the
 // route takes.
 func takes(params []string, h handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
+		if err := checkPathValues(r); err != nil {
+			return err
+		}
 		if err := checkParams(r, params); err != nil {
 			return err
 		}
@@ -49,7 +54,7 @@ func takes(params []string, h handlerFunc) handlerFunc {
 // checkParams checks r's query string against params (see takes).
 func checkParams(r *http.Request, params []string) error {
 	route := r.Method + " " + r.URL.Path
-	unknown, repeated, err := paramProblems(r, params)
+	unknown, repeated, notText, err := paramProblems(r, params)
 	if err != nil {
 		return invalidf("%s: the query string does not parse: %v", route, err)
 	}
@@ -64,6 +69,8 @@ func checkParams(r *http.Request, params []string) error {
 		return invalidf("unknown parameters %s: %s %s", strings.Join(unknown, ", "), route, accepted)
 	case len(repeated) > 0:
 		return invalidf("parameter %s given more than once: %s takes each parameter once", strings.Join(repeated, ", "), route)
+	case len(notText) > 0:
+		return invalidf("%s", strings.Join(notText, "; "))
 	}
 	return nil
 }

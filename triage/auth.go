@@ -361,7 +361,13 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
 		return s.render(w, r, http.StatusTooManyRequests, "login", "Log in",
 			loginData{Next: next, Login: login, Error: "Too many attempts; wait a minute."})
 	}
-	rv, err := s.st.ReviewerGetByLogin(ctx, s.st.Pool, login)
+	// A login that is not text (whyNotText) is no account's; Postgres
+	// would refuse to look it up.
+	var rv store.Reviewer
+	err := fmt.Errorf("login %s: %w", quoteValue(login), store.ErrNotFound)
+	if whyNotText(login) == "" {
+		rv, err = s.st.ReviewerGetByLogin(ctx, s.st.Pool, login)
+	}
 	hash := dummyHash
 	if err == nil {
 		hash = []byte(rv.PasswordHash)

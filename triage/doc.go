@@ -45,6 +45,11 @@
 // short values in <bdi>. The Content-Security-Policy allows scripts and
 // styles from /static/ only; the page script writes customer text only as
 // textContent, or as HTML the server rendered with the same templates.
+// A query or path value that is not UTF-8 text or holds a NUL byte, which
+// Postgres text cannot hold, never reaches the store: the API and the
+// pages that act on a link refuse it (400 naming it), the pages reached
+// from bookmarks leave it out and say so (link.go). Reasons and notes are
+// stored as the store cleans them (store.CleanText).
 //
 // # People and safety
 //

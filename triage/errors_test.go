@@ -69,6 +69,20 @@ func TestFilterAndHosts(t *testing.T) {
 		problems[1] != "batch: value longer than 500 bytes" || !strings.HasPrefix(problems[2], `age "3h": want 1h, `) {
 		t.Errorf("readFilter = %+v, %q", f, problems)
 	}
+	// So is a value that is not text (Postgres could not look it up).
+	f, problems = readFilter(map[string][]string{"batch": {"b\x00"}, "path": {"/\xff"}, "kind": {"rule"}}, nil)
+	if f != (Filter{Kind: "rule"}) || len(problems) != 2 || problems[0] != `path "/\xff": the value is not UTF-8 text` ||
+		problems[1] != `batch "b\x00": the value holds a NUL byte` {
+		t.Errorf("readFilter of values that are not text = %+v, %q", f, problems)
+	}
+	for v, want := range map[string]string{"": "", "é ok\u2028": "", "\x00": "the value holds a NUL byte",
+		"\xff": "the value is not UTF-8 text", "\xc0\x80": "the value is not UTF-8 text", // an overlong NUL
+		"\xed\xa0\x80": "the value is not UTF-8 text", // a surrogate
+		"a\x00\xff":    "the value is not UTF-8 text"} {
+		if got := whyNotText(v); got != want {
+			t.Errorf("whyNotText(%q) = %q, want %q", v, got, want)
+		}
+	}
 	_, err = parseFilter(map[string][]string{"kind": {"bogus"}, "schema": {strings.Repeat("é", 100)}}, []string{"a"})
 	if err == nil || !strings.Contains(err.Error(), `schema "`+strings.Repeat("é", 80)+`…" is not configured here: want one of a; kind "bogus": `) {
 		t.Errorf("parseFilter of two bad values: %v", err)

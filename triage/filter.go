@@ -56,7 +56,10 @@ const maxFilterValue = 500
 // parseFilter reads a filter from query values, refusing values the queue
 // cannot mean: a status, kind, age or sort it does not know, a schema not
 // in schemas (the configured ids), a path that is not a JSON Pointer, a
-// value longer than 500 bytes. The error wraps ErrInvalid and names each
+// value longer than 500 bytes or one that is not text (whyNotText: the
+// routes that take a link through checkParams or linkQuery never pass
+// one, but the queue's live part, claim-next and the item pages read the
+// filter as it comes). The error wraps ErrInvalid and names each
 // such parameter and the values allowed ("; " between them). Parameters
 // other than the filter's are not looked at.
 func parseFilter(q url.Values, schemas []string) (Filter, error) {
@@ -82,6 +85,10 @@ func readFilter(q url.Values, schemas []string) (Filter, []string) {
 		}
 		if len(v) > maxFilterValue {
 			problems = append(problems, fmt.Sprintf("%s: value longer than %d bytes", key, maxFilterValue))
+			return ""
+		}
+		if msg := textProblem(key, v); msg != "" {
+			problems = append(problems, msg)
 			return ""
 		}
 		if check != nil {

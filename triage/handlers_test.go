@@ -2,6 +2,7 @@ package triage_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -420,6 +421,9 @@ func TestQueueAndItemPages(t *testing.T) {
 		if !strings.Contains(r.body, `class="status s-rejected"`) {
 			t.Error("the erased item is not shown closed (rejected)")
 		}
+		if !strings.Contains(r.body, "text was erased, and its results with it") || strings.Contains(r.body, "has no result yet") {
+			t.Error("the erased item's page does not say why the message has no result")
+		}
 	})
 
 	t.Run("ListsFiltersAndShowsTheFailure", func(t *testing.T) {
@@ -561,6 +565,252 @@ func TestQueueAndItemPages(t *testing.T) {
 		}
 		if r := c.get("/items/abc"); r.status != http.StatusBadRequest {
 			t.Errorf("bad item id: %d", r.status)
+		}
+	})
+}
+
+// TestValuesThatAreNotText: a query or path value that is not UTF-8 text
+// or that holds a NUL byte (which Postgres text cannot hold: it used to
+// make a 500) is refused by the API with a 400 naming the parameter, left
+// out by the lenient pages with a notice, and refused by the strict
+// pages. Form and body text that the store cleans (reasons, notes) is
+// taken.
+func TestValuesThatAreNotText(t *testing.T) {
+	t.Parallel()
+	const (
+		nulLine   = `: the value holds a NUL byte`
+		utf8Line  = `: the value is not UTF-8 text`
+		badActor  = `actor "\x00"` + nulLine
+		badBatch  = `batch "\xff"` + utf8Line
+		badBatch0 = `batch "\x00"` + nulLine
+	)
+
+	t.Run("API", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, bundleOpts{})
+		tok := newToken(t, b, "robot")
+		_, msgID := b.failedItem(t, "customer_message", albertText, albertFirst, albertRepair)
+		for _, tc := range []struct{ method, path, body, want string }{
+			{"GET", "/api/v1/audit?actor=%00", "", badActor},
+			{"GET", "/api/v1/audit?actor=%ff", "", `actor "\xff"` + utf8Line},
+			{"GET", "/api/v1/audit?actor=%C0%80", "", `actor "\xc0\x80"` + utf8Line}, // an overlong NUL
+			{"GET", "/api/v1/audit?actor=robot%00&limit=5", "", `actor "robot\x00"` + nulLine},
+			{"GET", "/api/v1/items?batch=%ff", "", badBatch},
+			{"GET", "/api/v1/items?path=%2Forder_id%00", "", `path "/order_id\x00"` + nulLine},
+			{"GET", "/api/v1/items?batch=%ff&kind=rule&path=%2F%00", "", `path "/\x00"` + nulLine + "; " + badBatch},
+			{"GET", "/api/v1/items/counts?batch=%00", "", badBatch0},
+			{"POST", "/api/v1/items/claim-next?batch=%00", "", badBatch0},
+			{"GET", "/api/v1/rerun/count?schema=customer_message&batch=%ff", "", badBatch},
+			{"POST", "/api/v1/rerun?schema=customer_message&batch=%ff", `{"confirmed": 1}`, badBatch},
+			{"GET", "/api/v1/reports/failing-fields?batch=%00", "", badBatch0},
+			{"GET", "/api/v1/reports/repair?batch=%ff", "", badBatch},
+			{"GET", "/api/v1/reports/failing-fields?since=%00", "", `since "\x00"` + nulLine},
+			{"GET", "/api/v1/batches?schema=%00", "", `schema "\x00"` + nulLine},
+			{"GET", fmt.Sprintf("/api/v1/messages/%d/result?schema=%%ff", msgID), "", `schema "\xff"` + utf8Line},
+			{"GET", "/api/v1/batches/%ff", "", `path value id "\xff"` + utf8Line},
+			{"GET", "/api/v1/batches/" + b.batch + "%00", "", `path value id "` + b.batch + `\x00"` + nulLine},
+			{"GET", "/api/v1/items/%ff", "", `path value id "\xff"` + utf8Line},
+		} {
+			r := b.api(t, tok, tc.method, tc.path, tc.body)
+			if e := apiErr(t, r); r.status != http.StatusBadRequest || e.Code != "invalid" || !strings.Contains(e.Message, tc.want) {
+				t.Errorf("%s %s: %d %q, want 400 with %q", tc.method, tc.path, r.status, e.Message, tc.want)
+			}
+		}
+		// The same routes with text values answer.
+		for _, path := range []string{"/api/v1/audit?actor=robot", "/api/v1/items?batch=" + b.batch, "/api/v1/items/counts?batch=nosuch",
+			"/api/v1/reports/failing-fields?batch=" + b.batch, "/api/v1/batches/" + b.batch} {
+			if r := b.api(t, tok, "GET", path, ""); r.status != http.StatusOK {
+				t.Errorf("GET %s: %d %s", path, r.status, r.body)
+			}
+		}
+	})
+
+	t.Run("Pages", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, bundleOpts{})
+		b.reviewer(t, "alice", "correct horse battery")
+		c := b.client(t)
+		c.login("alice", "correct horse battery")
+		id1, _ := b.failedItem(t, "customer_message", albertText, albertFirst, albertRepair)
+		id2, _ := b.failedItem(t, "customer_message", albertText+"\nps", "no JSON here")
+		c.post(fmt.Sprintf("/items/%d/claim", id1), nil)
+		esc := func(s string) string { return strings.ReplaceAll(s, `"`, "&#34;") }
+
+		// The lenient pages leave the value out, name it in the notice
+		// and show the rest.
+		for _, tc := range []struct {
+			path, section, noticeID string
+			want                    []string // in the notice
+			shown                   []string // in the page
+			gone                    []string // not in the page, outside the notice
+		}{
+			{"/audit?actor=%00", "audit", "audit-notice", []string{esc(badActor)},
+				[]string{fmt.Sprintf(`<a href="/items/%d">`, id1), `name="actor" value=""`}, nil},
+			{"/audit?actor=%ff", "audit", "audit-notice", []string{esc(`actor "\xff"` + utf8Line)},
+				[]string{fmt.Sprintf(`<a href="/items/%d">`, id1), `name="actor" value=""`}, nil},
+			{"/audit?actor=%C0%80", "audit", "audit-notice", []string{esc(`actor "\xc0\x80"` + utf8Line)},
+				[]string{`name="actor" value=""`}, nil},
+			{fmt.Sprintf("/audit?actor=%%00&item=%d", id1), "audit", "audit-notice", []string{esc(badActor)},
+				[]string{fmt.Sprintf(`name="item" value="%d"`, id1)}, nil},
+			{"/?batch=%ff", "queue", "filter-notice", []string{esc(badBatch)},
+				[]string{fmt.Sprintf("#%d<", id1), fmt.Sprintf("#%d<", id2)}, []string{"batch=%ff", "batch=%FF"}},
+			{"/?batch=%00&kind=rule&path=%2F%ff", "queue", "filter-notice", []string{esc(`path "/\xff"` + utf8Line), esc(badBatch0)},
+				[]string{fmt.Sprintf("#%d<", id1), `action="/claim-next?kind=rule"`}, []string{"batch=%00", "path=%2F%FF", fmt.Sprintf("#%d<", id2)}},
+			{"/reports?batch=%00", "reports", "report-notice", []string{esc(badBatch0)},
+				[]string{`name="batch" value=""`, "<code>" + b.batch + "</code>"}, nil},
+			{"/reports?batch=%ff&schema=customer_message", "reports", "report-notice", []string{esc(badBatch)},
+				[]string{`<option selected>customer_message</option>`}, nil},
+		} {
+			r := c.get(tc.path)
+			notice := "" // from the section's start to its filter form
+			if i := strings.Index(r.body, `<section class="`+tc.section+`">`); i >= 0 {
+				notice = r.body[i:]
+				notice = notice[:max(0, strings.Index(notice, `<form class="filters"`))]
+			}
+			if r.status != http.StatusOK || !strings.Contains(notice, `id="`+tc.noticeID+`"`) {
+				t.Errorf("GET %s: %d, want the page with a notice; notice %q", tc.path, r.status, notice)
+				continue
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(notice, want) {
+					t.Errorf("GET %s: the notice lacks %q: %q", tc.path, want, notice)
+				}
+			}
+			rest := strings.Replace(r.body, notice, "", 1)
+			for _, s := range tc.shown {
+				if !strings.Contains(rest, s) {
+					t.Errorf("GET %s: the page lacks %q", tc.path, s)
+				}
+			}
+			for _, s := range tc.gone {
+				if strings.Contains(rest, s) {
+					t.Errorf("GET %s: the page still carries %q", tc.path, s)
+				}
+			}
+		}
+		// The item page carries no filter it cannot read.
+		for _, path := range []string{fmt.Sprintf("/items/%d?batch=%%ff", id1), fmt.Sprintf("/items/%d?path=%%2F%%00", id1)} {
+			if r := c.get(path); r.status != http.StatusOK || strings.Contains(r.body, "batch=%FF") || strings.Contains(r.body, "path=%2F%00") {
+				t.Errorf("GET %s: %d, want the item page without the filter", path, r.status)
+			}
+		}
+		// The pages that act on a link, or are reached from one the queue
+		// page made, refuse it.
+		for _, tc := range []struct{ method, path, want string }{
+			{"GET", "/queue/live?batch=%ff", esc(badBatch)},
+			{"POST", "/claim-next?batch=%00", esc(badBatch0)},
+			{"GET", "/rerun?schema=customer_message&batch=%ff", esc(badBatch)},
+			{"POST", "/rerun?schema=customer_message&batch=%ff", esc(badBatch)},
+		} {
+			var r response
+			if tc.method == "POST" {
+				r = c.post(tc.path, url.Values{"confirmed": {"1"}})
+			} else {
+				r = c.get(tc.path)
+			}
+			if r.status != http.StatusBadRequest || !strings.Contains(r.body, tc.want) {
+				t.Errorf("%s %s: %d, want 400 with %q", tc.method, tc.path, r.status, tc.want)
+			}
+		}
+		// A login that is not text is no account's.
+		for _, login := range []string{"alice\x00", "\xff"} {
+			if r := b.client(t).login(login, "correct horse battery"); r.status != http.StatusUnauthorized || !strings.Contains(r.body, "Wrong login or password.") {
+				t.Errorf("login %q: %d, want 401", login, r.status)
+			}
+		}
+	})
+
+	t.Run("Forms", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		b := newBundle(t, bundleOpts{})
+		tok := newToken(t, b, "robot")
+		b.reviewer(t, "alice", "correct horse battery")
+		c := b.client(t)
+		c.login("alice", "correct horse battery")
+		var ids []int64
+		for i := range 7 {
+			id, _ := b.failedItem(t, "customer_message", fmt.Sprintf("%s\n%d", albertText, i), albertFirst, albertRepair)
+			ids = append(ids, id)
+		}
+		// The store keeps reasons and notes as text: U+FFFD for each NUL
+		// and each byte that is not UTF-8 (store.CleanText). Each decision
+		// on a page claims the next item, so the API's are of the last.
+		reason := func(id int64) string {
+			var s string
+			if err := b.st.Pool.QueryRow(ctx, `SELECT coalesce(decision_reason, '') FROM triage_items WHERE id = $1`, id).Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		c.post(fmt.Sprintf("/items/%d/claim", ids[0]), nil)
+		if r := c.post(fmt.Sprintf("/items/%d/reject", ids[0]), url.Values{"reason": {"not an order\x00\xff"}}); r.status != http.StatusSeeOther {
+			t.Errorf("reject: %d %s", r.status, r.body)
+		} else if got := reason(ids[0]); got != "not an order\uFFFD\uFFFD" {
+			t.Errorf("reject reason = %q", got)
+		}
+		c.post(fmt.Sprintf("/items/%d/claim", ids[1]), nil)
+		if r := c.post(fmt.Sprintf("/items/%d/rerun", ids[1]), url.Values{"note": {"v2\x00\xc0\x80"}}); r.status != http.StatusSeeOther {
+			t.Errorf("rerun: %d %s", r.status, r.body)
+		}
+		c.post(fmt.Sprintf("/items/%d/claim", ids[2]), nil)
+		form := albertForm("7149958241") // the invented order id: a grounding error to override
+		form.Set("override_reason", "the customer\x00 said so\xff")
+		// A record value holding a NUL byte is the validator's to refuse
+		// (rule nul), as the worker's is.
+		form.Set("v:/full_name", "Albert\x00 Sanders")
+		if r := c.post(fmt.Sprintf("/items/%d/approve", ids[2]), form); r.status != http.StatusUnprocessableEntity ||
+			!strings.Contains(r.body, "string holds a NUL character") {
+			t.Errorf("approve a record holding a NUL: %d", r.status)
+		}
+		form.Set("v:/full_name", "Albert Sanders\xff")
+		if r := c.post(fmt.Sprintf("/items/%d/check", ids[2]), form); r.status != http.StatusOK {
+			t.Errorf("check a record holding a byte that is not UTF-8: %d", r.status)
+		}
+		form.Set("v:/full_name", "Albert Sanders")
+		if r := c.post(fmt.Sprintf("/items/%d/approve", ids[2]), form); r.status != http.StatusSeeOther {
+			t.Errorf("approve with an override: %d", r.status)
+		} else if got := reason(ids[2]); got != "the customer\uFFFD said so\uFFFD" {
+			t.Errorf("override reason = %q", got)
+		}
+
+		b.api(t, tok, "POST", fmt.Sprintf("/api/v1/items/%d/claim", ids[4]), "")
+		if r := b.api(t, tok, "POST", fmt.Sprintf("/api/v1/items/%d/reject", ids[4]), "{\"reason\": \"spam\\u0000 \xff\"}"); r.status != http.StatusOK {
+			t.Errorf("API reject: %d %s", r.status, r.body)
+		} else if got := reason(ids[4]); got != "spam\uFFFD \uFFFD" {
+			t.Errorf("API reject reason = %q", got)
+		}
+		b.api(t, tok, "POST", fmt.Sprintf("/api/v1/items/%d/claim", ids[5]), "")
+		if r := b.api(t, tok, "POST", fmt.Sprintf("/api/v1/items/%d/rerun", ids[5]), `{"note": "v2\u0000"}`); r.status != http.StatusOK {
+			t.Errorf("API rerun: %d %s", r.status, r.body)
+		}
+		b.api(t, tok, "POST", fmt.Sprintf("/api/v1/items/%d/claim", ids[6]), "")
+		if r := b.api(t, tok, "POST", fmt.Sprintf("/api/v1/items/%d/approve", ids[6]),
+			`{"record": `+strings.Replace(albertRepair, "Albert Sanders", `Albert\u0000 Sanders`, 1)+`, "override_reason": "said so"}`); r.status != http.StatusUnprocessableEntity ||
+			!strings.Contains(r.body, "string holds a NUL character") {
+			t.Errorf("API approve of a record holding a NUL: %d %s", r.status, r.body)
+		}
+		if r := b.api(t, tok, "POST", fmt.Sprintf("/api/v1/items/%d/approve", ids[6]),
+			`{"record": `+albertRepair+`, "override_reason": "said so\u0000 on the phone"}`); r.status != http.StatusOK {
+			t.Errorf("API approve with an override: %d %s", r.status, r.body)
+		}
+		// Bulk re-runs, of the page and of the API, with such a note.
+		_, count, _ := strings.Cut(c.get("/rerun?schema=customer_message").body, `<strong id="bulk-count">`)
+		count, _, _ = strings.Cut(count, "<")
+		if r := c.post("/rerun?schema=customer_message", url.Values{"confirmed": {count}, "note": {"all\x00\xff"}}); r.status != http.StatusSeeOther ||
+			r.location != "/?schema=customer_message" {
+			t.Errorf("bulk re-run of %q items: %d %q", count, r.status, r.location)
+		}
+		b.failedItem(t, "customer_message", albertText+"\nlast", albertFirst)
+		r := b.api(t, tok, "GET", "/api/v1/rerun/count?schema=customer_message", "")
+		var n struct{ Count int }
+		_ = json.Unmarshal([]byte(r.body), &n)
+		if r := b.api(t, tok, "POST", "/api/v1/rerun?schema=customer_message", fmt.Sprintf(`{"confirmed": %d, "note": "all\u0000"}`, n.Count)); r.status != http.StatusOK {
+			t.Errorf("API bulk re-run: %d %s", r.status, r.body)
+		}
+		// The audit log shows the cleaned text.
+		if r := c.get("/audit"); r.status != http.StatusOK || !strings.Contains(r.body, "not an order⟨U&#43;FFFD⟩⟨U&#43;FFFD⟩") {
+			t.Errorf("audit log: %d %s", r.status, r.body)
 		}
 	})
 }

@@ -87,7 +87,7 @@ func (s *Server) queueViewOf(r *http.Request, f Filter) (*queueView, error) {
 // mean and parameters it does not take are left out, and a notice at the
 // top names each, with the values or parameters allowed (linkNotice).
 func (s *Server) queuePage(w http.ResponseWriter, r *http.Request) error {
-	f, problems := readFilter(r.URL.Query(), s.schemaIDs())
+	f, problems := readFilter(linkQuery(r), s.schemaIDs())
 	v, err := s.queueViewOf(r, f)
 	if err != nil {
 		return err
@@ -541,11 +541,11 @@ type auditView struct {
 
 // auditPage shows the newest audit entries, of one item or one person.
 // Like the queue page it is lenient: an item that is not a number or does
-// not exist, or a parameter it does not take, is left out and named in a
-// notice at the top.
+// not exist, a value that is not text (linkQuery), or a parameter it does
+// not take, is left out and named in a notice at the top.
 func (s *Server) auditPage(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	aq, problems, err := s.readAuditQuery(ctx, r.URL.Query(), "item")
+	aq, problems, err := s.readAuditQuery(ctx, linkQuery(r), "item")
 	if err != nil {
 		return err
 	}

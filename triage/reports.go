@@ -113,7 +113,7 @@ type reportsView struct {
 func (s *Server) reportsPage(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	v := &reportsView{Schemas: s.schemaIDs(), Windows: reportWindows}
-	rq, problems, err := s.readReportQuery(ctx, r.URL.Query(), 25, 200, time.Now())
+	rq, problems, err := s.readReportQuery(ctx, linkQuery(r), 25, 200, time.Now())
 	if err != nil {
 		return err
 	}
