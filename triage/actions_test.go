@@ -184,10 +184,7 @@ func TestDecisions(t *testing.T) {
 	t.Run("GroundingOverrideNeedsAReason", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
-		b := newBundle(t, bundleOpts{})
-		b.reviewer(t, "alice", "correct horse battery")
-		c := b.client(t)
-		c.login("alice", "correct horse battery")
+		b, c := newAliceBundle(t)
 		id, msgID := b.failedItem(t, "customer_message", albertText, albertFirst, albertRepair)
 		c.post(fmt.Sprintf("/items/%d/claim", id), nil)
 
@@ -235,10 +232,7 @@ func TestDecisions(t *testing.T) {
 
 	t.Run("RawJSONAndArrays", func(t *testing.T) {
 		t.Parallel()
-		b := newBundle(t, bundleOpts{})
-		b.reviewer(t, "alice", "correct horse battery")
-		c := b.client(t)
-		c.login("alice", "correct horse battery")
+		b, c := newAliceBundle(t)
 		id, _ := b.failedItem(t, "customer_message", albertText, albertFirst, albertRepair)
 		c.post(fmt.Sprintf("/items/%d/claim", id), nil)
 

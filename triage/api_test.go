@@ -429,10 +429,7 @@ func TestAPI(t *testing.T) {
 
 	t.Run("SessionNeedsCSRF", func(t *testing.T) {
 		t.Parallel()
-		b := newBundle(t, bundleOpts{})
-		b.reviewer(t, "alice", "correct horse battery")
-		c := b.client(t)
-		c.login("alice", "correct horse battery")
+		b, c := newAliceBundle(t)
 		id, _ := b.failedItem(t, "customer_message", albertText, albertFirst)
 		req, _ := http.NewRequest(http.MethodPost, b.ts.URL+fmt.Sprintf("/api/v1/items/%d/claim", id), nil)
 		if r := c.do(req); r.status != http.StatusForbidden {

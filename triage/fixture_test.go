@@ -193,6 +193,17 @@ type client struct {
 	csrf string
 }
 
+// newAliceBundle returns a bundle with the reviewer alice (password
+// "correct horse battery") and a client logged in as her.
+func newAliceBundle(t testing.TB) (*bundle, *client) {
+	t.Helper()
+	b := newBundle(t, bundleOpts{})
+	b.reviewer(t, "alice", "correct horse battery")
+	c := b.client(t)
+	c.login("alice", "correct horse battery")
+	return b, c
+}
+
 func (b *bundle) client(t testing.TB) *client {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)

@@ -108,10 +108,7 @@ func TestSessionsAndSafety(t *testing.T) {
 
 	t.Run("RefererWhenNoOrigin", func(t *testing.T) {
 		t.Parallel()
-		b := newBundle(t, bundleOpts{})
-		b.reviewer(t, "alice", "correct horse battery")
-		c := b.client(t)
-		c.login("alice", "correct horse battery")
+		b, c := newAliceBundle(t)
 		tok := newToken(t, b, "robot")
 		id, _ := b.failedItem(t, "customer_message", albertText, albertFirst, albertRepair)
 		claim := fmt.Sprintf("/api/v1/items/%d/claim", id)
@@ -352,10 +349,7 @@ func TestQueueAndItemPages(t *testing.T) {
 
 	t.Run("CustomerTextIsShownAsText", func(t *testing.T) {
 		t.Parallel()
-		b := newBundle(t, bundleOpts{})
-		b.reviewer(t, "alice", "correct horse battery")
-		c := b.client(t)
-		c.login("alice", "correct horse battery")
+		b, c := newAliceBundle(t)
 		id, _ := b.failedItem(t, "customer_message", hostileText, hostileReply)
 
 		for _, path := range []string{"/", fmt.Sprintf("/items/%d", id)} {
@@ -393,10 +387,7 @@ func TestQueueAndItemPages(t *testing.T) {
 
 	t.Run("ErasedMessage", func(t *testing.T) {
 		t.Parallel()
-		b := newBundle(t, bundleOpts{})
-		b.reviewer(t, "alice", "correct horse battery")
-		c := b.client(t)
-		c.login("alice", "correct horse battery")
+		b, c := newAliceBundle(t)
 		id, msgID := b.failedItem(t, "customer_message", albertText, albertFirst, albertRepair)
 		var key store.MessageKey
 		if err := b.st.Pool.QueryRow(t.Context(), `SELECT source, external_id FROM messages WHERE id = $1`, msgID).Scan(&key.Source, &key.ExternalID); err != nil {
@@ -428,10 +419,7 @@ func TestQueueAndItemPages(t *testing.T) {
 
 	t.Run("ListsFiltersAndShowsTheFailure", func(t *testing.T) {
 		t.Parallel()
-		b := newBundle(t, bundleOpts{})
-		b.reviewer(t, "alice", "correct horse battery")
-		c := b.client(t)
-		c.login("alice", "correct horse battery")
+		b, c := newAliceBundle(t)
 		id1, _ := b.failedItem(t, "customer_message", albertText, albertFirst, albertRepair)
 		id2, _ := b.failedItem(t, "customer_message", albertText+" again", "I cannot help with that.")
 
@@ -627,10 +615,7 @@ func TestValuesThatAreNotText(t *testing.T) {
 
 	t.Run("Pages", func(t *testing.T) {
 		t.Parallel()
-		b := newBundle(t, bundleOpts{})
-		b.reviewer(t, "alice", "correct horse battery")
-		c := b.client(t)
-		c.login("alice", "correct horse battery")
+		b, c := newAliceBundle(t)
 		id1, _ := b.failedItem(t, "customer_message", albertText, albertFirst, albertRepair)
 		id2, _ := b.failedItem(t, "customer_message", albertText+"\nps", "no JSON here")
 		c.post(fmt.Sprintf("/items/%d/claim", id1), nil)
