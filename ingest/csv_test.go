@@ -292,14 +292,7 @@ func TestRunCommandCSV(t *testing.T) {
 	e := newEnv(t)
 	env, configPath, _ := commandSetup(t, e, 0)
 	dir := t.TempDir()
-	write := func(name, body string) string {
-		t.Helper()
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, body string) string { return writeFile(t, dir, name, body) }
 	file := write("export.CSV", "id,text,tag\ncsv-1,Where is order 48213?,late\ncsv-2,\ncsv-3,\"Two\nlines\",\n")
 
 	// The extension picks CSV.
@@ -498,4 +491,14 @@ func TestRunCommandCSVAsJSONL(t *testing.T) {
 			t.Errorf("%s -json: hint %q, want it %v", tt.name, rep.Hint, tt.hint)
 		}
 	}
+}
+
+// writeFile writes body to the file name in dir and returns its path.
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

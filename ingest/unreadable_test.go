@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -208,14 +206,7 @@ func TestRunCommandUnreadableInput(t *testing.T) {
 	e := newEnv(t)
 	env, configPath, _ := commandSetup(t, e, 0)
 	dir := t.TempDir()
-	write := func(name, body string) string {
-		t.Helper()
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, body string) string { return writeFile(t, dir, name, body) }
 	lines := goodLines(1015)
 	gz := write("k4.jsonl.gz", gzipped(t, lines))
 	csvGz := write("k4.csv.gz", gzipped(t, "id,text\n1,x\n"))
