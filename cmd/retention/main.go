@@ -7,7 +7,7 @@
 //
 // Usage:
 //
-//	retention erase -by NAME [-reason TEXT] [-source S] [-ids-file FILE] [-json] [ID ...]
+//	retention erase -by NAME [-reason TEXT] [-source S] [-ids-file FILE] [-dry-run] [-json] [--] [ID ...]
 //	retention purge -older-than AGE [-by NAME] [-reason TEXT] [-dry-run] [-json]
 //
 // It reads DATABASE_URL. Exit status: 0 done, 1 failed, 2 bad usage, 3
@@ -45,7 +45,7 @@ const (
 )
 
 const usage = `usage:
-  retention erase -by NAME [-reason TEXT] [-source S] [-ids-file FILE] [-json] [ID ...]
+  retention erase -by NAME [-reason TEXT] [-source S] [-ids-file FILE] [-dry-run] [-json] [--] [ID ...]
       erase the messages with these ids (a customer's request)
   retention purge -older-than AGE [-by NAME] [-reason TEXT] [-dry-run] [-json]
       erase every message received before AGE ago (the retention period)
