@@ -95,3 +95,16 @@ func (s *Store) BatchSummary(ctx context.Context, db DBTX, batchID string) (Batc
 	}
 	return sum, nil
 }
+
+// BatchDeleteEmpty deletes batch id if no message and no run names it
+// (an ingest whose every line was rejected, some by the database: a
+// conflict, an erased id), and reports whether it did.
+func (s *Store) BatchDeleteEmpty(ctx context.Context, db DBTX, id string) (bool, error) {
+	tag, err := db.Exec(ctx, `DELETE FROM batches b WHERE b.id = $1
+		AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.batch_id = $1)
+		AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.batch_id = $1)`, id)
+	if err != nil {
+		return false, fmt.Errorf("store.BatchDeleteEmpty(%q): %w", id, interpretError(err))
+	}
+	return tag.RowsAffected() == 1, nil
+}

@@ -40,6 +40,7 @@ const (
 	ErasureAlreadyErased = "already_erased" // erased before; nothing changed
 	ErasureNotFound      = "not_found"      // no message has this key
 	ErasureQueued        = "queued"         // a run is queued; not erased (try again once it is done)
+	ErasureWouldErase    = "would_erase"    // a dry run's: erased, were it not a dry run
 )
 
 // Audited erasure actions (audit_log.action).
@@ -60,7 +61,7 @@ type ErasureParams struct {
 	Via    string // required: ViaCLI, ViaAPI or ViaUI
 	Reason string // such as the request's ticket number; must not hold customer text
 	// DryRun (MessagesErase) does all the work and rolls it back: the
-	// results say what an erasure would do, with no ErasedAt for the
+	// results say what an erasure would do, ErasureWouldErase for the
 	// messages it would erase.
 	DryRun bool
 }
@@ -188,7 +189,11 @@ func (s *Store) MessagesErase(ctx context.Context, db DBTX, keys []MessageKey, p
 			return fmt.Errorf("erased %d of %d messages; nothing erased", len(erased), len(erase))
 		}
 		for i := range out {
-			if out[i].Status == ErasureErased && !p.DryRun {
+			switch {
+			case out[i].Status != ErasureErased:
+			case p.DryRun:
+				out[i].Status = ErasureWouldErase
+			default:
 				out[i].ErasedAt = &at
 			}
 		}

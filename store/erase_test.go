@@ -83,7 +83,7 @@ func TestMessagesErase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != len(keys) || got[0].Status != store.ErasureErased || got[0].ErasedAt != nil || got[3].Status != store.ErasureQueued {
+	if len(got) != len(keys) || got[0].Status != store.ErasureWouldErase || got[0].ErasedAt != nil || got[3].Status != store.ErasureQueued {
 		t.Errorf("dry run = %+v", got)
 	}
 	for _, r := range []store.Run{done, approved, open} {
