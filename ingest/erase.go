@@ -1,17 +1,18 @@
 package ingest
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
 
 	"go.uber.org/zap"
 
+	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/store"
 )
 
@@ -31,9 +32,10 @@ type ErasureRequest struct {
 }
 
 // ErasureAnswer is the answer of POST /v1/erasures: one result per
-// distinct key, in the order first given, and the counts by status
-// (Erased counts what would be erased, for a dry run).
+// distinct key, in the order first given, and the counts by status.
 type ErasureAnswer struct {
+	DryRun        bool                  `json:"dry_run"`
+	WouldErase    int                   `json:"would_erase"` // a dry run's: erased, were it not a dry run
 	Erased        int                   `json:"erased"`
 	AlreadyErased int                   `json:"already_erased"`
 	NotFound      int                   `json:"not_found"`
@@ -54,9 +56,14 @@ func (s *Server) erasures(w http.ResponseWriter, r *http.Request) {
 	if _, ok := s.readRequest(w, r, "POST /v1/erasures", nil); !ok {
 		return
 	}
-	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, ContentTypeJSON) {
+	// JSON only and, as for POST /v1/messages, UTF-8 and not compressed.
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != ContentTypeJSON {
 		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type",
-			fmt.Sprintf("Content-Type %q: POST /v1/erasures takes %s", ct, ContentTypeJSON))
+			fmt.Sprintf("Content-Type %q: POST /v1/erasures takes %s", r.Header.Get("Content-Type"), ContentTypeJSON))
+		return
+	}
+	if _, _, err := bodyFormat(r.Header); err != nil {
+		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", err.Error())
 		return
 	}
 	req, err := readErasureRequest(http.MaxBytesReader(w, r.Body, maxErasureBody))
@@ -78,9 +85,11 @@ func (s *Server) erasures(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "nothing was erased (is Postgres down?); post the same body again later")
 		return
 	}
-	ans := ErasureAnswer{Results: res}
+	ans := ErasureAnswer{DryRun: req.DryRun, Results: res}
 	for _, e := range res {
 		switch e.Status {
+		case store.ErasureWouldErase:
+			ans.WouldErase++
 		case store.ErasureErased:
 			ans.Erased++
 		case store.ErasureAlreadyErased:
@@ -91,40 +100,133 @@ func (s *Server) erasures(w http.ResponseWriter, r *http.Request) {
 			ans.Queued++
 		}
 	}
-	s.log.Info("POST /v1/erasures", zap.String("by", req.By), zap.Bool("dry_run", req.DryRun), zap.Int("messages", len(res)), zap.Int("erased", ans.Erased),
+	s.log.Info("POST /v1/erasures", zap.String("by", req.By), zap.Bool("dry_run", req.DryRun), zap.Int("messages", len(res)), zap.Int("erased", ans.Erased), zap.Int("would_erase", ans.WouldErase),
 		zap.Int("already_erased", ans.AlreadyErased), zap.Int("not_found", ans.NotFound), zap.Int("queued", ans.Queued))
 	writeJSON(w, http.StatusOK, ans)
 }
 
-// readErasureRequest decodes and checks the body of POST /v1/erasures.
-// The error names what is wrong, and where.
+// erasureWant is the shape of the body of POST /v1/erasures, for errors.
+const erasureWant = `want {"by": NAME, "reason": TEXT, "messages": [{"source": S, "id": ID}, ...], "dry_run": false}`
+
+// readErasureRequest decodes and checks the body of POST /v1/erasures,
+// as strictly as ingest reads a line: keys are case-sensitive and given
+// once, nothing follows the object, text holds no NUL. A key given twice
+// in messages counts once. The error names what is wrong, and where.
 func readErasureRequest(r io.Reader) (ErasureRequest, error) {
 	var req ErasureRequest
 	body, err := io.ReadAll(r)
 	if err != nil {
 		return req, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return req, fmt.Errorf("the body is not an erasure request: %v; want {\"by\": NAME, \"reason\": TEXT, \"messages\": [{\"source\": S, \"id\": ID}, ...], \"dry_run\": false}", err)
+	v, err := pipeline.DecodeStrict(body)
+	if err != nil {
+		if dk, ok := errors.AsType[*pipeline.DuplicateKeyError](err); ok {
+			return req, fmt.Errorf("key %s occurs twice; give it once", dk.Path)
+		}
+		return req, fmt.Errorf("the body is not one JSON object: %v; %s", err, erasureWant)
 	}
-	if dec.More() {
-		return req, errors.New("the body holds more than one JSON value; send one erasure request")
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return req, fmt.Errorf("the body is not a JSON object; %s", erasureWant)
 	}
-	req.By = strings.TrimSpace(req.By)
+	for k := range obj {
+		if k != "by" && k != "reason" && k != "messages" && k != "dry_run" {
+			return req, fmt.Errorf("unknown key %q (keys are case-sensitive); %s", k, erasureWant)
+		}
+	}
+	text := func(key string) (string, error) {
+		switch t := obj[key].(type) {
+		case nil:
+			return "", nil
+		case string:
+			if strings.ContainsRune(t, 0) {
+				return "", fmt.Errorf("%q holds a NUL character", key)
+			}
+			return strings.TrimSpace(t), nil
+		}
+		return "", fmt.Errorf("%q must be a string", key)
+	}
+	if req.By, err = text("by"); err != nil {
+		return req, err
+	}
+	if req.Reason, err = text("reason"); err != nil {
+		return req, err
+	}
+	if d, ok := obj["dry_run"]; ok {
+		if req.DryRun, ok = d.(bool); !ok {
+			return req, errors.New(`"dry_run" must be true or false`)
+		}
+	}
+	list, ok := obj["messages"].([]any)
+	if _, given := obj["messages"]; given && !ok {
+		return req, errors.New(`"messages" must be an array of {"source": S, "id": ID}`)
+	}
+	seen := map[store.MessageKey]bool{}
+	for i, m := range list {
+		k, err := ErasureKey(m, "")
+		if err != nil {
+			return req, fmt.Errorf("messages[%d]: %v", i, err)
+		}
+		if !seen[k] {
+			seen[k] = true
+			req.Messages = append(req.Messages, k)
+		}
+	}
 	switch {
 	case req.By == "":
 		return req, errors.New(`"by" is required: who asks for the erasure, for the audit log`)
 	case len(req.Messages) == 0:
 		return req, errors.New(`"messages" names no message`)
 	case len(req.Messages) > store.MaxErasureKeys:
-		return req, fmt.Errorf(`"messages" names %d messages; at most %d in one request`, len(req.Messages), store.MaxErasureKeys)
-	}
-	for i, k := range req.Messages {
-		if k.ExternalID == "" {
-			return req, fmt.Errorf(`messages[%d] has no "id"`, i)
-		}
+		return req, fmt.Errorf(`"messages" names %d distinct messages; at most %d in one request`, len(req.Messages), store.MaxErasureKeys)
 	}
 	return req, nil
+}
+
+// ErasureKey reads a message key to erase from v, a JSON object decoded
+// by pipeline.DecodeStrict: {"source": S, "id": ID}, keys case-sensitive,
+// "source" optional (defaultSource then), "id" a string or an integer
+// (kept as its decimal text) that passes ingest's checks of an id. The
+// error names what is wrong.
+func ErasureKey(v any, defaultSource string) (store.MessageKey, error) {
+	key := store.MessageKey{Source: defaultSource}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return key, errors.New(`not a JSON object; want {"source": S, "id": ID}`)
+	}
+	for k := range obj {
+		if k != "source" && k != "id" {
+			return key, fmt.Errorf(`unknown key %q (keys are case-sensitive); want {"source": S, "id": ID}`, k)
+		}
+	}
+	if src, ok := obj["source"]; ok {
+		s, isString := src.(string)
+		if !isString || strings.ContainsRune(s, 0) {
+			return key, errors.New(`"source" must be a string without NUL`)
+		}
+		key.Source = s
+	}
+	var id string
+	switch t := obj["id"].(type) {
+	case nil:
+		if _, given := obj["id"]; !given {
+			return key, errors.New(`the object has no "id"`)
+		}
+		return key, errors.New(`"id" must be a string or an integer`)
+	case string:
+		id = t
+	case json.Number:
+		if !isInteger(t.String()) {
+			return key, fmt.Errorf(`"id" must be a string or an integer, not %s`, t)
+		}
+		id = t.String()
+	default:
+		return key, errors.New(`"id" must be a string or an integer`)
+	}
+	var in Input
+	if err := in.setID(id); err != nil {
+		return key, err
+	}
+	key.ExternalID = in.ID
+	return key, nil
 }

@@ -2,6 +2,7 @@ package ingest_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -52,7 +53,8 @@ func TestServeErasures(t *testing.T) {
 
 	// A dry run answers the same and erases nothing.
 	dry := strings.Replace(req, `"by": "dpo",`, `"by": "dpo", "dry_run": true,`, 1)
-	if r, ans := se.postErasure(t, ingest.ContentTypeJSON, auth, dry); r.status != http.StatusOK || ans.Erased != 2 || ans.Results[0].ErasedAt != nil {
+	if r, ans := se.postErasure(t, ingest.ContentTypeJSON, auth, dry); r.status != http.StatusOK || !ans.DryRun || ans.WouldErase != 2 || ans.Erased != 0 ||
+		ans.Results[0].Status != store.ErasureWouldErase || ans.Results[0].ErasedAt != nil {
 		t.Fatalf("dry run: %d %s", r.status, r.body)
 	}
 	var n int
@@ -95,13 +97,21 @@ func TestServeErasures(t *testing.T) {
 	}
 
 	for _, tt := range []struct{ name, ct, body, code, msg string }{
-		{"not JSON", ingest.ContentTypeJSON, `by=dpo`, "bad_body", "the body is not an erasure request"},
-		{"unknown field", ingest.ContentTypeJSON, `{"by": "dpo", "ids": ["e-1"]}`, "bad_body", `unknown field "ids"`},
+		{"not JSON", ingest.ContentTypeJSON, `by=dpo`, "bad_body", "the body is not one JSON object"},
+		{"unknown key", ingest.ContentTypeJSON, `{"by": "dpo", "ids": ["e-1"]}`, "bad_body", `unknown key "ids" (keys are case-sensitive)`},
+		{"key case", ingest.ContentTypeJSON, `{"BY": "dpo", "messages": [{"id": "e-1"}]}`, "bad_body", `unknown key "BY"`},
+		{"id key case", ingest.ContentTypeJSON, `{"by": "dpo", "messages": [{"ID": "e-1"}]}`, "bad_body", `messages[0]: unknown key "ID"`},
+		{"id twice", ingest.ContentTypeJSON, `{"by": "dpo", "messages": [{"id": "e-1", "id": "e-2"}]}`, "bad_body", `key /messages/0/id occurs twice`},
+		{"messages twice", ingest.ContentTypeJSON, `{"by": "dpo", "messages": [{"id": "e-1"}], "messages": [{"id": "e-2"}]}`, "bad_body", `key /messages occurs twice`},
 		{"no by", ingest.ContentTypeJSON, `{"messages": [{"id": "e-1"}]}`, "bad_body", `"by" is required`},
+		{"NUL in by", ingest.ContentTypeJSON, `{"by": "d\u0000po", "messages": [{"id": "e-1"}]}`, "bad_body", `"by" holds a NUL character`},
+		{"NUL in id", ingest.ContentTypeJSON, `{"by": "dpo", "messages": [{"id": "e\u0000"}]}`, "bad_body", `messages[0]: "id" contains a NUL character`},
 		{"no messages", ingest.ContentTypeJSON, `{"by": "dpo", "messages": []}`, "bad_body", `"messages" names no message`},
-		{"no id", ingest.ContentTypeJSON, `{"by": "dpo", "messages": [{"source": "web"}]}`, "bad_body", `messages[0] has no "id"`},
-		{"two values", ingest.ContentTypeJSON, `{"by": "dpo", "messages": [{"id": "x"}]} {}`, "bad_body", "more than one JSON value"},
+		{"no id", ingest.ContentTypeJSON, `{"by": "dpo", "messages": [{"source": "web"}]}`, "bad_body", `messages[0]: the object has no "id"`},
+		{"float id", ingest.ContentTypeJSON, `{"by": "dpo", "messages": [{"id": 1.5}]}`, "bad_body", `"id" must be a string or an integer, not 1.5`},
+		{"two values", ingest.ContentTypeJSON, `{"by": "dpo", "messages": [{"id": "x"}]} {}`, "bad_body", "data after the JSON value"},
 		{"JSONL", ingest.ContentTypeNDJSON, req, "unsupported_media_type", "takes application/json"},
+		{"latin1", ingest.ContentTypeJSON + "; charset=latin1", req, "unsupported_media_type", `charset "latin1": only UTF-8 is read`},
 	} {
 		r, _ := se.postErasure(t, tt.ct, auth, tt.body)
 		status := http.StatusBadRequest
@@ -110,9 +120,24 @@ func TestServeErasures(t *testing.T) {
 		}
 		wantError(t, tt.name, r, status, tt.code, tt.msg)
 	}
-	many := `{"by": "dpo", "messages": [` + strings.Repeat(`{"id": "x"},`, store.MaxErasureKeys) + `{"id": "y"}]}`
-	r, _ = se.postErasure(t, ingest.ContentTypeJSON, auth, many)
-	wantError(t, "too many", r, http.StatusBadRequest, "bad_body", "names 1001 messages; at most 1000")
+	var many strings.Builder
+	for i := range store.MaxErasureKeys + 1 {
+		fmt.Fprintf(&many, `{"id": "x-%d"},`, i)
+	}
+	r, _ = se.postErasure(t, ingest.ContentTypeJSON, auth, `{"by": "dpo", "messages": [`+strings.TrimSuffix(many.String(), ",")+`]}`)
+	wantError(t, "too many", r, http.StatusBadRequest, "bad_body", "names 1001 distinct messages; at most 1000")
+	// Repeats count once: 1,001 copies of one key are one key.
+	r, ans = se.postErasure(t, ingest.ContentTypeJSON, auth, `{"by": "dpo", "messages": [`+strings.Repeat(`{"id": 7},`, store.MaxErasureKeys)+`{"id": 7}]}`)
+	if r.status != http.StatusOK || len(ans.Results) != 1 || ans.Results[0].ExternalID != "7" {
+		t.Errorf("1,001 copies of the integer id 7: %d %s", r.status, r.body)
+	}
+
+	req2, err := http.NewRequest(http.MethodPost, se.base+"/v1/erasures?dry_run=1", strings.NewReader(req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req2.Header.Set("Content-Type", ingest.ContentTypeJSON)
+	wantError(t, "query", do(t, req2, auth), http.StatusBadRequest, "bad_parameter", `unknown query parameter "dry_run": POST /v1/erasures takes no query parameters`)
 
 	r = se.get(t, "/v1/erasures")
 	wantError(t, "GET", r, http.StatusMethodNotAllowed, "method_not_allowed", "takes POST")

@@ -551,6 +551,20 @@ func (in *Ingester) Run(ctx context.Context, r io.Reader) (Summary, error) {
 	if err == nil {
 		err = readErr
 	}
+	if started && err == nil && sum.Published == 0 && sum.Duplicates == 0 {
+		// Every line was rejected, the last ones by the database (a
+		// conflict, an erased id): the batch holds nothing, so it goes,
+		// as when every line fails its checks.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statementTimeout)
+		deleted, derr := in.cfg.Store.BatchDeleteEmpty(dctx, in.cfg.Store.Pool, in.cfg.BatchID)
+		cancel()
+		if derr != nil {
+			in.log.Warn("deleting an empty batch", zap.String("batch_id", in.cfg.BatchID), zap.Error(derr))
+		}
+		if deleted {
+			sum.BatchID = ""
+		}
+	}
 	if !started {
 		switch {
 		case err == nil && sum.Rejected > 0:

@@ -389,6 +389,10 @@ func TestRunErased(t *testing.T) {
 	if got := e.countSQL(t, `SELECT count(*) FROM messages WHERE body <> ''`); got != 0 {
 		t.Errorf("%d messages hold text after ingesting an erased id again", got)
 	}
+	// Every line rejected, by the database: no batch is left behind.
+	if sum.BatchID != "" || e.countSQL(t, `SELECT count(*) FROM batches`) != 1 {
+		t.Errorf("the second ingest left batch %q; want only the first ingest's", sum.BatchID)
+	}
 	if got := e.streamMsgs(t); got != 1 {
 		t.Errorf("stream holds %d messages, want the first ingest's 1", got)
 	}

@@ -827,7 +827,11 @@ func checkQuery(raw, route string, allowed []string) (url.Values, error) {
 	}
 	slices.Sort(unknown)
 	if len(unknown) > 0 {
-		return nil, fmt.Errorf("unknown query parameter %s: %s takes %s", strings.Join(unknown, ", "), route, strings.Join(allowed, ", "))
+		takes := "takes " + strings.Join(allowed, ", ")
+		if len(allowed) == 0 {
+			takes = "takes no query parameters"
+		}
+		return nil, fmt.Errorf("unknown query parameter %s: %s %s", strings.Join(unknown, ", "), route, takes)
 	}
 	for _, k := range allowed {
 		vs, ok := q[k]
