@@ -17,7 +17,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,8 +29,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/extractq/extractq/ingest"
 	"github.com/extractq/extractq/internal/app"
 	"github.com/extractq/extractq/internal/since"
+	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/store"
 )
 
@@ -121,13 +122,23 @@ func runErase(ctx context.Context, args []string, env app.Env, stdin io.Reader, 
 	// The flag package stops at the first id: a flag after the ids would
 	// be taken for an id and its message erased. An id that starts with
 	// "-" goes after "--".
-	if first := len(args) - fs.NArg(); first == 0 || args[first-1] != "--" {
-		for _, a := range fs.Args() {
-			if strings.HasPrefix(a, "-") {
-				fmt.Fprintf(stderr, "retention erase: %q comes after the ids: flags go before them "+
-					"(an id that starts with \"-\" goes after --: retention erase -by NAME -- %s); nothing was erased\n", a, a)
-				return exitUsage
-			}
+	afterDashes := false
+	if first := len(args) - fs.NArg(); first > 0 && args[first-1] == "--" {
+		afterDashes = true
+	}
+	for _, a := range fs.Args() {
+		switch {
+		case !strings.HasPrefix(a, "-"):
+		case !afterDashes:
+			fmt.Fprintf(stderr, "retention erase: %q comes after the ids: flags go before them "+
+				"(an id that starts with \"-\" goes after --: retention erase -by NAME -- %s); nothing was erased\n", a, a)
+			return exitUsage
+		case isFlag(fs, a):
+			// Even after --, an id spelt as one of the flags is more
+			// likely a flag put in the wrong place: an erasure cannot be
+			// undone.
+			fmt.Fprintf(stderr, "retention erase: the id %q is spelt as a flag; if it really is an id, give it in -ids-file; nothing was erased\n", a)
+			return exitUsage
 		}
 	}
 	if strings.TrimSpace(*by) == "" {
@@ -170,7 +181,21 @@ func runErase(ctx context.Context, args []string, env app.Env, stdin io.Reader, 
 	}
 	defer st.Close()
 	counts := map[string]int{}
-	var missed []store.ErasureResult
+	type missedKey struct {
+		store.ErasureResult
+		under []string
+	}
+	var missed []missedKey
+	// storedUnder returns the sources under which id is stored, for the
+	// first 10 ids not found: a lookup by id alone reads the whole table.
+	hints := 0
+	storedUnder := func(id string) []string {
+		if hints++; hints > 10 {
+			return nil
+		}
+		srcs, _ := st.MessageSources(ctx, st.Pool, id)
+		return srcs
+	}
 	enc := json.NewEncoder(stdout)
 	for start := 0; start < len(keys); start += store.MaxErasureKeys {
 		chunk := keys[start:min(start+store.MaxErasureKeys, len(keys))]
@@ -181,10 +206,17 @@ func runErase(ctx context.Context, args []string, env app.Env, stdin io.Reader, 
 		}
 		for _, r := range res {
 			counts[r.Status]++
+			var under []string
+			if r.Status == store.ErasureNotFound {
+				under = storedUnder(r.ExternalID)
+			}
 			if *asJSON {
-				enc.Encode(r)
+				enc.Encode(struct {
+					store.ErasureResult
+					StoredUnder []string `json:"stored_under,omitempty"` // sources that hold the id, when not found
+				}{r, under})
 			} else if r.Status == store.ErasureNotFound || r.Status == store.ErasureQueued {
-				missed = append(missed, r)
+				missed = append(missed, missedKey{r, under})
 			}
 		}
 	}
@@ -197,18 +229,16 @@ func runErase(ctx context.Context, args []string, env app.Env, stdin io.Reader, 
 			of = fmt.Sprintf("%d distinct ids; %d given", len(keys), given)
 		}
 		fmt.Fprintf(stdout, "%s %d, already erased %d, not found %d, queued %d (of %s)\n", verb,
-			counts[store.ErasureErased], counts[store.ErasureAlreadyErased], counts[store.ErasureNotFound], counts[store.ErasureQueued], of)
-		hints := 0
+			counts[store.ErasureErased]+counts[store.ErasureWouldErase], counts[store.ErasureAlreadyErased], counts[store.ErasureNotFound], counts[store.ErasureQueued], of)
 		for _, r := range missed {
 			switch r.Status {
 			case store.ErasureNotFound:
-				// Where else the id is stored, for the first few: a
-				// lookup by id alone reads the whole table.
 				elsewhere := ""
-				if hints++; hints <= 10 {
-					if srcs, err := st.MessageSources(ctx, st.Pool, r.ExternalID); err == nil && len(srcs) > 0 {
-						elsewhere = fmt.Sprintf(" (an id %q is stored under source %s: give -source)", r.ExternalID, quoteJoin(srcs))
-					}
+				switch {
+				case len(r.under) == 1 && r.under[0] == "":
+					elsewhere = fmt.Sprintf(" (an id %q is stored without a source: leave out -source)", r.ExternalID)
+				case len(r.under) > 0:
+					elsewhere = fmt.Sprintf(" (an id %q is stored under source %s: give -source)", r.ExternalID, quoteJoin(r.under))
 				}
 				fmt.Fprintf(stdout, "  not found: source %q id %q%s\n", r.Source, r.ExternalID, elsewhere)
 			case store.ErasureQueued:
@@ -246,22 +276,18 @@ func readKeys(r io.Reader, source string) ([]store.MessageKey, error) {
 		case line == "":
 			continue
 		case strings.HasPrefix(line, "{"):
-			var k struct {
-				Source *string          `json:"source"`
-				ID     *json.RawMessage `json:"id"`
+			// As strict as ingest: keys case-sensitive and once, nothing
+			// after the object.
+			v, err := pipeline.DecodeStrict([]byte(line))
+			if dk, ok := errors.AsType[*pipeline.DuplicateKeyError](err); ok {
+				return nil, fmt.Errorf("line %d: key %s occurs twice; give it once", n, dk.Path)
 			}
-			dec := json.NewDecoder(strings.NewReader(line))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&k); err != nil {
-				return nil, fmt.Errorf("line %d: %v (want {\"source\": S, \"id\": ID})", n, err)
+			if err != nil {
+				return nil, fmt.Errorf("line %d: %v (want one {\"source\": S, \"id\": ID} a line)", n, err)
 			}
-			id, err := jsonID(k.ID)
+			key, err := ingest.ErasureKey(v, source)
 			if err != nil {
 				return nil, fmt.Errorf("line %d: %v", n, err)
-			}
-			key := store.MessageKey{Source: source, ExternalID: id}
-			if k.Source != nil {
-				key.Source = *k.Source
 			}
 			keys = append(keys, key)
 		default:
@@ -358,28 +384,11 @@ func runPurge(ctx context.Context, args []string, env app.Env, stdout, stderr io
 	return exitOK
 }
 
-// jsonID returns the id of a JSON key line: a non-empty string, or an
-// integer as its decimal text.
-func jsonID(raw *json.RawMessage) (string, error) {
-	if raw == nil {
-		return "", errors.New(`the object has no "id"`)
-	}
-	var id string
-	if err := json.Unmarshal(*raw, &id); err == nil {
-		if id == "" {
-			return "", errors.New(`"id" is empty`)
-		}
-		return id, nil
-	}
-	var n json.Number
-	dec := json.NewDecoder(bytes.NewReader(*raw))
-	dec.UseNumber()
-	if err := dec.Decode(&n); err == nil {
-		if i, err := strconv.ParseInt(n.String(), 10, 64); err == nil {
-			return strconv.FormatInt(i, 10), nil
-		}
-	}
-	return "", fmt.Errorf(`"id" must be a string or an integer, not %s`, *raw)
+// isFlag reports whether a, such as "-dry-run" or "--json=true", names a
+// flag of fs (or -h, -help).
+func isFlag(fs *flag.FlagSet, a string) bool {
+	name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+	return fs.Lookup(name) != nil || name == "h" || name == "help"
 }
 
 // distinct returns keys without repeats, in the order first given.

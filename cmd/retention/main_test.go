@@ -41,6 +41,14 @@ func TestUsage(t *testing.T) {
 			`standard input: line 2: "id" must be a string or an integer, not 1.5`},
 		{"flag after the ids", "", []string{"erase", "-by", "dpo", "m-1", "-dry-run"}, exitUsage,
 			`"-dry-run" comes after the ids: flags go before them`},
+		{"flag after --", "", []string{"erase", "-by", "dpo", "--", "m-1", "--json"}, exitUsage,
+			`the id "--json" is spelt as a flag`},
+		{"id twice on a line", `{"id": "m-5", "id": "m-6"}`, []string{"erase", "-by", "dpo", "-ids-file", "-"}, exitUsage,
+			"line 1: key /id occurs twice"},
+		{"two objects on a line", `{"id": "m-5"}{"id": "m-6"}`, []string{"erase", "-by", "dpo", "-ids-file", "-"}, exitUsage,
+			"line 1: data after the JSON value"},
+		{"key case", `{"ID": "m-5"}`, []string{"erase", "-by", "dpo", "-ids-file", "-"}, exitUsage,
+			`line 1: unknown key "ID" (keys are case-sensitive)`},
 		{"gzip ids file", "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff", []string{"erase", "-by", "dpo", "-ids-file", "-"}, exitUsage,
 			"line 1 is not UTF-8 text"},
 		{"UTF-16 ids file", "\xff\xfem\x00-\x001\x00\n\x00", []string{"erase", "-by", "dpo", "-ids-file", "-"}, exitUsage,
@@ -146,6 +154,10 @@ func TestErase(t *testing.T) {
 	_, stdout, _ = runArgs(t, env, "", "erase", "-by", "dpo", "-dry-run", "m-1")
 	if !strings.Contains(stdout, `not found: source "" id "m-1" (an id "m-1" is stored under source "mail": give -source)`) {
 		t.Errorf("wrong source:\n%s", stdout)
+	}
+	_, stdout, _ = runArgs(t, env, "", "erase", "-by", "dpo", "-dry-run", "-json", "m-1")
+	if !strings.Contains(stdout, `"status":"not_found","stored_under":["mail"]`) {
+		t.Errorf("wrong source, -json:\n%s", stdout)
 	}
 
 	// An id that starts with "-" goes after --.
