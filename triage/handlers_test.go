@@ -412,6 +412,9 @@ func TestQueueAndItemPages(t *testing.T) {
 		if !strings.Contains(r.body, `class="status s-rejected"`) {
 			t.Error("the erased item is not shown closed (rejected)")
 		}
+		if strings.Contains(r.body, "no reply held a JSON object") || !strings.Contains(r.body, "the replies were erased") {
+			t.Error("the erased item's record is said to come from replies without JSON")
+		}
 		if !strings.Contains(r.body, "text was erased, and its results with it") || strings.Contains(r.body, "has no result yet") {
 			t.Error("the erased item's page does not say why the message has no result")
 		}
@@ -572,6 +575,20 @@ func TestValuesThatAreNotText(t *testing.T) {
 		badBatch  = `batch "\xff"` + utf8Line
 		badBatch0 = `batch "\x00"` + nulLine
 	)
+
+	t.Run("Static", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, bundleOpts{})
+		c := b.client(t)
+		for _, path := range []string{"/static/%ff", "/static/a%ff.css", "/static/%00"} {
+			if r := c.get(path); r.status != http.StatusNotFound {
+				t.Errorf("GET %s: %d, want 404", path, r.status)
+			}
+		}
+		if r := c.get("/static/style.css"); r.status != http.StatusOK {
+			t.Errorf("GET /static/style.css: %d", r.status)
+		}
+	})
 
 	t.Run("API", func(t *testing.T) {
 		t.Parallel()

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 )
 
 // ContentSecurityPolicy is sent with every response: scripts and styles
@@ -83,7 +84,9 @@ func staticHandler() http.Handler {
 	sub, _ := fs.Sub(staticFS, "static")
 	fsrv := http.StripPrefix("/static/", http.FileServerFS(sub))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/") { // no directory listings
+		// No directory listings; and no file has a name that is not
+		// UTF-8 (the file server would answer 500 for one).
+		if strings.HasSuffix(r.URL.Path, "/") || !utf8.ValidString(r.URL.Path) {
 			http.NotFound(w, r)
 			return
 		}

@@ -76,6 +76,8 @@ func (s *Server) loadItem(ctx context.Context, id int64) (*itemState, error) {
 		it.Draft, it.DraftSource = parsedObject(d.LastReply), "the last reply"
 	case it.First != nil:
 		it.Draft, it.DraftSource = it.First, "the first reply"
+	case it.Doc != nil && d.Message.ErasedAt != nil:
+		it.Draft, it.DraftSource = skeleton(it.Doc, it.Doc), "an empty record (the replies were erased with the message's text)"
 	case it.Doc != nil:
 		it.Draft, it.DraftSource = skeleton(it.Doc, it.Doc), "an empty record (no reply held a JSON object)"
 	default:
