@@ -189,32 +189,28 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		s.metrics = newServerMetrics(cfg.Registry)
 		mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
 	}
-	mux.Handle("POST /v1/messages", s.metrics.instrument("/v1/messages", s.messages))
-	mux.HandleFunc("/v1/messages", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Allow", "POST")
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" /v1/messages: the route takes POST")
-	})
-	mux.Handle("GET /v1/batches/{id}", s.metrics.instrument("/v1/batches/{id}", s.batch))
-	mux.HandleFunc("/v1/batches/{id}", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Allow", "GET")
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" /v1/batches/{id}: the route takes GET")
-	})
-	mux.Handle("GET /v1/batches/{id}/results", s.metrics.instrument("/v1/batches/{id}/results", s.results))
-	mux.HandleFunc("/v1/batches/{id}/results", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Allow", "GET")
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" /v1/batches/{id}/results: the route takes GET")
-	})
-	mux.Handle("POST /v1/erasures", s.metrics.instrument("/v1/erasures", s.erasures))
-	mux.HandleFunc("/v1/erasures", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Allow", "POST")
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" /v1/erasures: the route takes POST")
-	})
+	// Each API route, instrumented, and a 405 for its other methods.
+	var routes []string
+	route := func(method, path string, h http.HandlerFunc) {
+		routes = append(routes, method+" "+path)
+		mux.Handle(method+" "+path, s.metrics.instrument(path, h))
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", method)
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" "+path+": the route takes "+method)
+		})
+	}
+	route("POST", "/v1/messages", s.messages)
+	route("GET", "/v1/batches/{id}", s.batch)
+	route("GET", "/v1/batches/{id}/results", s.results)
+	route("POST", "/v1/erasures", s.erasures)
+	routes = append(routes, "GET /healthz", "GET /readyz", "GET /metrics")
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s; the routes are POST /v1/messages, GET /v1/batches/{id}, GET /v1/batches/{id}/results, POST /v1/erasures, GET /healthz, GET /readyz and GET /metrics", r.Method, r.URL.Path))
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s; the routes are %s and %s",
+			r.Method, r.URL.Path, strings.Join(routes[:len(routes)-1], ", "), routes[len(routes)-1]))
 	})
 	s.mux = mux
 	return s, nil
