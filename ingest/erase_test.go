@@ -141,4 +141,7 @@ func TestServeErasures(t *testing.T) {
 
 	r = se.get(t, "/v1/erasures")
 	wantError(t, "GET", r, http.StatusMethodNotAllowed, "method_not_allowed", "takes POST")
+	r = se.get(t, "/v2/erasures")
+	wantError(t, "no route", r, http.StatusNotFound, "not_found", "the routes are POST /v1/messages, GET /v1/batches/{id}, "+
+		"GET /v1/batches/{id}/results, POST /v1/erasures, GET /healthz, GET /readyz and GET /metrics")
 }
