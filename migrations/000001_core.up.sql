@@ -1,4 +1,4 @@
--- Core tables of the extraction pipeline. See DESIGN.md "A message's life" and "Errors".
+-- Core tables of the extraction pipeline. See docs/extraction.md and docs/reports.md.
 
 CREATE TABLE batches (
     id          text PRIMARY KEY,
@@ -84,7 +84,7 @@ CREATE TABLE extractions (
     CONSTRAINT extractions_run_key UNIQUE (message_id, run_no)
 );
 
--- Failed runs, for people. errors is the typed error list (DESIGN.md "Errors").
+-- Failed runs, for people. errors is the typed error list (docs/extraction.md, "Errors and kinds").
 CREATE TABLE triage_items (
     id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     message_id    bigint NOT NULL,

@@ -1,6 +1,6 @@
 -- The human triage queue (cmd/triage): reviewer accounts, API tokens,
 -- sessions, the audit log, the decision on each triage item, and the view
--- of each message's current result. See DESIGN.md "People (cmd/triage)".
+-- of each message's current result. See docs/triage.md.
 
 -- People who review triage items. Accounts are made by `triage admin`;
 -- password_hash is a bcrypt hash, never the password.

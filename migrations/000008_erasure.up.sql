@@ -1,6 +1,6 @@
 -- Erasure of customer text: on a customer's request (retention erase) or
--- after a retention period (retention purge). See README "Retention and
--- erasure" for what is removed and what is kept.
+-- after a retention period (retention purge). See docs/retention.md for
+-- what is removed and what is kept.
 --
 -- An erased message keeps its row, key (source, external_id), batch and
 -- runs, so counts, costs and the failure analytics stay whole; its text,

@@ -7,7 +7,7 @@
 # `make stop` ends them.
 #
 # Environment: DATABASE_URL, NATS_URL, LLM_BASE_URL, LLM_API_KEY, LLM_MODEL,
-# CONFIG (see README.md). DEMO_FILE overrides the sample file, DEMO_SCHEMA
+# CONFIG (see docs/configuration.md). DEMO_FILE overrides the sample file, DEMO_SCHEMA
 # the schema it is extracted with (default customer_message).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

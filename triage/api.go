@@ -20,8 +20,8 @@ import (
 // token create`) or, from the pages' script, with the session and its
 // CSRF token. Errors are {"error": {"code", "message"[, "errors",
 // "overridable"]}} with the status of statusOf. A route refuses, with
-// 400, a query parameter it does not take (takes). README.md has curl
-// examples.
+// 400, a query parameter it does not take (takes). docs/triage.md has
+// curl examples.
 
 // Query parameters the API routes take besides the filter's
 // (filterParams); Install gives each route its list.

@@ -19,8 +19,8 @@
 // GET and POST /rerun (bulk re-run), GET /audit, GET and POST /login, POST
 // /logout. API: /api/v1/me, items, items/counts, items/claim-next,
 // items/{id}, items/{id}/{claim,release,validate,approve,reject,rerun},
-// rerun/count, rerun, messages/{id}/result, audit. README.md has curl
-// examples.
+// rerun/count, rerun, messages/{id}/result, audit. docs/triage.md has
+// curl examples.
 //
 // # Errors
 //

@@ -37,7 +37,7 @@
 // report), GET /v1/batches/{id} (where a batch stands; ?wait=30s waits for
 // it to be done), GET /v1/batches/{id}/results (its messages' results, as
 // JSONL), POST /v1/erasures (erase customers' messages on request), GET
-// /healthz and GET /readyz; see ingest.Server and README.md.
+// /healthz and GET /readyz; see ingest.Server and docs/input.md.
 // Its token comes from INGEST_TOKEN or -token-file; without one it listens
 // on a loopback address only.
 package main

@@ -2,8 +2,8 @@
 // request (erase), or every message older than the retention period
 // (purge). Counts, costs, statuses and the failure analytics are kept;
 // the text, its copies in model replies, results and triage items, and
-// the reasons and records in the audit log are removed. README
-// "Retention and erasure" has the whole list.
+// the reasons and records in the audit log are removed.
+// docs/retention.md has the whole list.
 //
 // Usage:
 //
