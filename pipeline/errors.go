@@ -7,8 +7,9 @@ import (
 	"strings"
 )
 
-// Kind is the class of a validation or extraction failure. The kinds are
-// those of DESIGN.md "Errors"; each decides what the pipeline does next.
+// Kind is the class of a validation or extraction failure. Each decides
+// what the pipeline does next (see the package doc, "Errors", and
+// docs/extraction.md, "Errors and kinds").
 type Kind string
 
 // The error kinds. parse, schema, rule and tool are repaired once; the
@@ -22,9 +23,9 @@ const (
 	KindRefusal      Kind = "refusal"       // the model refused, or content_filter
 	KindPatchInvalid Kind = "patch_invalid" // a repair patch that cannot be applied
 	KindBudget       Kind = "budget"        // the next call would break the message's budget
-	KindInput        Kind = "input"         // empty or over-long message
-	KindTransport    Kind = "transport"     // provider failure that exhausted its retries
-	KindDelivery     Kind = "delivery"      // queue delivery limit reached
+	KindInput        Kind = "input"         // empty message, one over the context window, or a schema not configured
+	KindTransport    Kind = "transport"     // the provider refused the request itself (bad_request); never retried
+	KindDelivery     Kind = "delivery"      // queue delivery limit reached: the provider or the worker failed on every delivery
 )
 
 // Repairable reports whether an error of kind k is sent back to the model

@@ -72,9 +72,10 @@ type ExtractorConfig struct {
 	Logger *zap.Logger
 }
 
-// Extractor runs the extraction contract of DESIGN.md on one message:
-// extract, validate, repair once, validate, with budget checks before
-// every call and every call counted.
+// Extractor runs the extraction contract (see the package doc and
+// docs/extraction.md) on one message: extract, validate, repair once,
+// validate, with budget checks before every call and every answered call
+// counted.
 type Extractor struct {
 	client ChatClient
 	cfg    ExtractorConfig
