@@ -1,12 +1,14 @@
-// Package store is the product's Postgres access: every query lives here.
+// Package store is the product's Postgres access: every query of the
+// product's services and commands lives in this package. Only the
+// development harnesses (cmd/bench, cmd/chaos) query the tables directly,
+// to check the product from outside.
 //
 // # Shape
 //
 // Methods are named noun first (MessageIngest, RunOutcomeInsert,
 // TriageItemList), as river's riverdriver names them. Each takes a ctx, a
 // DBTX to run on and, where it needs more than a key, a …Params struct, and
-// returns the package's own types, never pgx types. The SQL of each method
-// is a named constant beside it.
+// returns the package's own types, never pgx types.
 //
 // DBTX is satisfied by both *pgxpool.Pool and pgx.Tx, so the caller decides
 // what is one transaction:
@@ -21,6 +23,20 @@
 //		}
 //		return st.RunOutcomeInsert(ctx, tx, outcome)
 //	})
+//
+// # Where the SQL is
+//
+// The SQL sits in the file of the method that runs it, in one of three
+// forms. About half the statements, most of the longer ones, are named
+// constants beside their method (messageIngestSQL, outcomeWriteSQL,
+// triageItemClaimSQL, ...). Short single-use statements (a row lock, a
+// count, a one-row update, the migrations' bookkeeping) are written inline
+// at the call. The triage queue's filtered queries (the list, its counts
+// and neighbours, an item's detail, claim next, the bulk re-run) are built
+// at run time from fixed fragments (triageFrom, triageQueueColumns and
+// TriageFilter's conditions), with every value passed as a $n placeholder,
+// never spliced into the text. Column lists that several statements share
+// are constants too (messageColumns, runColumns, reviewerColumns).
 //
 // # Errors
 //
