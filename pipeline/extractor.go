@@ -13,6 +13,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 	"go.uber.org/zap"
 
+	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/provider"
 )
 
@@ -130,7 +131,7 @@ type Call struct {
 	// Stripped names what the parser removed around the JSON.
 	Stripped string
 	// Errors is what validation found in this call's reply.
-	Errors ErrorList
+	Errors extracttype.ErrorList
 	// Patch is the RFC 6902 patch applied by a patch-strategy repair.
 	Patch json.RawMessage
 }
@@ -146,10 +147,10 @@ type Result struct {
 	// repaired. Nothing unvalidated is ever here.
 	Data json.RawMessage
 	// Evidence locates every grounded value of Data in the text.
-	Evidence []Evidence
+	Evidence []extracttype.Evidence
 	// Errors is the final error list of a failed run; its first error's
 	// kind is the failure's reason.
-	Errors ErrorList
+	Errors extracttype.ErrorList
 	// Calls are every call made, in order, failed ones too.
 	Calls []Call
 	// LastReply is the last reply received, for the triage item.
@@ -159,7 +160,7 @@ type Result struct {
 }
 
 // Reason returns the kind of the first final error, or "".
-func (r *Result) Reason() Kind {
+func (r *Result) Reason() extracttype.Kind {
 	if len(r.Errors) == 0 {
 		return ""
 	}
@@ -209,7 +210,7 @@ func (e *Extractor) Process(ctx context.Context, in Input) (*Result, error) {
 	}
 	est := e.estimate(msgs, in.Schema)
 	if e.cfg.ContextWindowTokens > 0 && est+e.cfg.MaxCompletionTokens > e.cfg.ContextWindowTokens {
-		return fail(res, ErrorList{{Kind: KindInput, Keyword: "context_window",
+		return fail(res, extracttype.ErrorList{{Kind: extracttype.KindInput, Keyword: "context_window",
 			Message: fmt.Sprintf("message needs about %d prompt tokens; the model's context is %d", est, e.cfg.ContextWindowTokens)}}), nil
 	}
 
@@ -248,8 +249,8 @@ func (e *Extractor) Process(ctx context.Context, in Input) (*Result, error) {
 		return res, err
 	}
 	var inst2 any
-	var errs2 ErrorList
-	var ev2 []Evidence
+	var errs2 extracttype.ErrorList
+	var ev2 []extracttype.Evidence
 	if in.Repair == RepairPatch {
 		inst2, errs2, res.Patch, ev2 = e.checkPatch(resp2, inst, errs, in, text)
 		call2.Patch = res.Patch
@@ -265,7 +266,7 @@ func (e *Extractor) Process(ctx context.Context, in Input) (*Result, error) {
 	return fail(res, errs2), nil
 }
 
-func fail(res *Result, errs ErrorList) *Result {
+func fail(res *Result, errs extracttype.ErrorList) *Result {
 	res.Outcome = OutcomeFailed
 	res.Errors = errs
 	res.Data = nil
@@ -274,10 +275,10 @@ func fail(res *Result, errs ErrorList) *Result {
 
 // succeed records a validated instance with ev, the evidence its
 // validation found.
-func succeed(res *Result, outcome string, inst any, ev []Evidence) *Result {
+func succeed(res *Result, outcome string, inst any, ev []extracttype.Evidence) *Result {
 	b, err := json.Marshal(inst)
 	if err != nil {
-		return fail(res, ErrorList{{Kind: KindParse, Message: "record cannot be encoded as JSON"}})
+		return fail(res, extracttype.ErrorList{{Kind: extracttype.KindParse, Message: "record cannot be encoded as JSON"}})
 	}
 	res.Outcome = outcome
 	res.Data = b
@@ -286,9 +287,9 @@ func succeed(res *Result, outcome string, inst any, ev []Evidence) *Result {
 }
 
 // checkInput rejects messages no call should be spent on.
-func checkInput(text string) ErrorList {
+func checkInput(text string) extracttype.ErrorList {
 	if strings.TrimFunc(text, unicode.IsSpace) == "" {
-		return ErrorList{{Kind: KindInput, Keyword: "empty", Message: "message text is empty"}}
+		return extracttype.ErrorList{{Kind: extracttype.KindInput, Keyword: "empty", Message: "message text is empty"}}
 	}
 	return nil
 }
@@ -306,7 +307,7 @@ func (e *Extractor) estimate(msgs []openai.ChatCompletionMessage, s *Schema) int
 
 // checkBudget refuses a call whose estimated prompt plus its completion
 // cap would break the run's budget, counting what earlier calls used.
-func (e *Extractor) checkBudget(res *Result, estPrompt int) ErrorList {
+func (e *Extractor) checkBudget(res *Result, estPrompt int) extracttype.ErrorList {
 	usedTok, usedCost := 0, 0.0
 	for _, c := range res.Calls {
 		usedTok += c.PromptTokens + c.CompletionTokens
@@ -315,12 +316,12 @@ func (e *Extractor) checkBudget(res *Result, estPrompt int) ErrorList {
 	b := e.cfg.Budget
 	next := estPrompt + e.cfg.MaxCompletionTokens
 	if b.MaxTokens > 0 && usedTok+next > b.MaxTokens {
-		return ErrorList{{Kind: KindBudget, Keyword: "max_tokens",
+		return extracttype.ErrorList{{Kind: extracttype.KindBudget, Keyword: "max_tokens",
 			Message: fmt.Sprintf("next call needs up to %d tokens; %d of %d used", next, usedTok, b.MaxTokens)}}
 	}
 	nextCost := e.cfg.Price.Cost(estPrompt, 0, e.cfg.MaxCompletionTokens)
 	if b.MaxCostUSD > 0 && usedCost+nextCost > b.MaxCostUSD {
-		return ErrorList{{Kind: KindBudget, Keyword: "max_cost_usd",
+		return extracttype.ErrorList{{Kind: extracttype.KindBudget, Keyword: "max_cost_usd",
 			Message: fmt.Sprintf("next call may cost $%.6f; $%.6f of $%.6f used", nextCost, usedCost, b.MaxCostUSD)}}
 	}
 	return nil
@@ -432,7 +433,7 @@ func (e *TransportError) Retryable() bool {
 // check classifies a reply and validates it. It returns the instance, the
 // error list (empty when valid), what the parser stripped and the
 // evidence of the grounded values found.
-func (e *Extractor) check(resp openai.ChatCompletionResponse, in Input, text *runText) (any, ErrorList, string, []Evidence) {
+func (e *Extractor) check(resp openai.ChatCompletionResponse, in Input, text *runText) (any, extracttype.ErrorList, string, []extracttype.Evidence) {
 	content, errs := e.replyContent(resp)
 	if len(errs) > 0 {
 		return nil, errs, "", nil
@@ -442,7 +443,7 @@ func (e *Extractor) check(resp openai.ChatCompletionResponse, in Input, text *ru
 		return nil, errs, "", nil
 	}
 	if HasLoneSurrogate(content) {
-		return nil, ErrorList{{Kind: KindRule, Keyword: "surrogate",
+		return nil, extracttype.ErrorList{{Kind: extracttype.KindRule, Keyword: "surrogate",
 			Message: "reply holds a lone UTF-16 surrogate escape (\\ud800-\\udfff); no text can hold one"}}, rep.Stripped, nil
 	}
 	inst := any(rep.Object)
@@ -455,20 +456,20 @@ func (e *Extractor) check(resp openai.ChatCompletionResponse, in Input, text *ru
 
 // replyContent returns the JSON text of a reply, or the error that stops
 // it being parsed: truncated, refusal, or a tool-call fault.
-func (e *Extractor) replyContent(resp openai.ChatCompletionResponse) (string, ErrorList) {
+func (e *Extractor) replyContent(resp openai.ChatCompletionResponse) (string, extracttype.ErrorList) {
 	if len(resp.Choices) == 0 {
-		return "", ErrorList{{Kind: KindParse, Message: "reply has no choices"}}
+		return "", extracttype.ErrorList{{Kind: extracttype.KindParse, Message: "reply has no choices"}}
 	}
 	ch := resp.Choices[0]
 	switch ch.FinishReason {
 	case openai.FinishReasonLength:
-		return "", ErrorList{{Kind: KindTruncated, Keyword: "length",
+		return "", extracttype.ErrorList{{Kind: extracttype.KindTruncated, Keyword: "length",
 			Message: "reply was cut off at the completion token limit"}}
 	case openai.FinishReasonContentFilter:
-		return "", ErrorList{{Kind: KindRefusal, Keyword: "content_filter", Message: "reply was withheld by the provider's content filter"}}
+		return "", extracttype.ErrorList{{Kind: extracttype.KindRefusal, Keyword: "content_filter", Message: "reply was withheld by the provider's content filter"}}
 	}
 	if ch.Message.Refusal != "" {
-		return "", ErrorList{{Kind: KindRefusal, Keyword: "refusal", Message: "the model refused"}}
+		return "", extracttype.ErrorList{{Kind: extracttype.KindRefusal, Keyword: "refusal", Message: "the model refused"}}
 	}
 	if e.cfg.RequestMode != ModeTools {
 		return ch.Message.Content, nil
@@ -476,12 +477,12 @@ func (e *Extractor) replyContent(resp openai.ChatCompletionResponse) (string, Er
 	calls := ch.Message.ToolCalls
 	switch {
 	case len(calls) == 0:
-		return "", ErrorList{{Kind: KindTool, Keyword: "no_call", Message: "no tool call; call " + toolName + " exactly once"}}
+		return "", extracttype.ErrorList{{Kind: extracttype.KindTool, Keyword: "no_call", Message: "no tool call; call " + toolName + " exactly once"}}
 	case len(calls) > 1:
-		return "", ErrorList{{Kind: KindTool, Keyword: "several_calls",
+		return "", extracttype.ErrorList{{Kind: extracttype.KindTool, Keyword: "several_calls",
 			Message: fmt.Sprintf("%d tool calls; call %s exactly once", len(calls), toolName)}}
 	case calls[0].Function.Name != toolName:
-		return "", ErrorList{{Kind: KindTool, Keyword: "wrong_tool", Message: "wrong tool; call " + toolName + " exactly once"}}
+		return "", extracttype.ErrorList{{Kind: extracttype.KindTool, Keyword: "wrong_tool", Message: "wrong tool; call " + toolName + " exactly once"}}
 	}
 	args := calls[0].Function.Arguments
 	// Arguments given as a JSON string holding the object are decoded once.
@@ -495,12 +496,12 @@ func (e *Extractor) replyContent(resp openai.ChatCompletionResponse) (string, Er
 // CheckStrings returns a KindRule error (keyword "nul") for every string
 // or key at or below path in v holding a NUL character, which Postgres
 // cannot store in jsonb. The worker and the triage editor both apply it.
-func CheckStrings(v any, path string) ErrorList { return checkStrings(v, path) }
+func CheckStrings(v any, path string) extracttype.ErrorList { return checkStrings(v, path) }
 
 // checkStrings flags strings Postgres cannot store in jsonb: NUL
 // characters. (Lone surrogate escapes are already replaced by U+FFFD when
 // decoding, as encoding/json does.)
-func checkStrings(v any, path string) ErrorList {
+func checkStrings(v any, path string) extracttype.ErrorList {
 	if !hasNUL(v) {
 		return nil
 	}
@@ -529,14 +530,14 @@ func hasNUL(v any) bool {
 }
 
 // nulErrors is checkStrings for a value that holds a NUL.
-func nulErrors(v any, path string) ErrorList {
-	var out ErrorList
+func nulErrors(v any, path string) extracttype.ErrorList {
+	var out extracttype.ErrorList
 	switch t := v.(type) {
 	case map[string]any:
 		for k, c := range t {
 			p := path + "/" + escapeToken(k)
 			if strings.ContainsRune(k, 0) {
-				out = append(out, Error{Kind: KindRule, Path: p, Keyword: "nul", Message: "key holds a NUL character"})
+				out = append(out, extracttype.Error{Kind: extracttype.KindRule, Path: p, Keyword: "nul", Message: "key holds a NUL character"})
 			}
 			out = append(out, nulErrors(c, p)...)
 		}
@@ -546,7 +547,7 @@ func nulErrors(v any, path string) ErrorList {
 		}
 	case string:
 		if strings.ContainsRune(t, 0) {
-			out = append(out, Error{Kind: KindRule, Path: path, Keyword: "nul", Message: "string holds a NUL character"})
+			out = append(out, extracttype.Error{Kind: extracttype.KindRule, Path: path, Keyword: "nul", Message: "string holds a NUL character"})
 		}
 	}
 	return out
@@ -555,7 +556,7 @@ func nulErrors(v any, path string) ErrorList {
 // repairTurns returns the turns that carry the bad reply back with its
 // errors: an assistant turn with the reply (or its tool call) and a user
 // turn (or the tool call's result) with the error lines.
-func (e *Extractor) repairTurns(resp openai.ChatCompletionResponse, errs ErrorList, in Input) []openai.ChatCompletionMessage {
+func (e *Extractor) repairTurns(resp openai.ChatCompletionResponse, errs extracttype.ErrorList, in Input) []openai.ChatCompletionMessage {
 	text := in.Prompt.Repair(errs, in.Repair)
 	var prev openai.ChatCompletionMessage
 	if len(resp.Choices) > 0 {

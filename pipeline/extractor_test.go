@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/extractq/extractq/extracttype"
 )
 
 // scripted is an OpenAI-compatible test server that answers each call with
@@ -156,7 +158,7 @@ func TestExtractor(t *testing.T) {
 		if res.Outcome != OutcomeFailed || len(res.Calls) != 2 || len(b.srv.requests) != 2 || res.Data != nil {
 			t.Fatalf("outcome %s calls %d requests %d", res.Outcome, len(res.Calls), len(b.srv.requests))
 		}
-		if res.Reason() != KindRule {
+		if res.Reason() != extracttype.KindRule {
 			t.Fatalf("reason %s", res.Reason())
 		}
 	})
@@ -181,7 +183,7 @@ func TestExtractor(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Outcome != OutcomeFailed || res.Reason() != KindTruncated || len(b.srv.requests) != 1 {
+		if res.Outcome != OutcomeFailed || res.Reason() != extracttype.KindTruncated || len(b.srv.requests) != 1 {
 			t.Fatalf("%+v", res)
 		}
 	})
@@ -190,7 +192,7 @@ func TestExtractor(t *testing.T) {
 		t.Parallel()
 		b := setupExtractor(t, ModeResponseFormat, reply(openai.ChatCompletionMessage{Role: "assistant", Refusal: "I can't help"}, "stop"))
 		res, _ := b.ext.Process(ctx, b.in)
-		if res.Reason() != KindRefusal || len(b.srv.requests) != 1 {
+		if res.Reason() != extracttype.KindRefusal || len(b.srv.requests) != 1 {
 			t.Fatalf("%+v", res)
 		}
 	})
@@ -200,7 +202,7 @@ func TestExtractor(t *testing.T) {
 		b := setupExtractor(t, ModeResponseFormat, content(validJSON))
 		b.in.Text = " \n\t "
 		res, _ := b.ext.Process(ctx, b.in)
-		if res.Reason() != KindInput || len(b.srv.requests) != 0 || len(res.Calls) != 0 {
+		if res.Reason() != extracttype.KindInput || len(b.srv.requests) != 0 || len(res.Calls) != 0 {
 			t.Fatalf("%+v", res)
 		}
 	})
@@ -212,7 +214,7 @@ func TestExtractor(t *testing.T) {
 			{Content: b.in.Prompt.System(b.in.Schema.Title)}, {Content: b.in.Prompt.User(b.in.Text)}}, b.in.Schema)
 		b.ext.cfg.Budget.MaxTokens = first + 256 + 50 // the first call fits, the repair does not
 		res, _ := b.ext.Process(ctx, b.in)
-		if res.Reason() != KindBudget || len(b.srv.requests) != 1 || len(res.Calls) != 1 {
+		if res.Reason() != extracttype.KindBudget || len(b.srv.requests) != 1 || len(res.Calls) != 1 {
 			t.Fatalf("reason %s requests %d: %v", res.Reason(), len(b.srv.requests), res.Errors)
 		}
 	})
@@ -232,7 +234,7 @@ func TestExtractor(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Outcome != OutcomeRepaired || res.Calls[0].Errors[0].Kind != KindTool {
+		if res.Outcome != OutcomeRepaired || res.Calls[0].Errors[0].Kind != extracttype.KindTool {
 			t.Fatalf("%+v", res)
 		}
 		msgs := b.srv.requests[1].Messages
@@ -275,7 +277,7 @@ func TestExtractor(t *testing.T) {
 		b := setupExtractor(t, ModeResponseFormat, content(ungroundedJSON), content(`[{"op":"replace","path":"/order_id","value":null},{"op":"replace","path":"/intent","value":"refund"}]`))
 		b.in.Repair = RepairPatch
 		res, _ := b.ext.Process(ctx, b.in)
-		if res.Outcome != OutcomeFailed || res.Reason() != KindPatchInvalid {
+		if res.Outcome != OutcomeFailed || res.Reason() != extracttype.KindPatchInvalid {
 			t.Fatalf("%+v", res)
 		}
 	})
@@ -284,7 +286,7 @@ func TestExtractor(t *testing.T) {
 func TestApplyRepairPatch(t *testing.T) {
 	t.Parallel()
 	doc := decode(t, `{"a":1,"b":{"c":[1,2]},"d":"x"}`)
-	flagged := ErrorList{{Kind: KindSchema, Path: "/b/c"}, {Kind: KindRule, Path: "/d"}}
+	flagged := extracttype.ErrorList{{Kind: extracttype.KindSchema, Path: "/b/c"}, {Kind: extracttype.KindRule, Path: "/d"}}
 	for name, tc := range map[string]struct {
 		patch string
 		ok    bool
@@ -310,7 +312,7 @@ func TestApplyRepairPatch(t *testing.T) {
 			if tc.ok != (len(errs) == 0) {
 				t.Fatalf("errs %v", errs)
 			}
-			if !tc.ok && errs[0].Kind != KindPatchInvalid {
+			if !tc.ok && errs[0].Kind != extracttype.KindPatchInvalid {
 				t.Fatalf("kind %s", errs[0].Kind)
 			}
 		})
@@ -323,7 +325,7 @@ func FuzzApplyRepairPatch(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, patch string) {
 		doc := map[string]any{"a": json.Number("1"), "b": map[string]any{"c": []any{json.Number("1")}}, "d": "x"}
-		out, errs := ApplyRepairPatch(doc, []byte(patch), ErrorList{{Path: "/b"}, {Path: "/d"}})
+		out, errs := ApplyRepairPatch(doc, []byte(patch), extracttype.ErrorList{{Path: "/b"}, {Path: "/d"}})
 		if len(errs) == 0 {
 			m, ok := out.(map[string]any)
 			if !ok {

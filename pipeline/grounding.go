@@ -8,15 +8,9 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
-)
 
-// Evidence locates a grounded value in the message text. Start and End are
-// Unicode code-point offsets into the stored text, End exclusive.
-type Evidence struct {
-	Path  string `json:"path"`
-	Start int    `json:"start"`
-	End   int    `json:"end"`
-}
+	"github.com/extractq/extractq/extracttype"
+)
 
 // Ground applies the grounding rule: every string (or number) value at a
 // property marked "x-grounded": true must occur in text. A grounded array
@@ -31,12 +25,12 @@ type Evidence struct {
 //
 // It returns one KindRule error (keyword "grounded") per value not found,
 // whose message names no value, and the evidence of every value found.
-func (s *Schema) Ground(instance any, text string) (ErrorList, []Evidence) {
+func (s *Schema) Ground(instance any, text string) (extracttype.ErrorList, []extracttype.Evidence) {
 	return s.ground(instance, &runText{text: text})
 }
 
 // ground is Ground over a text normalised on first use.
-func (s *Schema) ground(instance any, text *runText) (ErrorList, []Evidence) {
+func (s *Schema) ground(instance any, text *runText) (extracttype.ErrorList, []extracttype.Evidence) {
 	g := grounder{doc: s.doc, text: text}
 	g.walk(s.doc, instance, "", false, 0)
 	sort.Slice(g.evidence, func(i, j int) bool { return g.evidence[i].Path < g.evidence[j].Path })
@@ -46,8 +40,8 @@ func (s *Schema) ground(instance any, text *runText) (ErrorList, []Evidence) {
 type grounder struct {
 	doc      map[string]any
 	text     *runText
-	errs     ErrorList
-	evidence []Evidence
+	errs     extracttype.ErrorList
+	evidence []extracttype.Evidence
 }
 
 // resolve follows $ref from schema and returns the schema node that
@@ -119,11 +113,11 @@ func (g *grounder) scalar(inst any, path string, grounded bool) {
 func (g *grounder) check(path, value string) {
 	start, end, ok := g.text.normalized().find(value)
 	if !ok {
-		g.errs = append(g.errs, Error{Kind: KindRule, Path: path, Keyword: "grounded",
+		g.errs = append(g.errs, extracttype.Error{Kind: extracttype.KindRule, Path: path, Keyword: "grounded",
 			Message: "value does not appear in the message; copy it exactly or use null"})
 		return
 	}
-	g.evidence = append(g.evidence, Evidence{Path: path, Start: start, End: end})
+	g.evidence = append(g.evidence, extracttype.Evidence{Path: path, Start: start, End: end})
 }
 
 // runText is a message text, normalised for grounding on first use and

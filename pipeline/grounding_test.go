@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/extractq/extractq/extracttype"
 )
 
 func TestGround(t *testing.T) {
@@ -38,7 +40,7 @@ func TestGround(t *testing.T) {
 				}
 				return
 			}
-			if len(errs) != 1 || errs[0].Kind != KindRule || errs[0].Keyword != "grounded" || errs[0].Path != "/order_id" {
+			if len(errs) != 1 || errs[0].Kind != extracttype.KindRule || errs[0].Keyword != "grounded" || errs[0].Path != "/order_id" {
 				t.Fatalf("errs %v", errs)
 			}
 		})

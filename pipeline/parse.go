@@ -8,6 +8,8 @@ import (
 	"io"
 	"regexp"
 	"strings"
+
+	"github.com/extractq/extractq/extracttype"
 )
 
 // Limits of the reply parser. A reply past them is a parse error, so a
@@ -143,24 +145,24 @@ var (
 // an error, never merged. Values are never coerced or invented.
 //
 // The returned ErrorList holds KindParse errors and is empty on success.
-func ParseReply(content string) (Reply, ErrorList) {
+func ParseReply(content string) (Reply, extracttype.ErrorList) {
 	if len(content) > MaxReplyBytes {
-		return Reply{}, ErrorList{{Kind: KindParse, Keyword: "size",
+		return Reply{}, extracttype.ErrorList{{Kind: extracttype.KindParse, Keyword: "size",
 			Message: fmt.Sprintf("reply is longer than %d bytes", MaxReplyBytes)}}
 	}
 	trimmed := strings.TrimSpace(content)
 	if trimmed == "" {
-		return Reply{}, ErrorList{{Kind: KindParse, Message: "reply is empty; return one JSON object"}}
+		return Reply{}, extracttype.ErrorList{{Kind: extracttype.KindParse, Message: "reply is empty; return one JSON object"}}
 	}
 	v, err := decodeStrictString(trimmed)
 	if err == nil {
 		if m, ok := v.(map[string]any); ok {
 			return Reply{Object: m}, nil
 		}
-		return Reply{}, ErrorList{{Kind: KindParse, Message: fmt.Sprintf("reply is a JSON %s, not an object", jsonKind(v))}}
+		return Reply{}, extracttype.ErrorList{{Kind: extracttype.KindParse, Message: fmt.Sprintf("reply is a JSON %s, not an object", jsonKind(v))}}
 	}
 	if de := (*DuplicateKeyError)(nil); errors.As(err, &de) {
-		return Reply{}, ErrorList{{Kind: KindParse, Path: de.Path, Keyword: "duplicate_key", Message: "key occurs twice; give it once"}}
+		return Reply{}, extracttype.ErrorList{{Kind: extracttype.KindParse, Path: de.Path, Keyword: "duplicate_key", Message: "key occurs twice; give it once"}}
 	}
 
 	// Lenient pass: strip what models wrap around JSON.
@@ -214,14 +216,14 @@ func ParseReply(content string) (Reply, ErrorList) {
 	}
 	switch {
 	case dupErr != nil:
-		return Reply{}, ErrorList{{Kind: KindParse, Path: dupErr.Path, Keyword: "duplicate_key", Message: "key occurs twice; give it once"}}
+		return Reply{}, extracttype.ErrorList{{Kind: extracttype.KindParse, Path: dupErr.Path, Keyword: "duplicate_key", Message: "key occurs twice; give it once"}}
 	case len(found) == 1:
 		return Reply{Object: found[0], Stripped: strings.Join(stripped, ",")}, nil
 	case len(found) > 1:
-		return Reply{}, ErrorList{{Kind: KindParse, Keyword: "multiple_objects",
+		return Reply{}, extracttype.ErrorList{{Kind: extracttype.KindParse, Keyword: "multiple_objects",
 			Message: fmt.Sprintf("reply holds %d different JSON objects; return exactly one", len(found))}}
 	}
-	return Reply{}, ErrorList{{Kind: KindParse, Message: "reply holds no JSON object; return one JSON object only"}}
+	return Reply{}, extracttype.ErrorList{{Kind: extracttype.KindParse, Message: "reply holds no JSON object; return one JSON object only"}}
 }
 
 // scanObjects finds the top-level balanced {...} spans of s that decode

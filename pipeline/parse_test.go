@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/extractq/extractq/extracttype"
 )
 
 func TestParseReply(t *testing.T) {
@@ -45,7 +47,7 @@ func TestParseReply(t *testing.T) {
 				}
 				return
 			}
-			if len(errs) != 1 || errs[0].Kind != KindParse {
+			if len(errs) != 1 || errs[0].Kind != extracttype.KindParse {
 				t.Fatalf("errs %v", errs)
 			}
 			if tc.keyword != "" && errs[0].Keyword != tc.keyword {

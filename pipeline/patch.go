@@ -7,6 +7,8 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/extractq/extractq/extracttype"
 )
 
 // Limits on a repair patch (RFC 6902).
@@ -51,9 +53,9 @@ func (o *patchOp) UnmarshalJSON(b []byte) error {
 // below one of the flagged paths (a missing property's path is its own),
 // never the whole document. Negative array indices are off and copies are
 // bounded. Every failure is one KindPatchInvalid error.
-func ApplyRepairPatch(doc any, patch []byte, flagged ErrorList) (any, ErrorList) {
-	bad := func(format string, a ...any) (any, ErrorList) {
-		return nil, ErrorList{{Kind: KindPatchInvalid, Keyword: "patch", Message: fmt.Sprintf(format, a...)}}
+func ApplyRepairPatch(doc any, patch []byte, flagged extracttype.ErrorList) (any, extracttype.ErrorList) {
+	bad := func(format string, a ...any) (any, extracttype.ErrorList) {
+		return nil, extracttype.ErrorList{{Kind: extracttype.KindPatchInvalid, Keyword: "patch", Message: fmt.Sprintf(format, a...)}}
 	}
 	if len(patch) > MaxPatchBytes {
 		return bad("patch is longer than %d bytes", MaxPatchBytes)
@@ -145,7 +147,7 @@ func validPointer(p string) bool {
 
 // underFlagged reports whether p is at or below the path of some error.
 // An error at the root (a parse error) flags nothing.
-func underFlagged(p string, flagged ErrorList) bool {
+func underFlagged(p string, flagged extracttype.ErrorList) bool {
 	for _, e := range flagged {
 		if e.Path == "" {
 			continue
@@ -160,7 +162,7 @@ func underFlagged(p string, flagged ErrorList) bool {
 // checkPatch applies a patch-form repair reply to the first reply's
 // instance and validates the result. It returns the instance, the errors,
 // the applied patch and the evidence of the grounded values found.
-func (e *Extractor) checkPatch(resp openai.ChatCompletionResponse, prev any, flagged ErrorList, in Input, text *runText) (any, ErrorList, json.RawMessage, []Evidence) {
+func (e *Extractor) checkPatch(resp openai.ChatCompletionResponse, prev any, flagged extracttype.ErrorList, in Input, text *runText) (any, extracttype.ErrorList, json.RawMessage, []extracttype.Evidence) {
 	content, errs := e.replyContent(resp)
 	if len(errs) > 0 {
 		return nil, errs, nil, nil

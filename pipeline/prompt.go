@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"text/template"
+
+	"github.com/extractq/extractq/extracttype"
 )
 
 //go:embed prompts/*.tmpl
@@ -76,8 +78,8 @@ func (p *Prompt) User(text string) string { return p.render("user", promptData{T
 // Repair returns the repair turn: at most MaxRepairLines lines of
 // "path: message" from errs (in their stable sorted order), then the
 // instruction of the strategy ("regenerate" or "patch").
-func (p *Prompt) Repair(errs ErrorList, strategy string) string {
-	sorted := append(ErrorList(nil), errs...)
+func (p *Prompt) Repair(errs extracttype.ErrorList, strategy string) string {
+	sorted := append(extracttype.ErrorList(nil), errs...)
 	sorted.Sort()
 	lines := make([]string, 0, MaxRepairLines)
 	for i, e := range sorted {

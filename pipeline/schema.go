@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"github.com/extractq/extractq/extracttype"
 )
 
 // Schema is a compiled JSON Schema of what is extracted, with the product's
@@ -131,12 +133,12 @@ func stripAnnotations(v any) any {
 // DecodeStrict does) against the schema and the grounding rule over text.
 // It returns the sorted error list (empty when valid) and, for a valid
 // instance, the evidence span of every grounded value.
-func (s *Schema) Validate(instance any, text string) (ErrorList, []Evidence) {
+func (s *Schema) Validate(instance any, text string) (extracttype.ErrorList, []extracttype.Evidence) {
 	return s.validate(instance, &runText{text: text})
 }
 
 // validate is Validate over a text normalised for grounding on first use.
-func (s *Schema) validate(instance any, text *runText) (ErrorList, []Evidence) {
+func (s *Schema) validate(instance any, text *runText) (extracttype.ErrorList, []extracttype.Evidence) {
 	errs := s.validateSchema(instance)
 	errs = append(errs, s.checkKeyCase(s.doc, instance, "", 0)...)
 	gerrs, evidence := s.ground(instance, text)
@@ -145,7 +147,7 @@ func (s *Schema) validate(instance any, text *runText) (ErrorList, []Evidence) {
 	return dedupe(errs), evidence
 }
 
-func dedupe(l ErrorList) ErrorList {
+func dedupe(l extracttype.ErrorList) extracttype.ErrorList {
 	out := l[:0]
 	for i, e := range l {
 		if i > 0 && e == l[i-1] {
@@ -158,16 +160,16 @@ func dedupe(l ErrorList) ErrorList {
 
 // validateSchema runs the JSON Schema validator and turns its leaf errors
 // into Errors whose messages carry no instance values.
-func (s *Schema) validateSchema(instance any) ErrorList {
+func (s *Schema) validateSchema(instance any) extracttype.ErrorList {
 	err := s.compiled.Validate(instance)
 	if err == nil {
 		return nil
 	}
 	ve, ok := err.(*jsonschema.ValidationError)
 	if !ok {
-		return ErrorList{{Kind: KindSchema, Path: "", Keyword: "", Message: "validator failed: " + err.Error()}}
+		return extracttype.ErrorList{{Kind: extracttype.KindSchema, Path: "", Keyword: "", Message: "validator failed: " + err.Error()}}
 	}
-	var out ErrorList
+	var out extracttype.ErrorList
 	var walk func(*jsonschema.ValidationError)
 	walk = func(v *jsonschema.ValidationError) {
 		if len(v.Causes) > 0 {
@@ -182,7 +184,7 @@ func (s *Schema) validateSchema(instance any) ErrorList {
 	return out
 }
 
-func (s *Schema) leafErrors(v *jsonschema.ValidationError, instance any) ErrorList {
+func (s *Schema) leafErrors(v *jsonschema.ValidationError, instance any) extracttype.ErrorList {
 	kwPtr := v.AbsoluteKeywordLocation
 	if i := strings.IndexByte(kwPtr, '#'); i >= 0 {
 		kwPtr = kwPtr[i+1:]
@@ -200,11 +202,11 @@ func (s *Schema) leafErrors(v *jsonschema.ValidationError, instance any) ErrorLi
 		obj, _ := resolvePointer(instance, path)
 		m, _ := obj.(map[string]any)
 		req, _ := kwValue.([]any)
-		var out ErrorList
+		var out extracttype.ErrorList
 		for _, r := range req {
 			name, _ := r.(string)
 			if _, ok := m[name]; !ok {
-				out = append(out, Error{Kind: KindSchema, Path: path + "/" + escapeToken(name), Keyword: "required",
+				out = append(out, extracttype.Error{Kind: extracttype.KindSchema, Path: path + "/" + escapeToken(name), Keyword: "required",
 					Message: "required property is missing (use null if unknown)"})
 			}
 		}
@@ -214,29 +216,29 @@ func (s *Schema) leafErrors(v *jsonschema.ValidationError, instance any) ErrorLi
 		m, _ := obj.(map[string]any)
 		parent, _ := resolvePointer(s.doc, parentPtr)
 		props, _ := parent.(map[string]any)["properties"].(map[string]any)
-		var out ErrorList
+		var out extracttype.ErrorList
 		for k := range m {
 			if _, ok := props[k]; !ok && caseTwin(props, k) == "" {
-				out = append(out, Error{Kind: KindSchema, Path: path + "/" + escapeToken(k), Keyword: keyword,
+				out = append(out, extracttype.Error{Kind: extracttype.KindSchema, Path: path + "/" + escapeToken(k), Keyword: keyword,
 					Message: "property is not in the schema"})
 			}
 		}
 		return out
 	case "type":
-		return ErrorList{{Kind: KindSchema, Path: path, Keyword: keyword, Message: v.Message}}
+		return extracttype.ErrorList{{Kind: extracttype.KindSchema, Path: path, Keyword: keyword, Message: v.Message}}
 	case "pattern":
-		return ErrorList{{Kind: KindSchema, Path: path, Keyword: keyword, Message: fmt.Sprintf("does not match pattern %v", kwValue)}}
+		return extracttype.ErrorList{{Kind: extracttype.KindSchema, Path: path, Keyword: keyword, Message: fmt.Sprintf("does not match pattern %v", kwValue)}}
 	case "format":
-		return ErrorList{{Kind: KindSchema, Path: path, Keyword: keyword, Message: fmt.Sprintf("is not a valid %v", kwValue)}}
+		return extracttype.ErrorList{{Kind: extracttype.KindSchema, Path: path, Keyword: keyword, Message: fmt.Sprintf("is not a valid %v", kwValue)}}
 	case "enum":
-		return ErrorList{{Kind: KindSchema, Path: path, Keyword: keyword, Message: "is not one of the allowed values" + enumHint(kwValue)}}
+		return extracttype.ErrorList{{Kind: extracttype.KindSchema, Path: path, Keyword: keyword, Message: "is not one of the allowed values" + enumHint(kwValue)}}
 	case "const":
-		return ErrorList{{Kind: KindSchema, Path: path, Keyword: keyword, Message: "is not the allowed constant"}}
+		return extracttype.ErrorList{{Kind: extracttype.KindSchema, Path: path, Keyword: keyword, Message: "is not the allowed constant"}}
 	case "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
 		"minItems", "maxItems", "minProperties", "maxProperties", "multipleOf", "uniqueItems":
-		return ErrorList{{Kind: KindSchema, Path: path, Keyword: keyword, Message: fmt.Sprintf("violates %s %v", keyword, compactJSON(kwValue))}}
+		return extracttype.ErrorList{{Kind: extracttype.KindSchema, Path: path, Keyword: keyword, Message: fmt.Sprintf("violates %s %v", keyword, compactJSON(kwValue))}}
 	}
-	return ErrorList{{Kind: KindSchema, Path: path, Keyword: keyword, Message: "fails " + keyword}}
+	return extracttype.ErrorList{{Kind: extracttype.KindSchema, Path: path, Keyword: keyword, Message: "fails " + keyword}}
 }
 
 // enumHint lists a short enum so the repair prompt can name the choices.
@@ -331,7 +333,7 @@ func caseTwin(props map[string]any, k string) string {
 // checkKeyCase reports keys that differ from a schema property only by
 // case ("Order_ID" for "order_id"), wherever the schema describes the
 // object: such keys are never merged into the property.
-func (s *Schema) checkKeyCase(schema any, inst any, path string, depth int) ErrorList {
+func (s *Schema) checkKeyCase(schema any, inst any, path string, depth int) extracttype.ErrorList {
 	sm, _ := schema.(map[string]any)
 	if sm == nil || depth > MaxJSONDepth {
 		return nil
@@ -341,7 +343,7 @@ func (s *Schema) checkKeyCase(schema any, inst any, path string, depth int) Erro
 			return s.checkKeyCase(target, inst, path, depth+1)
 		}
 	}
-	var out ErrorList
+	var out extracttype.ErrorList
 	switch v := inst.(type) {
 	case map[string]any:
 		props, _ := sm["properties"].(map[string]any)
@@ -351,7 +353,7 @@ func (s *Schema) checkKeyCase(schema any, inst any, path string, depth int) Erro
 					out = append(out, s.checkKeyCase(props[k], child, path+"/"+escapeToken(k), depth+1)...)
 				}
 			} else if twin := caseTwin(props, k); twin != "" {
-				out = append(out, Error{Kind: KindSchema, Path: path + "/" + escapeToken(k), Keyword: "property_case",
+				out = append(out, extracttype.Error{Kind: extracttype.KindSchema, Path: path + "/" + escapeToken(k), Keyword: "property_case",
 					Message: "key differs from property " + twin + " only by case; use " + twin})
 			}
 		}

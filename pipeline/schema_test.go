@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/extractq/extractq/extracttype"
 )
 
 func loadTestSchema(t testing.TB) *Schema {
@@ -53,7 +55,7 @@ func TestSchemaValidate(t *testing.T) {
 			t.Fatalf("got %v", errs)
 		}
 		for i, w := range want {
-			if errs[i].Path != w || errs[i].Keyword != "required" || errs[i].Kind != KindSchema {
+			if errs[i].Path != w || errs[i].Keyword != "required" || errs[i].Kind != extracttype.KindSchema {
 				t.Errorf("error %d = %+v, want required at %s", i, errs[i], w)
 			}
 		}

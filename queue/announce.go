@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/extractq/extractq/config"
-	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/extracttype"
 )
 
 // Triage announcements tell other systems (a chat bot, a pager, a
@@ -39,8 +39,8 @@ type TriageEvent struct {
 	SchemaID  string `json:"schema_id"`
 	// Reason is the failure's kind (schema, rule, truncated, delivery, ...);
 	// Errors the run's final error list.
-	Reason string             `json:"reason"`
-	Errors pipeline.ErrorList `json:"errors"`
+	Reason string                `json:"reason"`
+	Errors extracttype.ErrorList `json:"errors"`
 	// At is when the item was created.
 	At time.Time `json:"at"`
 }

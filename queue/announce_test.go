@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/queue/queuetest"
 )
@@ -27,7 +27,7 @@ func TestAnnounce(t *testing.T) {
 	a := queue.NewAnnouncer(b.Conn, b.NATS)
 	at := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	sent := queue.TriageEvent{Event: queue.TriageEventNew, ItemID: 7, MessageID: 3, RunNo: 2, BatchID: "b-1", SchemaID: "customer_message",
-		Reason: "schema", Errors: pipeline.ErrorList{{Kind: pipeline.KindSchema, Path: "/order_id", Keyword: "required", Message: "missing property"}}, At: at}
+		Reason: "schema", Errors: extracttype.ErrorList{{Kind: extracttype.KindSchema, Path: "/order_id", Keyword: "required", Message: "missing property"}}, At: at}
 	if err := a.Announce(sent); err != nil {
 		t.Fatal(err)
 	}

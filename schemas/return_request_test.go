@@ -9,6 +9,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/pipeline"
 )
 
@@ -240,31 +241,31 @@ func TestReturnRequestValidate(t *testing.T) {
 		name     string
 		edit     func(m map[string]any)
 		wantPath string
-		wantKind pipeline.Kind
+		wantKind extracttype.Kind
 		wantKw   string
 	}{
-		{"QuantityZero", func(m map[string]any) { item(m, 0)["quantity"] = json.Number("0") }, "/items/0/quantity", pipeline.KindSchema, "minimum"},
-		{"QuantityString", func(m map[string]any) { item(m, 0)["quantity"] = "2" }, "/items/0/quantity", pipeline.KindSchema, "type"},
-		{"QuantityFraction", func(m map[string]any) { item(m, 1)["quantity"] = json.Number("1.5") }, "/items/1/quantity", pipeline.KindSchema, "type"},
-		{"QuantityMissing", func(m map[string]any) { delete(item(m, 1), "quantity") }, "/items/1/quantity", pipeline.KindSchema, "required"},
-		{"ProblemUnknown", func(m map[string]any) { item(m, 1)["problem"] = "dirty" }, "/items/1/problem", pipeline.KindSchema, "enum"},
-		{"ProductCase", func(m map[string]any) { item(m, 0)["product"] = "Guess Jeans" }, "/items/0/product", pipeline.KindSchema, "enum"},
-		{"ItemExtra", func(m map[string]any) { item(m, 0)["size"] = "9" }, "/items/0/size", pipeline.KindSchema, "additionalProperties"},
-		{"ItemsNull", func(m map[string]any) { m["items"] = nil }, "/items", pipeline.KindSchema, "type"},
-		{"CustomerNull", func(m map[string]any) { m["customer"] = nil }, "/customer", pipeline.KindSchema, "type"},
-		{"EmailFormat", func(m map[string]any) { at(m, "customer")["email"] = "asanders869.email.com" }, "/customer/email", pipeline.KindSchema, "format"},
-		{"EmailInvented", func(m map[string]any) { at(m, "customer")["email"] = "asanders870@email.com" }, "/customer/email", pipeline.KindRule, "grounded"},
-		{"OrderIDNumber", func(m map[string]any) { at(m, "order")["order_id"] = json.Number("800317848") }, "/order/order_id", pipeline.KindSchema, "type"},
-		{"OrderIDPadded", func(m map[string]any) { at(m, "order")["order_id"] = "00800317848" }, "/order/order_id", pipeline.KindSchema, "pattern"},
-		{"DateFormat", func(m map[string]any) { at(m, "order")["purchase_date"] = "2020-02-30" }, "/order/purchase_date", pipeline.KindSchema, "format"},
-		{"DateMissing", func(m map[string]any) { delete(at(m, "order"), "purchase_date") }, "/order/purchase_date", pipeline.KindSchema, "required"},
-		{"RefundDollarSign", func(m map[string]any) { at(m, "refund")["amount"] = "$84.50" }, "/refund/amount", pipeline.KindSchema, "pattern"},
-		{"RefundMethod", func(m map[string]any) { at(m, "refund")["method"] = "paypal" }, "/refund/method", pipeline.KindSchema, "enum"},
-		{"ZipPadded", func(m map[string]any) { at(m, "shipping")["zip_code"] = "03155" }, "/shipping/zip_code", pipeline.KindRule, "grounded"},
-		{"ZipTooLong", func(m map[string]any) { at(m, "shipping")["zip_code"] = "315566" }, "/shipping/zip_code", pipeline.KindSchema, "pattern"},
-		{"StreetNoNumber", func(m map[string]any) { at(m, "shipping")["street_address"] = "Circle Drive" }, "/shipping/street_address", pipeline.KindSchema, "pattern"},
-		{"IntentNull", func(m map[string]any) { m["intent"] = nil }, "/intent", pipeline.KindSchema, "type"},
-		{"IntentOutOfScope", func(m map[string]any) { m["intent"] = "recover_password" }, "/intent", pipeline.KindSchema, "enum"},
+		{"QuantityZero", func(m map[string]any) { item(m, 0)["quantity"] = json.Number("0") }, "/items/0/quantity", extracttype.KindSchema, "minimum"},
+		{"QuantityString", func(m map[string]any) { item(m, 0)["quantity"] = "2" }, "/items/0/quantity", extracttype.KindSchema, "type"},
+		{"QuantityFraction", func(m map[string]any) { item(m, 1)["quantity"] = json.Number("1.5") }, "/items/1/quantity", extracttype.KindSchema, "type"},
+		{"QuantityMissing", func(m map[string]any) { delete(item(m, 1), "quantity") }, "/items/1/quantity", extracttype.KindSchema, "required"},
+		{"ProblemUnknown", func(m map[string]any) { item(m, 1)["problem"] = "dirty" }, "/items/1/problem", extracttype.KindSchema, "enum"},
+		{"ProductCase", func(m map[string]any) { item(m, 0)["product"] = "Guess Jeans" }, "/items/0/product", extracttype.KindSchema, "enum"},
+		{"ItemExtra", func(m map[string]any) { item(m, 0)["size"] = "9" }, "/items/0/size", extracttype.KindSchema, "additionalProperties"},
+		{"ItemsNull", func(m map[string]any) { m["items"] = nil }, "/items", extracttype.KindSchema, "type"},
+		{"CustomerNull", func(m map[string]any) { m["customer"] = nil }, "/customer", extracttype.KindSchema, "type"},
+		{"EmailFormat", func(m map[string]any) { at(m, "customer")["email"] = "asanders869.email.com" }, "/customer/email", extracttype.KindSchema, "format"},
+		{"EmailInvented", func(m map[string]any) { at(m, "customer")["email"] = "asanders870@email.com" }, "/customer/email", extracttype.KindRule, "grounded"},
+		{"OrderIDNumber", func(m map[string]any) { at(m, "order")["order_id"] = json.Number("800317848") }, "/order/order_id", extracttype.KindSchema, "type"},
+		{"OrderIDPadded", func(m map[string]any) { at(m, "order")["order_id"] = "00800317848" }, "/order/order_id", extracttype.KindSchema, "pattern"},
+		{"DateFormat", func(m map[string]any) { at(m, "order")["purchase_date"] = "2020-02-30" }, "/order/purchase_date", extracttype.KindSchema, "format"},
+		{"DateMissing", func(m map[string]any) { delete(at(m, "order"), "purchase_date") }, "/order/purchase_date", extracttype.KindSchema, "required"},
+		{"RefundDollarSign", func(m map[string]any) { at(m, "refund")["amount"] = "$84.50" }, "/refund/amount", extracttype.KindSchema, "pattern"},
+		{"RefundMethod", func(m map[string]any) { at(m, "refund")["method"] = "paypal" }, "/refund/method", extracttype.KindSchema, "enum"},
+		{"ZipPadded", func(m map[string]any) { at(m, "shipping")["zip_code"] = "03155" }, "/shipping/zip_code", extracttype.KindRule, "grounded"},
+		{"ZipTooLong", func(m map[string]any) { at(m, "shipping")["zip_code"] = "315566" }, "/shipping/zip_code", extracttype.KindSchema, "pattern"},
+		{"StreetNoNumber", func(m map[string]any) { at(m, "shipping")["street_address"] = "Circle Drive" }, "/shipping/street_address", extracttype.KindSchema, "pattern"},
+		{"IntentNull", func(m map[string]any) { m["intent"] = nil }, "/intent", extracttype.KindSchema, "type"},
+		{"IntentOutOfScope", func(m map[string]any) { m["intent"] = "recover_password" }, "/intent", extracttype.KindSchema, "enum"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -374,9 +375,9 @@ func TestReturnRequestABCD(t *testing.T) {
 	t.Logf("%d ABCD records with a covered intent validated, %d with items", checked, withItems)
 }
 
-func hasSchemaError(errs pipeline.ErrorList) bool {
+func hasSchemaError(errs extracttype.ErrorList) bool {
 	for _, e := range errs {
-		if e.Kind == pipeline.KindSchema {
+		if e.Kind == extracttype.KindSchema {
 			return true
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/store"
 	"github.com/extractq/extractq/store/storetest"
 )
@@ -53,7 +53,7 @@ func TestMessagesErase(t *testing.T) {
 	approvedItem, approved := triageItemFixture(ctx, t, st, batch)
 	if _, err := st.TriageItemApprove(ctx, st.Pool, store.TriageItemApproveParams{
 		ItemID: approvedItem, Reviewer: "alice", Via: store.ViaUI, Data: []byte(`{"order_id":"48213"}`), SchemaVersion: "1",
-		Overridden:     pipeline.ErrorList{{Kind: pipeline.KindRule, Path: "/order_id", Keyword: "grounded", Message: "value does not appear in the message"}},
+		Overridden:     extracttype.ErrorList{{Kind: extracttype.KindRule, Path: "/order_id", Keyword: "grounded", Message: "value does not appear in the message"}},
 		OverrideReason: "the customer wrote 48213 on the phone",
 	}); err != nil {
 		t.Fatal(err)

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/store"
 	"github.com/extractq/extractq/store/storetest"
 )
@@ -17,7 +17,7 @@ func TestFailingFieldsRootPath(t *testing.T) {
 	st := storetest.NewStore(t)
 	run := messageFixture(ctx, t, st, batchFixture(ctx, t, st))
 	p := failedOutcome(run)
-	p.Failures = append(p.Failures, store.FailureEvent{CallIndex: 0, Err: pipeline.Error{Kind: pipeline.KindParse, Message: "reply holds no JSON object"}})
+	p.Failures = append(p.Failures, store.FailureEvent{CallIndex: 0, Err: extracttype.Error{Kind: extracttype.KindParse, Message: "reply holds no JSON object"}})
 	if err := st.RunOutcomeInsert(ctx, st.Pool, p); err != nil {
 		t.Fatal(err)
 	}
@@ -54,14 +54,14 @@ func TestRepairEffectivenessOnlyRepairedRuns(t *testing.T) {
 	batch := batchFixture(ctx, t, st)
 	// Repaired: a parse error at attempt 1, then a valid repair.
 	repaired := repairedOutcome(messageFixture(ctx, t, st, batch))
-	repaired.Failures = []store.FailureEvent{{CallIndex: 0, Err: pipeline.Error{Kind: pipeline.KindParse, Message: "reply holds no JSON object"}}}
+	repaired.Failures = []store.FailureEvent{{CallIndex: 0, Err: extracttype.Error{Kind: extracttype.KindParse, Message: "reply holds no JSON object"}}}
 	// Truncated: one call, cut off, straight to triage.
 	truncated := failedOutcome(messageFixture(ctx, t, st, batch))
 	truncated.Calls = truncated.Calls[:1]
 	truncated.Calls[0].FinishReason = "length"
-	cut := pipeline.Error{Kind: pipeline.KindTruncated, Message: "reply was cut off at the completion token limit"}
+	cut := extracttype.Error{Kind: extracttype.KindTruncated, Message: "reply was cut off at the completion token limit"}
 	truncated.Failures = []store.FailureEvent{{CallIndex: 0, Err: cut}}
-	truncated.Triage = &store.TriageParams{Reason: string(pipeline.KindTruncated), Errors: pipeline.ErrorList{cut}}
+	truncated.Triage = &store.TriageParams{Reason: string(extracttype.KindTruncated), Errors: extracttype.ErrorList{cut}}
 	for _, p := range []store.RunOutcomeParams{repaired, truncated} {
 		if err := st.RunOutcomeInsert(ctx, st.Pool, p); err != nil {
 			t.Fatal(err)

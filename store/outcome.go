@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/extracttype"
 )
 
 // LLMCall is one call to the model, failed ones too.
@@ -46,7 +46,7 @@ type FailureEvent struct {
 	SchemaID, SchemaVersion string
 	// PromptVersion and Model default to the call's.
 	PromptVersion, Model string
-	Err                  pipeline.Error
+	Err                  extracttype.Error
 }
 
 // ExtractionParams is a validated record to store as the run's result.
@@ -59,9 +59,9 @@ type ExtractionParams struct {
 
 // TriageParams is a failed run's item for people.
 type TriageParams struct {
-	Reason    string             // the kind that failed the run, such as "schema"; required
-	Errors    pipeline.ErrorList // the final error list
-	LastReply string             // the last reply; NUL and invalid UTF-8 become U+FFFD
+	Reason    string                // the kind that failed the run, such as "schema"; required
+	Errors    extracttype.ErrorList // the final error list
+	LastReply string                // the last reply; NUL and invalid UTF-8 become U+FFFD
 }
 
 // RunOutcomeParams is a run's whole outcome.
@@ -154,8 +154,8 @@ func (s *Store) RunOutcomeInsert(ctx context.Context, db DBTX, p RunOutcomeParam
 
 // cleanError returns e with its text fields cleaned (see CleanText): a
 // path or keyword may come from the model's own field names.
-func cleanError(e pipeline.Error) pipeline.Error {
-	e.Kind = pipeline.Kind(CleanText(string(e.Kind)))
+func cleanError(e extracttype.Error) extracttype.Error {
+	e.Kind = extracttype.Kind(CleanText(string(e.Kind)))
 	e.Path = CleanText(e.Path)
 	e.Keyword = CleanText(e.Keyword)
 	e.Message = CleanText(e.Message)
@@ -164,8 +164,8 @@ func cleanError(e pipeline.Error) pipeline.Error {
 
 // marshalErrorList encodes l for a jsonb column: cleaned, and [] for an
 // empty list.
-func marshalErrorList(l pipeline.ErrorList) ([]byte, error) {
-	clean := make(pipeline.ErrorList, len(l))
+func marshalErrorList(l extracttype.ErrorList) ([]byte, error) {
+	clean := make(extracttype.ErrorList, len(l))
 	for i, e := range l {
 		clean[i] = cleanError(e)
 	}

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/store"
 	"github.com/extractq/extractq/store/storetest"
 )
@@ -54,7 +54,7 @@ func TestRunOutcomeInsertManyMatchesInsert(t *testing.T) {
 	batchID := batchFixture(ctx, t, st)
 	withNoCallEvent := func(p store.RunOutcomeParams) store.RunOutcomeParams {
 		p.Failures = append(p.Failures, store.FailureEvent{CallIndex: -1, Attempt: 3, Model: "sim-1",
-			Err: pipeline.Errorf(pipeline.KindBudget, "", "max_tokens", "next call needs too many tokens")})
+			Err: extracttype.Errorf(extracttype.KindBudget, "", "max_tokens", "next call needs too many tokens")})
 		return p
 	}
 	type row struct {

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/store"
 	"github.com/extractq/extractq/store/storetest"
 )
@@ -25,8 +25,8 @@ func repairedOutcome(r store.Run) store.RunOutcomeParams {
 
 // failedOutcome is a run whose extraction and repair both failed.
 func failedOutcome(r store.Run) store.RunOutcomeParams {
-	errSKU := pipeline.Errorf(pipeline.KindSchema, "/items/3/sku", "pattern", "does not match the SKU pattern")
-	errOrder := pipeline.Errorf(pipeline.KindRule, "/order_id", "grounded", "not found in the message")
+	errSKU := extracttype.Errorf(extracttype.KindSchema, "/items/3/sku", "pattern", "does not match the SKU pattern")
+	errOrder := extracttype.Errorf(extracttype.KindRule, "/order_id", "grounded", "not found in the message")
 	return store.RunOutcomeParams{
 		MessageID: r.MessageID, RunNo: r.RunNo,
 		SchemaID: "support_ticket", SchemaVersion: "1",
@@ -41,7 +41,7 @@ func failedOutcome(r store.Run) store.RunOutcomeParams {
 		},
 		Triage: &store.TriageParams{
 			Reason:    "schema",
-			Errors:    pipeline.ErrorList{errSKU},
+			Errors:    extracttype.ErrorList{errSKU},
 			LastReply: `[]`,
 		},
 		Failures: []store.FailureEvent{
@@ -161,7 +161,7 @@ func TestRunOutcomeInsert(t *testing.T) {
 		ctx, b := setup(t)
 		p := failedOutcome(b.run)
 		p.Failures = append(p.Failures, store.FailureEvent{CallIndex: -1,
-			Err: pipeline.Errorf(pipeline.KindDelivery, "", "", "delivery limit reached")})
+			Err: extracttype.Errorf(extracttype.KindDelivery, "", "", "delivery limit reached")})
 		if err := b.st.RunOutcomeInsert(ctx, b.st.Pool, p); err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +230,7 @@ func TestRunOutcomeInsert(t *testing.T) {
 		bad := "{\"order_id\":\"4\x00 8\xff\"}"
 		p.Calls[1].Reply, p.Calls[1].Stripped = bad, bad
 		p.Triage.LastReply = bad
-		p.Triage.Errors = pipeline.ErrorList{{Kind: pipeline.KindSchema, Path: "/x\x00y", Message: "unexpected property"}}
+		p.Triage.Errors = extracttype.ErrorList{{Kind: extracttype.KindSchema, Path: "/x\x00y", Message: "unexpected property"}}
 		p.Failures = append(p.Failures, store.FailureEvent{CallIndex: 1, Err: p.Triage.Errors[0]})
 		if err := b.st.RunOutcomeInsert(ctx, b.st.Pool, p); err != nil {
 			t.Fatalf("outcome with NUL bytes: %v", err)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/extracttype"
 )
 
 // TriageItemApproveParams is a reviewer's record for a failed run.
@@ -25,7 +25,7 @@ type TriageItemApproveParams struct {
 	SchemaVersion string          // the schema version Data was validated against; required
 	// Overridden lists the grounding errors the reviewer overrode; empty
 	// when the record validated. OverrideReason is then required.
-	Overridden     pipeline.ErrorList
+	Overridden     extracttype.ErrorList
 	OverrideReason string
 }
 

@@ -4,16 +4,16 @@ import (
 	"context"
 	"testing"
 
-	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/store"
 )
 
 // triageFailedOutcome is a run that failed after its repair, with a grounding
 // error at /order_id and a schema error at /items/2/sku.
 func triageFailedOutcome(r store.Run) store.RunOutcomeParams {
-	errs := pipeline.ErrorList{
-		{Kind: pipeline.KindSchema, Path: "/items/2/sku", Keyword: "pattern", Message: "does not match pattern"},
-		{Kind: pipeline.KindRule, Path: "/order_id", Keyword: "grounded", Message: "value does not appear in the message"},
+	errs := extracttype.ErrorList{
+		{Kind: extracttype.KindSchema, Path: "/items/2/sku", Keyword: "pattern", Message: "does not match pattern"},
+		{Kind: extracttype.KindRule, Path: "/order_id", Keyword: "grounded", Message: "value does not appear in the message"},
 	}
 	return store.RunOutcomeParams{
 		MessageID: r.MessageID, RunNo: r.RunNo,

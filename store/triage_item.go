@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/extracttype"
 )
 
 // Triage item statuses.
@@ -21,16 +21,16 @@ const (
 
 // TriageItem is a failed run waiting for, or decided by, a reviewer.
 type TriageItem struct {
-	ID         int64              `db:"id"`
-	MessageID  int64              `db:"message_id"`
-	ExternalID string             `db:"external_id"` // the message's own id
-	RunNo      int                `db:"run_no"`
-	SchemaID   string             `db:"schema_id"`
-	Status     string             `db:"status"` // TriageOpen, TriageApproved, TriageRejected or TriageRerun
-	Reason     string             `db:"reason"` // the kind that failed the run
-	Errors     pipeline.ErrorList `db:"errors"` // the final error list
-	LastReply  string             `db:"last_reply"`
-	CreatedAt  time.Time          `db:"created_at"`
+	ID         int64                 `db:"id"`
+	MessageID  int64                 `db:"message_id"`
+	ExternalID string                `db:"external_id"` // the message's own id
+	RunNo      int                   `db:"run_no"`
+	SchemaID   string                `db:"schema_id"`
+	Status     string                `db:"status"` // TriageOpen, TriageApproved, TriageRejected or TriageRerun
+	Reason     string                `db:"reason"` // the kind that failed the run
+	Errors     extracttype.ErrorList `db:"errors"` // the final error list
+	LastReply  string                `db:"last_reply"`
+	CreatedAt  time.Time             `db:"created_at"`
 }
 
 // TriageItemListParams selects triage items.

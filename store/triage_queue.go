@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/extracttype"
 )
 
 // TriageAnyStatus in TriageFilter.Status selects items in every status.
@@ -56,7 +56,7 @@ JOIN runs r ON r.message_id = t.message_id AND r.run_no = t.run_no
 JOIN messages m ON m.id = t.message_id`
 
 // foldIndicesSQL folds the array indices of a JSON Pointer to *, as
-// pipeline.Error.PathPattern does.
+// extracttype.Error.PathPattern does.
 const foldIndicesSQL = `regexp_replace(e->>'path', '/[0-9]+(?=/|$)', '/*', 'g')`
 
 // where returns the filter's conditions on t, r and m, adding its
@@ -110,16 +110,16 @@ func (f TriageFilter) validate() error {
 
 // TriageQueueItem is a triage item as the queue lists it.
 type TriageQueueItem struct {
-	ID         int64              `db:"id"`
-	MessageID  int64              `db:"message_id"`
-	Source     string             `db:"source"`
-	ExternalID string             `db:"external_id"` // the message's own id
-	RunNo      int                `db:"run_no"`
-	BatchID    string             `db:"batch_id"` // the failed run's batch
-	SchemaID   string             `db:"schema_id"`
-	Status     string             `db:"status"` // TriageOpen, TriageApproved, TriageRejected or TriageRerun
-	Reason     string             `db:"reason"` // the kind that failed the run
-	Errors     pipeline.ErrorList `db:"errors"` // the run's final error list
+	ID         int64                 `db:"id"`
+	MessageID  int64                 `db:"message_id"`
+	Source     string                `db:"source"`
+	ExternalID string                `db:"external_id"` // the message's own id
+	RunNo      int                   `db:"run_no"`
+	BatchID    string                `db:"batch_id"` // the failed run's batch
+	SchemaID   string                `db:"schema_id"`
+	Status     string                `db:"status"` // TriageOpen, TriageApproved, TriageRejected or TriageRerun
+	Reason     string                `db:"reason"` // the kind that failed the run
+	Errors     extracttype.ErrorList `db:"errors"` // the run's final error list
 	// Snippet is the message's first 200 characters.
 	Snippet string `db:"snippet"`
 	// ClaimedBy is the login holding a live lease on the item, or "".

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/store"
 	"github.com/extractq/extractq/store/storetest"
 )
@@ -222,7 +222,7 @@ func TestTriageQueue(t *testing.T) {
 		if _, err := b.st.CurrentResultGet(ctx, b.st.Pool, store.CurrentResultGetParams{MessageID: r.MessageID}); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("current result before approval: %v", err)
 		}
-		overridden := pipeline.ErrorList{{Kind: pipeline.KindRule, Path: "/order_id", Keyword: "grounded", Message: "value does not appear in the message"}}
+		overridden := extracttype.ErrorList{{Kind: extracttype.KindRule, Path: "/order_id", Keyword: "grounded", Message: "value does not appear in the message"}}
 		if _, err := b.st.TriageItemApprove(ctx, b.st.Pool, store.TriageItemApproveParams{
 			ItemID: id, Reviewer: "alice", Via: store.ViaUI, Data: []byte(`{"order_id":"1"}`), SchemaVersion: "2",
 			Overridden: overridden,

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/store"
 )
@@ -143,29 +144,29 @@ func bodyFields(v any) string {
 
 // apiItem is an item as the API lists it.
 type apiItem struct {
-	ID             int64              `json:"id"`
-	MessageID      int64              `json:"message_id"`
-	Source         string             `json:"source"`
-	ExternalID     string             `json:"external_id"`
-	RunNo          int                `json:"run_no"`
-	BatchID        string             `json:"batch_id"`
-	SchemaID       string             `json:"schema_id"`
-	Status         string             `json:"status"`
-	Reason         string             `json:"reason"`
-	Errors         pipeline.ErrorList `json:"errors"`
-	ClaimedBy      string             `json:"claimed_by,omitempty"`
-	ClaimExpires   *time.Time         `json:"claim_expires,omitempty"`
-	DecidedBy      string             `json:"decided_by,omitempty"`
-	DecidedAt      *time.Time         `json:"decided_at,omitempty"`
-	DecisionReason string             `json:"decision_reason,omitempty"`
-	RerunNo        *int               `json:"rerun_no,omitempty"`
-	CreatedAt      time.Time          `json:"created_at"`
+	ID             int64                 `json:"id"`
+	MessageID      int64                 `json:"message_id"`
+	Source         string                `json:"source"`
+	ExternalID     string                `json:"external_id"`
+	RunNo          int                   `json:"run_no"`
+	BatchID        string                `json:"batch_id"`
+	SchemaID       string                `json:"schema_id"`
+	Status         string                `json:"status"`
+	Reason         string                `json:"reason"`
+	Errors         extracttype.ErrorList `json:"errors"`
+	ClaimedBy      string                `json:"claimed_by,omitempty"`
+	ClaimExpires   *time.Time            `json:"claim_expires,omitempty"`
+	DecidedBy      string                `json:"decided_by,omitempty"`
+	DecidedAt      *time.Time            `json:"decided_at,omitempty"`
+	DecisionReason string                `json:"decision_reason,omitempty"`
+	RerunNo        *int                  `json:"rerun_no,omitempty"`
+	CreatedAt      time.Time             `json:"created_at"`
 }
 
 func apiItemOf(it store.TriageQueueItem) apiItem {
 	errs := it.Errors
 	if errs == nil {
-		errs = pipeline.ErrorList{}
+		errs = extracttype.ErrorList{}
 	}
 	return apiItem{ID: it.ID, MessageID: it.MessageID, Source: it.Source, ExternalID: it.ExternalID, RunNo: it.RunNo,
 		BatchID: it.BatchID, SchemaID: it.SchemaID, Status: it.Status, Reason: it.Reason, Errors: errs,
@@ -271,10 +272,10 @@ func (s *Server) apiItem(w http.ResponseWriter, r *http.Request) error {
 	}
 	errs, ev := it.validate(it.Draft)
 	if errs == nil {
-		errs = pipeline.ErrorList{}
+		errs = extracttype.ErrorList{}
 	}
 	if ev == nil {
-		ev = []pipeline.Evidence{}
+		ev = []extracttype.Evidence{}
 	}
 	out := map[string]any{
 		"item": apiItemOf(d.Item),
@@ -391,9 +392,9 @@ func readRecord(w http.ResponseWriter, r *http.Request) (any, recordBody, error)
 	return v, b, nil
 }
 
-func validateResponse(errs pipeline.ErrorList) map[string]any {
+func validateResponse(errs extracttype.ErrorList) map[string]any {
 	if errs == nil {
-		errs = pipeline.ErrorList{}
+		errs = extracttype.ErrorList{}
 	}
 	return map[string]any{"valid": len(errs) == 0, "errors": errs, "overridable": onlyGrounding(errs)}
 }
@@ -471,7 +472,7 @@ func apiValidationError(err error, schemaID string) error {
 // errorSummary joins the first n errors as "path: message" with "; ",
 // noting how many more there are. Error messages carry no customer
 // values.
-func errorSummary(errs pipeline.ErrorList, n int) string {
+func errorSummary(errs extracttype.ErrorList, n int) string {
 	lines := make([]string, 0, min(len(errs), n)+1)
 	for i, e := range errs {
 		if i == n {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/store"
 )
 
@@ -93,7 +93,7 @@ func codeOf(status int) string {
 // written override reason (every error is a grounding error). It matches
 // ErrUnprocessable.
 type ValidationError struct {
-	Errors pipeline.ErrorList
+	Errors extracttype.ErrorList
 	// Overridable is true when every error is a grounding error, which a
 	// reviewer may override with a written reason.
 	Overridable bool

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/store"
 )
 
@@ -40,9 +40,9 @@ var (
 		{">1h", "older than 1 h"}, {">24h", "older than 24 h"}, {">7d", "older than 7 days"},
 	}
 	filterKinds = []string{
-		string(pipeline.KindParse), string(pipeline.KindSchema), string(pipeline.KindRule), string(pipeline.KindTool),
-		string(pipeline.KindTruncated), string(pipeline.KindRefusal), string(pipeline.KindPatchInvalid),
-		string(pipeline.KindBudget), string(pipeline.KindInput), string(pipeline.KindTransport), string(pipeline.KindDelivery),
+		string(extracttype.KindParse), string(extracttype.KindSchema), string(extracttype.KindRule), string(extracttype.KindTool),
+		string(extracttype.KindTruncated), string(extracttype.KindRefusal), string(extracttype.KindPatchInvalid),
+		string(extracttype.KindBudget), string(extracttype.KindInput), string(extracttype.KindTransport), string(extracttype.KindDelivery),
 	}
 )
 

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/queue/queuetest"
@@ -131,7 +132,7 @@ func (b *bundle) failedItem(t testing.TB, schemaID, text string, replies ...stri
 		t.Fatal(err)
 	}
 	sch := b.schemas[schemaID].Schema
-	validate := func(reply string) pipeline.ErrorList {
+	validate := func(reply string) extracttype.ErrorList {
 		rep, errs := pipeline.ParseReply(reply)
 		if len(errs) > 0 {
 			return errs
@@ -141,7 +142,7 @@ func (b *bundle) failedItem(t testing.TB, schemaID, text string, replies ...stri
 	}
 	var calls []store.LLMCall
 	var failures []store.FailureEvent
-	var errs pipeline.ErrorList
+	var errs extracttype.ErrorList
 	for i, reply := range replies {
 		errs = validate(reply)
 		c := store.LLMCall{Attempt: i + 1, Model: "extractq-sim-1", PromptVersion: "extract.v1", RequestMode: "response_format",

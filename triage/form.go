@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/pipeline"
 )
 
@@ -45,7 +46,7 @@ type Field struct {
 	Options  []Option
 	Fields   []*Field // an object's properties or an array's elements
 	MaxItems int      // an array's maxItems; 0 means none
-	Errors   pipeline.ErrorList
+	Errors   extracttype.ErrorList
 	// Evidence is the id of the message highlight of the field's value
 	// ("ev-2"), when it was found in the message.
 	Evidence string
@@ -230,22 +231,22 @@ func valueFits(kind string, v any) bool {
 // formBuilder builds the editor's fields for a record.
 type formBuilder struct {
 	root     schemaNode
-	errs     map[string]pipeline.ErrorList // by path
-	evidence map[string]string             // path -> highlight anchor
-	used     map[string]bool               // error paths shown beside a field
+	errs     map[string]extracttype.ErrorList // by path
+	evidence map[string]string                // path -> highlight anchor
+	used     map[string]bool                  // error paths shown beside a field
 }
 
 // BuildForm returns the editor's root field for record (decoded with
 // numbers as json.Number) under schema root, with errs beside their
 // fields and evidence anchors by path. The second result lists the errors
 // no field shows (such as a parse error at the root).
-func BuildForm(root schemaNode, record any, errs pipeline.ErrorList, evidence map[string]string) (*Field, pipeline.ErrorList) {
-	b := &formBuilder{root: root, errs: map[string]pipeline.ErrorList{}, evidence: evidence, used: map[string]bool{}}
+func BuildForm(root schemaNode, record any, errs extracttype.ErrorList, evidence map[string]string) (*Field, extracttype.ErrorList) {
+	b := &formBuilder{root: root, errs: map[string]extracttype.ErrorList{}, evidence: evidence, used: map[string]bool{}}
 	for _, e := range errs {
 		b.errs[e.Path] = append(b.errs[e.Path], e)
 	}
 	f := b.build(root, record, record != nil, "", "", "record", true, 0)
-	var rest pipeline.ErrorList
+	var rest extracttype.ErrorList
 	for _, e := range errs {
 		if !b.used[e.Path] {
 			rest = append(rest, e)
@@ -384,7 +385,7 @@ func jsonText(v any) string {
 // parseForm reads a record back from the editor's form values under
 // schema root. Values that are not valid JSON in a JSON box are reported
 // as parse errors at their path and left out.
-func parseForm(root schemaNode, form url.Values) (any, pipeline.ErrorList) {
+func parseForm(root schemaNode, form url.Values) (any, extracttype.ErrorList) {
 	p := &formParser{root: root, form: form}
 	v, ok := p.value(root, "")
 	if !ok {
@@ -396,7 +397,7 @@ func parseForm(root schemaNode, form url.Values) (any, pipeline.ErrorList) {
 type formParser struct {
 	root schemaNode
 	form url.Values
-	errs pipeline.ErrorList
+	errs extracttype.ErrorList
 }
 
 func (p *formParser) get(key string) (string, bool) {
@@ -410,7 +411,7 @@ func (p *formParser) get(key string) (string, bool) {
 func (p *formParser) decodeJSON(path, s string) (any, bool) {
 	v, err := pipeline.DecodeStrict([]byte(s))
 	if err != nil {
-		p.errs = append(p.errs, pipeline.Error{Kind: pipeline.KindParse, Path: path, Keyword: "json", Message: "is not valid JSON"})
+		p.errs = append(p.errs, extracttype.Error{Kind: extracttype.KindParse, Path: path, Keyword: "json", Message: "is not valid JSON"})
 		return nil, false
 	}
 	return v, true
@@ -500,7 +501,7 @@ func (p *formParser) value(n schemaNode, path string) (any, bool) {
 		}
 		count, err := strconv.Atoi(s)
 		if err != nil || count < 0 || count > 1000 {
-			p.errs = append(p.errs, pipeline.Error{Kind: pipeline.KindParse, Path: path, Keyword: "form", Message: "bad array length in the form"})
+			p.errs = append(p.errs, extracttype.Error{Kind: extracttype.KindParse, Path: path, Keyword: "form", Message: "bad array length in the form"})
 			return nil, false
 		}
 		items, _ := n["items"].(map[string]any)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/schemas"
 )
@@ -69,7 +70,7 @@ func TestForm(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, rest := BuildForm(doc, rec, pipeline.ErrorList{{Kind: pipeline.KindSchema, Path: "/items/1/quantity", Message: "m"}, {Path: "/nowhere", Message: "n"}}, nil)
+		f, rest := BuildForm(doc, rec, extracttype.ErrorList{{Kind: extracttype.KindSchema, Path: "/items/1/quantity", Message: "m"}, {Path: "/nowhere", Message: "n"}}, nil)
 		if len(rest) != 1 || rest[0].Path != "/nowhere" {
 			t.Errorf("unplaced = %+v", rest)
 		}
@@ -121,7 +122,7 @@ func TestForm(t *testing.T) {
 			t.Error("emptied extra key kept")
 		}
 		v.Set("j:/order_id", "{bad")
-		if _, errs := parseForm(doc, v); len(errs) != 1 || errs[0].Path != "/order_id" || errs[0].Kind != pipeline.KindParse {
+		if _, errs := parseForm(doc, v); len(errs) != 1 || errs[0].Path != "/order_id" || errs[0].Kind != extracttype.KindParse {
 			t.Errorf("bad JSON box: %+v", errs)
 		}
 	})

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/store"
 )
 
@@ -26,9 +26,9 @@ type itemView struct {
 	MsgControls, RTL  bool
 	Chars             int
 	Form              *Field
-	Unplaced          pipeline.ErrorList // errors no field shows
-	Errors            pipeline.ErrorList // the draft's errors now
-	Raw               string             // the draft as JSON
+	Unplaced          extracttype.ErrorList // errors no field shows
+	Errors            extracttype.ErrorList // the draft's errors now
+	Raw               string                // the draft as JSON
 	Valid             bool
 	Overridable       bool
 	Message           string // what the last action said
@@ -53,8 +53,8 @@ type itemView struct {
 
 // viewOpts are what an action carries into the page it shows.
 type viewOpts struct {
-	record     any                // nil: the draft
-	parseErrs  pipeline.ErrorList // from reading the form or JSON
+	record     any                   // nil: the draft
+	parseErrs  extracttype.ErrorList // from reading the form or JSON
 	message    string
 	messageErr bool
 	reason     string
@@ -96,13 +96,13 @@ func (s *Server) itemViewOf(ctx context.Context, it *itemState, f Filter, o view
 	// Errors now, and the values found in the message.
 	var anchors map[string]string
 	if d.Item.Status == store.TriageApproved && d.Current != nil && o.record == nil {
-		var ev []pipeline.Evidence
+		var ev []extracttype.Evidence
 		_ = json.Unmarshal(d.Current.Evidence, &ev)
 		v.Segments, anchors = highlight(it, nil, ev)
 		v.Valid = true
 	} else {
 		errs, ev := it.validate(record)
-		errs = append(append(pipeline.ErrorList{}, o.parseErrs...), errs...)
+		errs = append(append(extracttype.ErrorList{}, o.parseErrs...), errs...)
 		v.Errors, v.Valid, v.Overridable = errs, len(errs) == 0, onlyGrounding(errs)
 		v.Segments, anchors = highlight(it, errs, ev)
 	}
@@ -150,7 +150,7 @@ func (s *Server) itemViewOf(ctx context.Context, it *itemState, f Filter, o view
 // values of ev highlighted, "failing" where the record's field has an
 // error (in errs). It returns the segments and the highlight anchor of
 // each path.
-func highlight(it *itemState, errs pipeline.ErrorList, ev []pipeline.Evidence) ([]Segment, map[string]string) {
+func highlight(it *itemState, errs extracttype.ErrorList, ev []extracttype.Evidence) ([]Segment, map[string]string) {
 	failing := map[string]bool{}
 	for _, e := range errs {
 		failing[e.Path] = true

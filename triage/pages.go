@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/store"
 )
@@ -224,7 +225,7 @@ const maxFormBytes = 2 << 20
 
 // submittedRecord reads the record an editor form posts: the raw JSON
 // view (mode=raw) or the generated form.
-func (s *Server) submittedRecord(w http.ResponseWriter, r *http.Request, it *itemState) (any, pipeline.ErrorList, error) {
+func (s *Server) submittedRecord(w http.ResponseWriter, r *http.Request, it *itemState) (any, extracttype.ErrorList, error) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil {
 		return nil, nil, invalidf("cannot read the form: %v", err)
@@ -233,7 +234,7 @@ func (s *Server) submittedRecord(w http.ResponseWriter, r *http.Request, it *ite
 		raw := r.PostForm.Get("record")
 		v, err := pipeline.DecodeStrict([]byte(raw))
 		if err != nil {
-			return map[string]any{}, pipeline.ErrorList{{Kind: pipeline.KindParse, Keyword: "json",
+			return map[string]any{}, extracttype.ErrorList{{Kind: extracttype.KindParse, Keyword: "json",
 				Message: "the raw JSON does not parse: " + shortJSONError(err)}}, nil
 		}
 		return v, nil, nil

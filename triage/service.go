@@ -12,6 +12,7 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"go.uber.org/zap"
 
+	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/store"
@@ -127,13 +128,13 @@ func decodeRecord(b []byte) any {
 // validate checks record with the worker's validator (schema, key case,
 // grounding against the message text) and returns its errors and the
 // evidence of the grounded values found.
-func (it *itemState) validate(record any) (pipeline.ErrorList, []pipeline.Evidence) {
+func (it *itemState) validate(record any) (extracttype.ErrorList, []extracttype.Evidence) {
 	if it.Entry == nil {
-		return pipeline.ErrorList{{Kind: pipeline.KindSchema, Keyword: "schema",
+		return extracttype.ErrorList{{Kind: extracttype.KindSchema, Keyword: "schema",
 			Message: "the schema " + it.D.Item.SchemaID + " is not configured here"}}, nil
 	}
 	if _, ok := record.(map[string]any); !ok {
-		return pipeline.ErrorList{{Kind: pipeline.KindParse, Message: "the record must be a JSON object"}}, nil
+		return extracttype.ErrorList{{Kind: extracttype.KindParse, Message: "the record must be a JSON object"}}, nil
 	}
 	errs, ev := it.Entry.Schema.Validate(record, it.D.Message.Body)
 	errs = append(errs, pipeline.CheckStrings(record, "")...)
@@ -143,12 +144,12 @@ func (it *itemState) validate(record any) (pipeline.ErrorList, []pipeline.Eviden
 
 // onlyGrounding reports whether every error is a grounding error, the
 // one kind a reviewer may override with a written reason.
-func onlyGrounding(errs pipeline.ErrorList) bool {
+func onlyGrounding(errs extracttype.ErrorList) bool {
 	if len(errs) == 0 {
 		return false
 	}
 	for _, e := range errs {
-		if e.Kind != pipeline.KindRule || e.Keyword != "grounded" {
+		if e.Kind != extracttype.KindRule || e.Keyword != "grounded" {
 			return false
 		}
 	}
@@ -182,7 +183,7 @@ func decidable(item store.TriageQueueItem, login string) error {
 // that an item another reviewer holds, or one already decided, is a
 // conflict whatever the record. A record that does not pass returns a
 // *ValidationError whose Msg tells a missing reason from a too short one.
-func (s *Server) approve(ctx context.Context, it *itemState, record any, parseErrs pipeline.ErrorList, reason string) (store.TriageApproval, error) {
+func (s *Server) approve(ctx context.Context, it *itemState, record any, parseErrs extracttype.ErrorList, reason string) (store.TriageApproval, error) {
 	rv := reviewerFrom(ctx)
 	if err := it.decidableBy(rv.Login); err != nil {
 		return store.TriageApproval{}, err

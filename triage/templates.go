@@ -14,7 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/store"
 )
 
@@ -99,7 +99,7 @@ func ago(t time.Time) string {
 }
 
 // errorPaths returns the distinct paths of errs ("/" for the root).
-func errorPaths(errs pipeline.ErrorList) []string {
+func errorPaths(errs extracttype.ErrorList) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, e := range errs {
@@ -117,7 +117,7 @@ func errorPaths(errs pipeline.ErrorList) []string {
 }
 
 // errorKinds returns the distinct kinds of errs.
-func errorKinds(errs pipeline.ErrorList) []string {
+func errorKinds(errs extracttype.ErrorList) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, e := range errs {

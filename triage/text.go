@@ -87,7 +87,7 @@ func controlMarker(r rune) (string, string) {
 }
 
 // Span is a highlighted range of the message in code points, End
-// exclusive, as pipeline.Evidence gives it.
+// exclusive, as extracttype.Evidence gives it.
 type Span struct {
 	Path       string
 	Start, End int

@@ -10,6 +10,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/store"
 )
@@ -74,7 +75,7 @@ func TestFailureClasses(t *testing.T) {
 		repair     string
 		replies    func(t *testing.T) []openai.ChatCompletionChoice
 		status     string
-		reason     pipeline.Kind
+		reason     extracttype.Kind
 		calls      int
 		eventKinds []string // kinds of the failure events, in call order
 		patch      bool
@@ -88,13 +89,13 @@ func TestFailureClasses(t *testing.T) {
 		{name: "MissingRequiredFailsAfterOneRepair", replies: func(t *testing.T) []openai.ChatCompletionChoice {
 			bad := record(t, map[string]any{"order_id": "<delete>"})
 			return []openai.ChatCompletionChoice{text(bad), text(bad), text(record(t, nil))}
-		}, status: store.RunFailed, reason: pipeline.KindSchema, calls: 2, eventKinds: []string{"schema", "schema"}},
+		}, status: store.RunFailed, reason: extracttype.KindSchema, calls: 2, eventKinds: []string{"schema", "schema"}},
 		{name: "TruncatedNotRepaired", replies: func(t *testing.T) []openai.ChatCompletionChoice {
 			return []openai.ChatCompletionChoice{{Message: openai.ChatCompletionMessage{Role: "assistant", Content: `{"intent":"miss`}, FinishReason: "length"}}
-		}, status: store.RunFailed, reason: pipeline.KindTruncated, calls: 1, eventKinds: []string{"truncated"}},
+		}, status: store.RunFailed, reason: extracttype.KindTruncated, calls: 1, eventKinds: []string{"truncated"}},
 		{name: "ContentFilterIsRefusal", replies: func(t *testing.T) []openai.ChatCompletionChoice {
 			return []openai.ChatCompletionChoice{{Message: openai.ChatCompletionMessage{Role: "assistant"}, FinishReason: "content_filter"}}
-		}, status: store.RunFailed, reason: pipeline.KindRefusal, calls: 1, eventKinds: []string{"refusal"}},
+		}, status: store.RunFailed, reason: extracttype.KindRefusal, calls: 1, eventKinds: []string{"refusal"}},
 		{name: "NotJSONRepaired", replies: func(t *testing.T) []openai.ChatCompletionChoice {
 			return []openai.ChatCompletionChoice{text("I could not find anything."), text("```json\n" + record(t, nil) + "\n```")}
 		}, status: store.RunRepaired, calls: 2, eventKinds: []string{"parse"}},
@@ -105,7 +106,7 @@ func TestFailureClasses(t *testing.T) {
 		{name: "PatchOutsideFlaggedPaths", repair: pipeline.RepairPatch, replies: func(t *testing.T) []openai.ChatCompletionChoice {
 			return []openai.ChatCompletionChoice{text(record(t, map[string]any{"order_id": "1111111111"})),
 				text(`[{"op":"replace","path":"/intent","value":"cost"}]`)}
-		}, status: store.RunFailed, reason: pipeline.KindPatchInvalid, calls: 2, eventKinds: []string{"rule", "patch_invalid"}},
+		}, status: store.RunFailed, reason: extracttype.KindPatchInvalid, calls: 2, eventKinds: []string{"rule", "patch_invalid"}},
 		// Bad model replies: each ends as a result or a triage item, and the
 		// outcome transaction never fails on what Postgres cannot store.
 		{name: "DeeplyNestedReply", replies: func(t *testing.T) []openai.ChatCompletionChoice {
@@ -115,21 +116,21 @@ func TestFailureClasses(t *testing.T) {
 			// Too large to parse, and too large to send back for the repair
 			// within the budget: it fails at once.
 			return []openai.ChatCompletionChoice{text(`{"intent":"` + strings.Repeat("x", 2<<20) + `"}`), text(record(t, nil))}
-		}, status: store.RunFailed, reason: pipeline.KindBudget, calls: 1, eventKinds: []string{"parse"}},
+		}, status: store.RunFailed, reason: extracttype.KindBudget, calls: 1, eventKinds: []string{"parse"}},
 		{name: "NULInsideAString", replies: func(t *testing.T) []openai.ChatCompletionChoice {
 			return []openai.ChatCompletionChoice{text(strings.Replace(record(t, nil), `"city":null`, `"city":"Ber\u0000lin"`, 1)), text(record(t, nil))}
 		}, status: store.RunRepaired, calls: 2, eventKinds: []string{"rule", "rule"}},
 		{name: "LoneSurrogateTwice", replies: func(t *testing.T) []openai.ChatCompletionChoice {
 			bad := strings.Replace(record(t, nil), `"city":null`, `"city":"\ud800"`, 1)
 			return []openai.ChatCompletionChoice{text(bad), text(bad)}
-		}, status: store.RunFailed, reason: pipeline.KindRule, calls: 2, eventKinds: []string{"rule", "rule"}},
+		}, status: store.RunFailed, reason: extracttype.KindRule, calls: 2, eventKinds: []string{"rule", "rule"}},
 		{name: "NumberPastFloat64", replies: func(t *testing.T) []openai.ChatCompletionChoice {
 			bad := strings.Replace(record(t, nil), `"refund_amount":null`, `"refund_amount":1e400`, 1)
 			return []openai.ChatCompletionChoice{text(bad), text(record(t, nil))}
 		}, status: store.RunRepaired, calls: 2, eventKinds: []string{"schema"}},
 		{name: "EmptyReplyTwice", replies: func(t *testing.T) []openai.ChatCompletionChoice {
 			return []openai.ChatCompletionChoice{text(""), text("   ")}
-		}, status: store.RunFailed, reason: pipeline.KindParse, calls: 2, eventKinds: []string{"parse", "parse"}},
+		}, status: store.RunFailed, reason: extracttype.KindParse, calls: 2, eventKinds: []string{"parse", "parse"}},
 		{name: "ToolModeSeveralCallsRepaired", opts: setupOpts{mode: pipeline.ModeTools}, replies: func(t *testing.T) []openai.ChatCompletionChoice {
 			call := func(id, name, args string) openai.ToolCall {
 				return openai.ToolCall{ID: id, Type: "function", Function: openai.FunctionCall{Name: name, Arguments: args}}
@@ -145,15 +146,15 @@ func TestFailureClasses(t *testing.T) {
 			wrong := openai.ChatCompletionChoice{Message: openai.ChatCompletionMessage{Role: "assistant", ToolCalls: []openai.ToolCall{
 				{ID: "a", Type: "function", Function: openai.FunctionCall{Name: "lookup_order", Arguments: "{}"}}}}, FinishReason: "tool_calls"}
 			return []openai.ChatCompletionChoice{wrong, wrong}
-		}, status: store.RunFailed, reason: pipeline.KindTool, calls: 2, eventKinds: []string{"tool", "tool"}},
+		}, status: store.RunFailed, reason: extracttype.KindTool, calls: 2, eventKinds: []string{"tool", "tool"}},
 		{name: "BudgetStopsTheRepair", opts: setupOpts{maxTokens: 3500}, replies: func(t *testing.T) []openai.ChatCompletionChoice {
 			// The first call fits the estimate; after it used 1,100 tokens the
 			// repair's estimate does not.
 			return []openai.ChatCompletionChoice{text(record(t, map[string]any{"order_id": "1111111111"})), text(record(t, nil))}
-		}, status: store.RunFailed, reason: pipeline.KindBudget, calls: 1, eventKinds: []string{"rule"}},
+		}, status: store.RunFailed, reason: extracttype.KindBudget, calls: 1, eventKinds: []string{"rule"}},
 		{name: "OverContextNoCall", opts: setupOpts{contextWin: 1200}, replies: func(t *testing.T) []openai.ChatCompletionChoice {
 			return []openai.ChatCompletionChoice{text(record(t, nil))}
-		}, status: store.RunFailed, reason: pipeline.KindInput, calls: 0},
+		}, status: store.RunFailed, reason: extracttype.KindInput, calls: 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -196,7 +197,7 @@ func TestFailureClasses(t *testing.T) {
 					t.Fatalf("triage %+v %v, want reason %s", items, err, tc.reason)
 				}
 				want := 0
-				if tc.reason == pipeline.KindBudget || tc.reason == pipeline.KindInput {
+				if tc.reason == extracttype.KindBudget || tc.reason == extracttype.KindInput {
 					want = 1 // an error no call produced
 				}
 				if n := b.count(t, `SELECT count(*) FROM failure_events WHERE llm_call_id IS NULL AND kind = $1`, string(tc.reason)); n != want {

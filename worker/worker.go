@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/store"
@@ -145,8 +146,8 @@ func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
 	if !ok {
 		// Not the message's fault, but no worker of this configuration can
 		// run it: record it for people rather than loop.
-		res := &pipeline.Result{Outcome: pipeline.OutcomeFailed, Errors: pipeline.ErrorList{{
-			Kind: pipeline.KindInput, Keyword: "schema", Message: "schema " + rw.Run.SchemaID + " is not configured on the worker"}}}
+		res := &pipeline.Result{Outcome: pipeline.OutcomeFailed, Errors: extracttype.ErrorList{{
+			Kind: extracttype.KindInput, Keyword: "schema", Message: "schema " + rw.Run.SchemaID + " is not configured on the worker"}}}
 		return w.commit(ctx, log, d, rw, SchemaEntry{Schema: &pipeline.Schema{ID: rw.Run.SchemaID, Version: "unknown"}}, res)
 	}
 
@@ -164,14 +165,14 @@ func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
 			// The provider rejected the request itself (4xx): retrying will not
 			// mend it.
 			res.Outcome = pipeline.OutcomeFailed
-			res.Errors = pipeline.ErrorList{{Kind: pipeline.KindTransport, Keyword: fmt.Sprint(te.StatusCode),
+			res.Errors = extracttype.ErrorList{{Kind: extracttype.KindTransport, Keyword: fmt.Sprint(te.StatusCode),
 				Message: fmt.Sprintf("provider rejected the request with HTTP %d", te.StatusCode)}}
 			return w.commit(ctx, log, d, rw, entry, res)
 		}
 		if d.LastDelivery() {
 			res.Outcome = pipeline.OutcomeFailed
 			res.Data = nil
-			res.Errors = pipeline.ErrorList{{Kind: pipeline.KindDelivery, Keyword: "max_deliver",
+			res.Errors = extracttype.ErrorList{{Kind: extracttype.KindDelivery, Keyword: "max_deliver",
 				Message: fmt.Sprintf("provider failed on all %d deliveries; last: %s", d.NumDelivered, shortErr(err))}}
 			log.Warn("provider failed on the last delivery; sending to triage", zap.Error(err))
 			return w.commit(ctx, log, d, rw, entry, res)
@@ -323,8 +324,8 @@ func (w *Worker) DeliveryFailed(ctx context.Context, env queue.Envelope, deliver
 	if !ok {
 		entry = SchemaEntry{Schema: &pipeline.Schema{ID: rw.Run.SchemaID, Version: "unknown"}}
 	}
-	res := &pipeline.Result{Outcome: pipeline.OutcomeFailed, Errors: pipeline.ErrorList{{
-		Kind: pipeline.KindDelivery, Keyword: "max_deliver",
+	res := &pipeline.Result{Outcome: pipeline.OutcomeFailed, Errors: extracttype.ErrorList{{
+		Kind: extracttype.KindDelivery, Keyword: "max_deliver",
 		Message: fmt.Sprintf("no outcome after %d deliveries: the worker crashed or stalled on every one", deliveries)}}}
 	err = w.writeOutcome(ctx, rw, entry, res)
 	if errors.Is(err, store.ErrOutcomeExists) {
@@ -377,7 +378,7 @@ func OutcomeParams(messageID int64, runNo int, schema *pipeline.Schema, model st
 		}
 		p.Triage = &store.TriageParams{Reason: string(res.Reason()), Errors: res.Errors, LastReply: res.LastReply}
 		// Final errors no call produced.
-		var last pipeline.ErrorList
+		var last extracttype.ErrorList
 		if n := len(res.Calls); n > 0 {
 			last = res.Calls[n-1].Errors
 		}
@@ -392,7 +393,7 @@ func OutcomeParams(messageID int64, runNo int, schema *pipeline.Schema, model st
 	return p, nil
 }
 
-func contains(l pipeline.ErrorList, e pipeline.Error) bool {
+func contains(l extracttype.ErrorList, e extracttype.Error) bool {
 	for _, x := range l {
 		if x == e {
 			return true

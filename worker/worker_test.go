@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/extractq/extractq/config"
+	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/ingest"
 	"github.com/extractq/extractq/llmsim"
 	"github.com/extractq/extractq/pipeline"
@@ -328,7 +329,7 @@ func TestPipelineEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(items) != 1 || items[0].Reason != string(pipeline.KindDelivery) {
+		if len(items) != 1 || items[0].Reason != string(extracttype.KindDelivery) {
 			t.Fatalf("%+v", items)
 		}
 		if got := b.calls.Load(); got != 2 {

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/extractq/extractq/config"
+	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/llmsim"
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/schemas"
@@ -353,7 +354,7 @@ func summarize(strategy string, results []*pipeline.Result) StrategyStats {
 			s.Repaired++
 		default:
 			s.Failed++
-			if r.Reason() == pipeline.KindPatchInvalid {
+			if r.Reason() == extracttype.KindPatchInvalid {
 				s.PatchInvalid++
 			}
 		}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/internal/app"
-	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/store"
 	"github.com/extractq/extractq/store/storetest"
 )
@@ -38,7 +38,7 @@ func TestPrintReport(t *testing.T) {
 			o.Status, o.Calls[0].Valid = store.RunSucceeded, true
 			o.Extraction = &store.ExtractionParams{Data: []byte(`{"order_id":"48213"}`), Evidence: []byte(`[]`)}
 		} else {
-			errs := pipeline.ErrorList{{Kind: pipeline.KindSchema, Path: "/order_id", Keyword: "required", Message: "missing"}}
+			errs := extracttype.ErrorList{{Kind: extracttype.KindSchema, Path: "/order_id", Keyword: "required", Message: "missing"}}
 			o.Status, o.Calls[0].ErrorCount = store.RunFailed, 1
 			o.Triage = &store.TriageParams{Reason: "schema", Errors: errs, LastReply: `{}`}
 			o.Failures = []store.FailureEvent{{CallIndex: 0, Err: errs[0]}}
@@ -73,10 +73,10 @@ func TestPrintReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	otherErr := pipeline.Error{Kind: pipeline.KindSchema, Path: "/email", Keyword: "format", Message: "not an email"}
+	otherErr := extracttype.Error{Kind: extracttype.KindSchema, Path: "/email", Keyword: "format", Message: "not an email"}
 	if err := st.RunOutcomeInsert(ctx, st.Pool, store.RunOutcomeParams{MessageID: res.Run.MessageID, RunNo: 1, SchemaID: "support_ticket",
 		SchemaVersion: "1", Calls: []store.LLMCall{call}, Status: store.RunFailed,
-		Triage:   &store.TriageParams{Reason: "schema", Errors: pipeline.ErrorList{otherErr}, LastReply: `{}`},
+		Triage:   &store.TriageParams{Reason: "schema", Errors: extracttype.ErrorList{otherErr}, LastReply: `{}`},
 		Failures: []store.FailureEvent{{CallIndex: 0, Err: otherErr}}}); err != nil {
 		t.Fatal(err)
 	}
