@@ -72,7 +72,7 @@
 //
 // The object is validated by [Schema.Validate]: JSON Schema draft 2020-12
 // with format assertions (santhosh-tekuri/jsonschema/v5), then the
-// product's rules. Each failing leaf is one [Error] whose message names no
+// product's rules. Each failing leaf is one [extracttype.Error] whose message names no
 // value of the customer's. A missing required property is reported at its
 // own path ("/order_id"), not at its parent. The rules:
 //
@@ -83,20 +83,20 @@
 //     ([Schema.Ground]). Both sides are compared on lower-cased letters and
 //     digits only ("AB-123 45" matches "ab12345"), and the match must not
 //     sit inside a longer run of letters or digits. Null is not checked.
-//     Each value found gets an [Evidence] span, in code points of the
+//     Each value found gets an [extracttype.Evidence] span, in code points of the
 //     stored text.
 //   - nul (KindRule): a NUL character in a string or key, which Postgres
 //     cannot store in jsonb ([CheckStrings]).
 //   - surrogate (KindRule): a lone \ud800-\udfff escape in the reply
 //     ([HasLoneSurrogate]), which encoding/json would silently replace.
 //
-// The list is sorted ([ErrorList.Sort]), so prompts and stored lists do not
+// The list is sorted ([extracttype.ErrorList.Sort]), so prompts and stored lists do not
 // depend on map order.
 //
 // # Repair once
 //
 // When every error of the first reply is repairable (parse, schema, rule
-// or tool: [Kind.Repairable]), Process makes one repair call. It sends the
+// or tool: [extracttype.Kind.Repairable]), Process makes one repair call. It sends the
 // conversation so far, the bad reply as the assistant turn (in tools mode,
 // its tool calls, each answered by a tool turn), and one turn holding at
 // most [MaxRepairLines] (5) "path: message" lines in sorted order,
@@ -170,12 +170,12 @@
 //
 // # Errors
 //
-// Every failure is one [Error] of an [ErrorList]: a [Kind], a Path (an
+// Every failure is one [extracttype.Error] of an [extracttype.ErrorList]: a [extracttype.Kind], a Path (an
 // RFC 6901 JSON Pointer to the field as the reader means it; "" is the
 // whole record), a Keyword (the JSON Schema keyword or the rule's name)
 // and a short Message that never carries the customer's values.
-// [Error.Error] is the repair prompt's "path: message" line, with the root
-// shown as "/"; [Error.PathPattern] folds array indices to "*" for
+// [extracttype.Error.Error] is the repair prompt's "path: message" line, with the root
+// shown as "/"; [extracttype.Error.PathPattern] folds array indices to "*" for
 // analytics. The same list makes the repair prompt, the triage view and
 // the failure-analytics rows.
 package pipeline
