@@ -33,8 +33,9 @@ bench: setup ## run the throughput and resilience scenarios A-F (about 10 min); 
 bench/smoke: setup ## a short run of every bench scenario (about 3 min)
 	$(GO) run ./cmd/bench -quick -out bench-results/smoke
 
-fuzz: ## fuzz the reply parser for 30s
-	$(GO) test ./pipeline -run XXX -fuzz FuzzParseReply -fuzztime 30s
+FUZZTIME ?= 10s
+fuzz: ## run every fuzz target (each func Fuzz... found in *_test.go) for FUZZTIME each, default 10s
+	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
 
 build: ## build every command into .run/bin
 	$(GO) build -o .run/bin/ ./cmd/...
