@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # setup.sh makes this machine ready for `make demo` and `make test`: a
 # Postgres on 127.0.0.1:5432, a NATS server with JetStream, and the
-# database migrated. Written for Debian with Go installed; safe to run
+# database migrated; with WITH_CHROMIUM=1 (what `make test` sets) also
+# Debian's chromium. Written for Debian with Go installed; safe to run
 # again and again.
 #
 # It never touches a service that already runs:
@@ -14,15 +15,17 @@
 #     local address, Debian's nats-server -js is started if installed, else
 #     cmd/natsd is built and started. Logs, pid files and JetStream data go
 #     to .run/ (scripts/stop.sh stops what it started).
-#   - Chromium: Debian's chromium is installed if missing (the triage UI's
-#     end-to-end test drives it headless).
+#   - Chromium: only with WITH_CHROMIUM=1, Debian's chromium is installed
+#     if missing (the triage UI's end-to-end test drives it headless; it
+#     needs root or sudo). `make demo` and `make setup` leave it out.
 #   - Migrations: go run ./cmd/migrate up (creates the database if missing).
 #
 # Environment:
 #   DATABASE_URL   default postgres://postgres@127.0.0.1:5432/extractq?sslmode=disable
 #   NATS_URL       default nats://127.0.0.1:4222
 #   SKIP_MIGRATE=1 leave the migrations out
-#   SKIP_CHROMIUM=1 do not install Debian's chromium (the triage browser test)
+#   WITH_CHROMIUM=1 install Debian's chromium if missing (for the triage
+#                  browser test; `make test` sets it)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -204,11 +207,11 @@ setup_nats() {
 
 # ---- Chromium (the triage UI's browser test) -------------------------------------
 
-# setup_chromium installs Debian's chromium when it is missing, for the
-# triage end-to-end test (which skips without it unless CI is set).
+# setup_chromium installs Debian's chromium when WITH_CHROMIUM=1 and it is
+# missing, for the triage end-to-end test (which skips without it unless CI
+# is set).
 setup_chromium() {
-	if [[ ${SKIP_CHROMIUM:-} == 1 ]]; then
-		say chromium "skipped (SKIP_CHROMIUM=1)"
+	if [[ ${WITH_CHROMIUM:-} != 1 ]]; then
 		return
 	fi
 	if command -v chromium >/dev/null; then

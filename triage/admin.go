@@ -49,6 +49,7 @@ type AdminIO struct {
 // reviewer accounts and API tokens. Every change is audited (via cli).
 func Admin(ctx context.Context, st *store.Store, args []string, aio AdminIO) error {
 	if len(args) == 0 {
+		//lint:ignore ST1005 the error is the usage text, which ends with a newline
 		return errors.New(AdminUsage)
 	}
 	if aio.Actor == "" {
@@ -66,6 +67,7 @@ func Admin(ctx context.Context, st *store.Store, args []string, aio AdminIO) err
 		return a.list()
 	case "token":
 		if len(args) < 2 {
+			//lint:ignore ST1005 the error is the usage text, which ends with a newline
 			return errors.New(AdminUsage)
 		}
 		switch args[1] {

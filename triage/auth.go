@@ -202,7 +202,7 @@ func (s *Server) bearerReviewer(r *http.Request) (rv *store.Reviewer, ok bool, e
 	}
 	scheme, token, found := strings.Cut(h, " ")
 	if !found || !strings.EqualFold(scheme, "Bearer") || !strings.HasPrefix(token, APITokenPrefix) {
-		return nil, true, fmt.Errorf("%w: want Authorization: Bearer %s...", ErrUnauthenticated, APITokenPrefix)
+		return nil, true, fmt.Errorf("%w: want Authorization: Bearer %s<token>", ErrUnauthenticated, APITokenPrefix)
 	}
 	got, err := s.st.APITokenAuthenticate(r.Context(), s.st.Pool, hashToken(strings.TrimSpace(token)))
 	if errors.Is(err, store.ErrNotFound) {

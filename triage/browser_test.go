@@ -29,7 +29,7 @@ import (
 // temporary folder that is kept for looking at).
 
 // chromiumPath returns the browser, or skips the test when there is none
-// and CI is unset (in CI, scripts/setup.sh installs it and the test must
+// and CI is unset (in CI, make test installs it and the test must
 // run).
 func chromiumPath(t *testing.T) string {
 	t.Helper()
@@ -41,7 +41,7 @@ func chromiumPath(t *testing.T) string {
 	if os.Getenv("CI") == "" {
 		t.Skip("chromium is not installed (apt-get install -y chromium); set CI to make this a failure")
 	}
-	t.Fatal("chromium is not installed, and CI is set: scripts/setup.sh installs it")
+	t.Fatal("chromium is not installed, and CI is set: make test installs it (WITH_CHROMIUM=1 scripts/setup.sh)")
 	return ""
 }
 
