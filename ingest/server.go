@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
+	"github.com/extractq/extractq/internal/httpguard"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/store"
 )
@@ -104,9 +105,10 @@ type ServerConfig struct {
 	// A body is held in memory while it is ingested, so at most
 	// MaxRequests * MaxBodyBytes bytes are held at once.
 	MaxBodyBytes int64
-	// Token, when set, is the bearer token every POST must carry
+	// Token, when set, is the bearer token every API request must carry
 	// (Authorization: Bearer TOKEN). Empty means none: ServeCommand then
-	// listens on a loopback address only.
+	// listens on a loopback address only, and the server answers only
+	// requests whose Host names a loopback address (421 otherwise).
 	Token string
 	// Parallel is how many lines of one request are recorded and
 	// published at once. Default DefaultServeParallel.
@@ -216,8 +218,20 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	return s, nil
 }
 
-// ServeHTTP serves the routes.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP serves the routes. Without a token it answers only requests
+// whose Host names a loopback address (httpguard.IsLoopbackHost), and 421
+// any other, so a page elsewhere cannot reach the server through DNS
+// rebinding: its name, bound to 127.0.0.1, is still its own in Host.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Token == "" && !httpguard.IsLoopbackHost(r.Host) {
+		s.log.Warn("refused a request naming a Host that is not loopback: no token is set", zap.String("host", r.Host),
+			zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.String("remote", r.RemoteAddr))
+		writeError(w, http.StatusMisdirectedRequest, "misdirected_request", fmt.Sprintf("Host %q: without a token this server answers only "+
+			"requests to a loopback host (localhost, 127.0.0.1, [::1]); to serve other names, set a token (INGEST_TOKEN or -token-file)", r.Host))
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 // Serve serves on ln until ctx ends, then shuts down: the listener closes
 // at once, /readyz answers 503, and the requests in flight have grace to
