@@ -187,33 +187,35 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	s.stop, s.stopCancel = context.WithCancel(context.Background())
 	mux := http.NewServeMux()
+	// Every route caps its body before anything reads it: a route that
+	// takes none refuses one, the others read at most their limit.
 	if cfg.Registry != nil {
 		s.metrics = newServerMetrics(cfg.Registry)
-		mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
+		mux.Handle("GET /metrics", limitBody("GET /metrics", 0, promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})))
 	}
 	// Each API route, instrumented, and a 405 for its other methods.
 	var routes []string
-	route := func(method, path string, h http.HandlerFunc) {
+	route := func(method, path string, maxBody int64, h http.HandlerFunc) {
 		routes = append(routes, method+" "+path)
-		mux.Handle(method+" "+path, s.metrics.instrument(path, h))
-		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		mux.Handle(method+" "+path, limitBody(method+" "+path, maxBody, s.metrics.instrument(path, h)))
+		mux.Handle(path, limitBody("", 0, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", method)
 			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" "+path+": the route takes "+method)
-		})
+		})))
 	}
-	route("POST", "/v1/messages", s.messages)
-	route("GET", "/v1/batches/{id}", s.batch)
-	route("GET", "/v1/batches/{id}/results", s.results)
-	route("POST", "/v1/erasures", s.erasures)
+	route("POST", "/v1/messages", cfg.MaxBodyBytes, s.messages)
+	route("GET", "/v1/batches/{id}", 0, s.batch)
+	route("GET", "/v1/batches/{id}/results", 0, s.results)
+	route("POST", "/v1/erasures", maxErasureBody, s.erasures)
 	routes = append(routes, "GET /healthz", "GET /readyz", "GET /metrics")
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("GET /healthz", limitBody("GET /healthz", 0, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	})))
+	mux.Handle("GET /readyz", limitBody("GET /readyz", 0, http.HandlerFunc(s.readyz)))
+	mux.Handle("/", limitBody("", 0, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s; the routes are %s and %s",
 			r.Method, r.URL.Path, strings.Join(routes[:len(routes)-1], ", "), routes[len(routes)-1]))
-	})
+	})))
 	s.mux = mux
 	return s, nil
 }
@@ -230,7 +232,35 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"requests to a loopback host (localhost, 127.0.0.1, [::1]); to serve other names, set a token (INGEST_TOKEN or -token-file)", r.Host))
 		return
 	}
+	// No route takes a form or a file upload (nor parses one): refused
+	// before routing, so none is ever read as one.
+	if mt, _, _ := strings.Cut(strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Type"))), ";"); strings.HasPrefix(mt, "multipart/") {
+		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", fmt.Sprintf("Content-Type %q: no route takes a multipart body "+
+			"(a form or file upload, as curl -F sends); POST /v1/messages takes the messages as the body itself (curl --data-binary @FILE), "+
+			"as %s; POST /v1/erasures takes %s", strings.TrimSpace(mt), supportedTypes, ContentTypeJSON))
+		return
+	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// limitBody caps the body h reads at maxBody bytes: a read past that
+// fails with *http.MaxBytesError, and the connection is closed after the
+// answer. A route that takes no body (maxBody 0) answers 413 to one
+// declared by Content-Length; route names it, "" for the 404 and 405
+// answers, which refuse nothing. It must wrap h outside any middleware
+// that wraps w, so the limit reaches the connection. h gets a shallow copy
+// of r: the server keeps r's own body, to skip what h left unread (or
+// close the connection when that is long) before it answers.
+func limitBody(route string, maxBody int64, h http.Handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if maxBody == 0 && route != "" && r.ContentLength > 0 {
+			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("%s takes no body; this one is %d bytes", route, r.ContentLength))
+			return
+		}
+		capped := r.WithContext(r.Context())
+		capped.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		h.ServeHTTP(w, capped)
+	}
 }
 
 // Serve serves on ln until ctx ends, then shuts down: the listener closes

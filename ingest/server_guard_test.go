@@ -1,10 +1,17 @@
 package ingest_test
 
 import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -89,4 +96,92 @@ func TestServeTokenAnyHost(t *testing.T) {
 	}
 	req = se.hostRequest(t, "POST", "/v1/messages", "ingest.example.com", ingest.ContentTypeNDJSON, `{"id": "t-2", "text": "x"}`)
 	wantError(t, "POST without the token", do(t, req, ""), http.StatusUnauthorized, "unauthorized")
+}
+
+// Every route caps its body before it is read: one that takes none
+// refuses a body; POST /v1/erasures refuses a declared length over its
+// limit before reading any of it; and no route takes a multipart body.
+func TestServeBodyLimits(t *testing.T) {
+	t.Parallel()
+	se := newServerEnv(t, nil, func(c *ingest.ServerConfig) { c.Registry = prometheus.NewRegistry() })
+	auth := "Bearer " + testToken
+
+	t.Run("NoBodyRoutes", func(t *testing.T) {
+		for _, path := range []string{"/v1/batches/b-1", "/v1/batches/b-1/results", "/healthz", "/readyz", "/metrics"} {
+			r := do(t, se.hostRequest(t, "GET", path, "", ingest.ContentTypeJSON, `{"x": 1}`), auth)
+			wantError(t, "GET "+path+" with a body", r, http.StatusRequestEntityTooLarge, "body_too_large", "GET "+strings.Replace(path, "b-1", "{id}", 1)+" takes no body")
+		}
+	})
+
+	t.Run("DeclaredTooLong", func(t *testing.T) {
+		// Only the headers and the start of the body are sent: the answer
+		// comes without the rest being read (for POST /v1/messages as
+		// before; POST /v1/erasures read up to its limit first).
+		for _, rt := range []struct {
+			path, ctype   string
+			length, limit int
+		}{
+			{"/v1/erasures", ingest.ContentTypeJSON, 2 << 20, 1 << 20},
+			{"/v1/messages", ingest.ContentTypeNDJSON, ingest.DefaultMaxBodyBytes + 1, ingest.DefaultMaxBodyBytes},
+		} {
+			conn, err := net.Dial("tcp", strings.TrimPrefix(se.base, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: %s\r\nContent-Type: %s\r\n"+
+				"Content-Length: %d\r\n\r\n{\"by\": \"dpo\", ", rt.path, auth, rt.ctype, rt.length)
+			if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Errorf("POST %s: no answer before the body was sent: %v", rt.path, err)
+				continue
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if want := fmt.Sprintf("the body is %d bytes; the limit is %d bytes", rt.length, rt.limit); resp.StatusCode != http.StatusRequestEntityTooLarge ||
+				!strings.Contains(string(b), want) {
+				t.Errorf("POST %s: answer %d %s, want 413 saying %q", rt.path, resp.StatusCode, b, want)
+			}
+		}
+	})
+
+	t.Run("ErasureChunkedTooLong", func(t *testing.T) {
+		big := `{"by": "dpo", "reason": "` + strings.Repeat("x", 1<<20) + `", "messages": []}`
+		req := se.hostRequest(t, "POST", "/v1/erasures", "", ingest.ContentTypeJSON, "")
+		req.Body, req.ContentLength = io.NopCloser(strings.NewReader(big)), 0 // sent chunked
+		wantError(t, "chunked erasure body over 1 MiB", do(t, req, auth), http.StatusRequestEntityTooLarge, "body_too_large", "longer than the limit of 1048576 bytes")
+	})
+
+	t.Run("Multipart", func(t *testing.T) {
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		fw, err := mw.CreateFormFile("file", "messages.jsonl")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintln(fw, `{"id": "mp-1", "text": "Where is order 48213?"}`)
+		if err := mw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for _, rt := range []struct{ method, path string }{
+			{"POST", "/v1/messages"}, {"POST", "/v1/erasures"}, {"GET", "/v1/batches/b-1"}, {"POST", "/v1/batches/b-1"}, {"POST", "/nowhere"},
+		} {
+			r := do(t, se.hostRequest(t, rt.method, rt.path, "", mw.FormDataContentType(), buf.String()), auth)
+			wantError(t, rt.method+" "+rt.path+" multipart", r, http.StatusUnsupportedMediaType, "unsupported_media_type",
+				`Content-Type "multipart/form-data": no route takes a multipart body`, "curl --data-binary @FILE")
+		}
+		r := do(t, se.hostRequest(t, "POST", "/v1/messages", "", "Multipart/Mixed ; boundary=x", "--x--"), auth)
+		wantError(t, "multipart/mixed", r, http.StatusUnsupportedMediaType, "unsupported_media_type", `Content-Type "multipart/mixed"`)
+	})
+
+	if n := se.countSQL(t, `SELECT count(*) FROM batches`); n != 0 {
+		t.Errorf("%d batches recorded, want 0", n)
+	}
+	// A route's own body is still taken.
+	if r := se.post(t, "", ingest.ContentTypeNDJSON, `{"id": "ok-1", "text": "Where is order 48213?"}`); r.status != http.StatusOK || r.ans.Published != 1 {
+		t.Errorf("POST /v1/messages: %d %s", r.status, r.body)
+	}
 }
