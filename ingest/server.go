@@ -40,6 +40,8 @@ import (
 // asked to have erased. GET /healthz answers while the process is up, GET /readyz
 // while Postgres and NATS are reachable. Errors are {"error": {"code", "message"}}; a 422,
 // and a 503 that stopped part way, carry the report's fields beside it.
+// Before any route: a request from a web page of another origin is 403,
+// and, without a token, one whose Host is not a loopback name 421.
 
 // Defaults of ServerConfig.
 const (
@@ -223,13 +225,22 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 // ServeHTTP serves the routes. Without a token it answers only requests
 // whose Host names a loopback address (httpguard.IsLoopbackHost), and 421
 // any other, so a page elsewhere cannot reach the server through DNS
-// rebinding: its name, bound to 127.0.0.1, is still its own in Host.
+// rebinding: its name, bound to 127.0.0.1, is still its own in Host. A
+// request from a web page of another origin (crossOrigin) is 403, token
+// or not.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Token == "" && !httpguard.IsLoopbackHost(r.Host) {
 		s.log.Warn("refused a request naming a Host that is not loopback: no token is set", zap.String("host", r.Host),
 			zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.String("remote", r.RemoteAddr))
 		writeError(w, http.StatusMisdirectedRequest, "misdirected_request", fmt.Sprintf("Host %q: without a token this server answers only "+
 			"requests to a loopback host (localhost, 127.0.0.1, [::1]); to serve other names, set a token (INGEST_TOKEN or -token-file)", r.Host))
+		return
+	}
+	if why := crossOrigin(r); why != "" {
+		s.log.Warn("refused a request from a page of another origin", zap.String("origin", r.Header.Get("Origin")),
+			zap.String("sec_fetch_site", r.Header.Get("Sec-Fetch-Site")), zap.String("host", r.Host),
+			zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.String("remote", r.RemoteAddr))
+		writeError(w, http.StatusForbidden, "cross_origin", why+": the API answers programs, not web pages of other origins")
 		return
 	}
 	// No route takes a form or a file upload (nor parses one): refused
@@ -241,6 +252,31 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// crossOrigin says why r comes from a web page of another origin than
+// this server's ("" when it does not): Sec-Fetch-Site cross-site or
+// same-site; an Origin that is not this server's (httpguard.SameOrigin:
+// the same scheme, host and port), "null" too (a sandboxed frame, a local
+// file); or, without an Origin, a Referer that is not a page of it.
+// Programs send none of these; no page is served here, and a page
+// elsewhere must not ingest, read results or erase, even by a request a
+// browser sends without asking (a POST of text/plain, a GET).
+func crossOrigin(r *http.Request) string {
+	if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
+		return "the request comes from a page of another site (Sec-Fetch-Site: " + site + ")"
+	}
+	self := httpguard.RequestScheme(r) + "://" + r.Host
+	if o := r.Header.Values("Origin"); len(o) > 0 {
+		if len(o) > 1 || !httpguard.SameOrigin(r, o[0]) {
+			return fmt.Sprintf("the request comes from a page of another origin (Origin %q, not %s)", strings.Join(o, ", "), self)
+		}
+		return ""
+	}
+	if ref := r.Header.Get("Referer"); ref != "" && !httpguard.SameOrigin(r, ref) {
+		return "the request comes from a page of another origin (its Referer is not a page of " + self + ")"
+	}
+	return ""
 }
 
 // limitBody caps the body h reads at maxBody bytes: a read past that

@@ -185,3 +185,78 @@ func TestServeBodyLimits(t *testing.T) {
 		t.Errorf("POST /v1/messages: %d %s", r.status, r.body)
 	}
 }
+
+// A request from a web page of another origin is refused 403 before it
+// is read, token or not: an Origin compared by scheme, host and port
+// ("null" too), Sec-Fetch-Site, and a Referer when there is no Origin.
+func TestServeCrossOrigin(t *testing.T) {
+	t.Parallel()
+	for _, token := range []string{"", testToken} {
+		t.Run(map[string]string{"": "NoToken", testToken: "Token"}[token], func(t *testing.T) {
+			t.Parallel()
+			se := newServerEnv(t, nil, func(c *ingest.ServerConfig) { c.Token = token })
+			auth := ""
+			if token != "" {
+				auth = "Bearer " + token
+			}
+			self := se.base // http://127.0.0.1:PORT
+			u, _ := url.Parse(self)
+			n := 0
+			post := func(hdr map[string]string, ctype string) reply {
+				t.Helper()
+				n++
+				req := se.hostRequest(t, "POST", "/v1/messages", "", ctype, fmt.Sprintf(`{"id": "o-%d", "text": "Where is order 48213?"}`, n))
+				for k, v := range hdr {
+					req.Header.Set(k, v)
+				}
+				return do(t, req, auth)
+			}
+			refused := []map[string]string{
+				{"Origin": "http://evil.example"},
+				{"Origin": "https://" + u.Host}, // https origin, http server
+				{"Origin": "http://127.0.0.1:1"},
+				{"Origin": "http://localhost:" + u.Port()}, // another host name is another origin
+				{"Origin": "null"},                         // a sandboxed frame, a file
+				{"Origin": ""},
+				{"Origin": self, "Sec-Fetch-Site": "cross-site"},
+				{"Sec-Fetch-Site": "same-site"},
+				{"Referer": "http://evil.example/page.html"},
+				{"Referer": "https://" + u.Host + "/"},
+				{"Origin": self, "X-Forwarded-Proto": "https"}, // behind a TLS proxy, the origin is https
+			}
+			for _, hdr := range refused {
+				wantError(t, fmt.Sprintf("POST with %v", hdr), post(hdr, ingest.ContentTypeNDJSON), http.StatusForbidden, "cross_origin",
+					"from a page of another", "the API answers programs")
+			}
+			// The form a page can post without asking: text/plain.
+			wantError(t, "POST text/plain from another origin", post(map[string]string{"Origin": "http://evil.example"}, "text/plain"),
+				http.StatusForbidden, "cross_origin", `Origin "http://evil.example", not `+self)
+			for _, path := range []string{"/v1/batches/b-1/results", "/v1/batches/b-1", "/healthz"} {
+				req := se.hostRequest(t, "GET", path, "", "", "")
+				req.Header.Set("Origin", "http://evil.example")
+				wantError(t, "GET "+path+" from another origin", do(t, req, auth), http.StatusForbidden, "cross_origin")
+			}
+			req := se.hostRequest(t, "POST", "/v1/erasures", "", ingest.ContentTypeJSON, `{"by": "x", "messages": [{"id": "o-1"}]}`)
+			req.Header.Set("Origin", "http://evil.example")
+			wantError(t, "POST /v1/erasures from another origin", do(t, req, auth), http.StatusForbidden, "cross_origin")
+			if n := se.countSQL(t, `SELECT count(*) FROM batches`); n != 0 {
+				t.Errorf("%d batches recorded, want 0", n)
+			}
+
+			// Programs (no such header), and this server's own origin, are answered.
+			for _, hdr := range []map[string]string{
+				nil,
+				{"Origin": self},
+				{"Origin": "HTTP://" + strings.ToUpper(u.Host)},
+				{"Origin": "https://" + u.Host, "X-Forwarded-Proto": "https"},
+				{"Sec-Fetch-Site": "same-origin", "Origin": self},
+				{"Sec-Fetch-Site": "none"},
+				{"Referer": self + "/v1/batches/b-1"},
+			} {
+				if r := post(hdr, ingest.ContentTypeNDJSON); r.status != http.StatusOK || r.ans.Published != 1 {
+					t.Errorf("POST with %v: %d %s, want 200", hdr, r.status, r.body)
+				}
+			}
+		})
+	}
+}

@@ -1,10 +1,13 @@
 // Package httpguard holds the checks the HTTP servers share against pages
 // of other sites: which Host names a server without credentials answers
-// (so DNS rebinding cannot reach it). It imports no service package.
+// (so DNS rebinding cannot reach it), and whether a request's Origin or
+// Referer is the server's own origin. It imports no service package.
 package httpguard
 
 import (
 	"net"
+	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -56,4 +59,44 @@ func validLabel(s string) bool {
 		}
 	}
 	return true
+}
+
+// RequestScheme is the scheme the client used: "https" when r came over
+// TLS or through a proxy saying so (X-Forwarded-Proto: https), else
+// "http".
+func RequestScheme(r *http.Request) string {
+	if r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https") {
+		return "https"
+	}
+	return "http"
+}
+
+// SameOrigin reports whether rawURL, an Origin or Referer header, names
+// r's own origin as RFC 6454 compares them: the same scheme
+// (RequestScheme), host (any case) and port, a missing port being the
+// scheme's default (80 for http, 443 for https). "null", a URL without
+// a host, and one with user info never are.
+func SameOrigin(r *http.Request, rawURL string) bool {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" || u.User != nil {
+		return false
+	}
+	scheme := RequestScheme(r)
+	if !strings.EqualFold(u.Scheme, scheme) {
+		return false
+	}
+	self := &url.URL{Host: r.Host}
+	return strings.EqualFold(u.Hostname(), self.Hostname()) && self.Hostname() != "" &&
+		portOr(u.Port(), scheme) == portOr(self.Port(), scheme)
+}
+
+// portOr returns port, or the default port of scheme when it is empty.
+func portOr(port, scheme string) string {
+	switch {
+	case port != "":
+		return port
+	case scheme == "https":
+		return "443"
+	}
+	return "80"
 }
