@@ -51,7 +51,8 @@ const maxErasureBody = 1 << 20
 // (store.MessagesErase, one transaction) and answers 200 with a result
 // per key, whatever each one's status. A body that is not the JSON of an
 // ErasureRequest, or names no message, or more than store.MaxErasureKeys,
-// is 400; Postgres failing is 503, and nothing is erased then.
+// is 400; one over maxErasureBody 413 (at once when its Content-Length
+// says so); Postgres failing is 503, and nothing is erased then.
 func (s *Server) erasures(w http.ResponseWriter, r *http.Request) {
 	if _, ok := s.readRequest(w, r, "POST /v1/erasures", nil); !ok {
 		return
@@ -64,6 +65,11 @@ func (s *Server) erasures(w http.ResponseWriter, r *http.Request) {
 	}
 	if _, _, err := bodyFormat(r.Header); err != nil {
 		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", err.Error())
+		return
+	}
+	// Refused before it is read when it says it is too long.
+	if r.ContentLength > maxErasureBody {
+		writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", tooLarge(r.ContentLength, maxErasureBody))
 		return
 	}
 	req, err := readErasureRequest(http.MaxBytesReader(w, r.Body, maxErasureBody))

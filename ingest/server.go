@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
+	"github.com/extractq/extractq/internal/httpguard"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/store"
 )
@@ -39,6 +40,8 @@ import (
 // asked to have erased. GET /healthz answers while the process is up, GET /readyz
 // while Postgres and NATS are reachable. Errors are {"error": {"code", "message"}}; a 422,
 // and a 503 that stopped part way, carry the report's fields beside it.
+// Before any route: a request from a web page of another origin is 403,
+// and, without a token, one whose Host is not a loopback name 421.
 
 // Defaults of ServerConfig.
 const (
@@ -104,9 +107,10 @@ type ServerConfig struct {
 	// A body is held in memory while it is ingested, so at most
 	// MaxRequests * MaxBodyBytes bytes are held at once.
 	MaxBodyBytes int64
-	// Token, when set, is the bearer token every POST must carry
+	// Token, when set, is the bearer token every API request must carry
 	// (Authorization: Bearer TOKEN). Empty means none: ServeCommand then
-	// listens on a loopback address only.
+	// listens on a loopback address only, and the server answers only
+	// requests whose Host names a loopback address (421 otherwise).
 	Token string
 	// Parallel is how many lines of one request are recorded and
 	// published at once. Default DefaultServeParallel.
@@ -185,39 +189,115 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	s.stop, s.stopCancel = context.WithCancel(context.Background())
 	mux := http.NewServeMux()
+	// Every route caps its body before anything reads it: a route that
+	// takes none refuses one, the others read at most their limit.
 	if cfg.Registry != nil {
 		s.metrics = newServerMetrics(cfg.Registry)
-		mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
+		mux.Handle("GET /metrics", limitBody("GET /metrics", 0, promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})))
 	}
 	// Each API route, instrumented, and a 405 for its other methods.
 	var routes []string
-	route := func(method, path string, h http.HandlerFunc) {
+	route := func(method, path string, maxBody int64, h http.HandlerFunc) {
 		routes = append(routes, method+" "+path)
-		mux.Handle(method+" "+path, s.metrics.instrument(path, h))
-		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		mux.Handle(method+" "+path, limitBody(method+" "+path, maxBody, s.metrics.instrument(path, h)))
+		mux.Handle(path, limitBody("", 0, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", method)
 			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" "+path+": the route takes "+method)
-		})
+		})))
 	}
-	route("POST", "/v1/messages", s.messages)
-	route("GET", "/v1/batches/{id}", s.batch)
-	route("GET", "/v1/batches/{id}/results", s.results)
-	route("POST", "/v1/erasures", s.erasures)
+	route("POST", "/v1/messages", cfg.MaxBodyBytes, s.messages)
+	route("GET", "/v1/batches/{id}", 0, s.batch)
+	route("GET", "/v1/batches/{id}/results", 0, s.results)
+	route("POST", "/v1/erasures", maxErasureBody, s.erasures)
 	routes = append(routes, "GET /healthz", "GET /readyz", "GET /metrics")
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("GET /healthz", limitBody("GET /healthz", 0, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	})))
+	mux.Handle("GET /readyz", limitBody("GET /readyz", 0, http.HandlerFunc(s.readyz)))
+	mux.Handle("/", limitBody("", 0, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s; the routes are %s and %s",
 			r.Method, r.URL.Path, strings.Join(routes[:len(routes)-1], ", "), routes[len(routes)-1]))
-	})
+	})))
 	s.mux = mux
 	return s, nil
 }
 
-// ServeHTTP serves the routes.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP serves the routes. Without a token it answers only requests
+// whose Host names a loopback address (httpguard.IsLoopbackHost), and 421
+// any other, so a page elsewhere cannot reach the server through DNS
+// rebinding: its name, bound to 127.0.0.1, is still its own in Host. A
+// request from a web page of another origin (crossOrigin) is 403, token
+// or not.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Token == "" && !httpguard.IsLoopbackHost(r.Host) {
+		s.log.Warn("refused a request naming a Host that is not loopback: no token is set", zap.String("host", r.Host),
+			zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.String("remote", r.RemoteAddr))
+		writeError(w, http.StatusMisdirectedRequest, "misdirected_request", fmt.Sprintf("Host %q: without a token this server answers only "+
+			"requests to a loopback host (localhost, 127.0.0.1, [::1]); to serve other names, set a token (INGEST_TOKEN or -token-file)", r.Host))
+		return
+	}
+	if why := crossOrigin(r); why != "" {
+		s.log.Warn("refused a request from a page of another origin", zap.String("origin", r.Header.Get("Origin")),
+			zap.String("sec_fetch_site", r.Header.Get("Sec-Fetch-Site")), zap.String("host", r.Host),
+			zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.String("remote", r.RemoteAddr))
+		writeError(w, http.StatusForbidden, "cross_origin", why+": the API answers programs, not web pages of other origins")
+		return
+	}
+	// No route takes a form or a file upload (nor parses one): refused
+	// before routing, so none is ever read as one.
+	if mt, _, _ := strings.Cut(strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Type"))), ";"); strings.HasPrefix(mt, "multipart/") {
+		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", fmt.Sprintf("Content-Type %q: no route takes a multipart body "+
+			"(a form or file upload, as curl -F sends); POST /v1/messages takes the messages as the body itself (curl --data-binary @FILE), "+
+			"as %s; POST /v1/erasures takes %s", strings.TrimSpace(mt), supportedTypes, ContentTypeJSON))
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// crossOrigin says why r comes from a web page of another origin than
+// this server's ("" when it does not): Sec-Fetch-Site cross-site or
+// same-site; an Origin that is not this server's (httpguard.SameOrigin:
+// the same scheme, host and port), "null" too (a sandboxed frame, a local
+// file); or, without an Origin, a Referer that is not a page of it.
+// Programs send none of these; no page is served here, and a page
+// elsewhere must not ingest, read results or erase, even by a request a
+// browser sends without asking (a POST of text/plain, a GET).
+func crossOrigin(r *http.Request) string {
+	if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
+		return "the request comes from a page of another site (Sec-Fetch-Site: " + site + ")"
+	}
+	self := httpguard.RequestScheme(r) + "://" + r.Host
+	if o := r.Header.Values("Origin"); len(o) > 0 {
+		if len(o) > 1 || !httpguard.SameOrigin(r, o[0]) {
+			return fmt.Sprintf("the request comes from a page of another origin (Origin %q, not %s)", strings.Join(o, ", "), self)
+		}
+		return ""
+	}
+	if ref := r.Header.Get("Referer"); ref != "" && !httpguard.SameOrigin(r, ref) {
+		return "the request comes from a page of another origin (its Referer is not a page of " + self + ")"
+	}
+	return ""
+}
+
+// limitBody caps the body h reads at maxBody bytes: a read past that
+// fails with *http.MaxBytesError, and the connection is closed after the
+// answer. A route that takes no body (maxBody 0) answers 413 to one
+// declared by Content-Length; route names it, "" for the 404 and 405
+// answers, which refuse nothing. It must wrap h outside any middleware
+// that wraps w, so the limit reaches the connection. h gets a shallow copy
+// of r: the server keeps r's own body, to skip what h left unread (or
+// close the connection when that is long) before it answers.
+func limitBody(route string, maxBody int64, h http.Handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if maxBody == 0 && route != "" && r.ContentLength > 0 {
+			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("%s takes no body; this one is %d bytes", route, r.ContentLength))
+			return
+		}
+		capped := r.WithContext(r.Context())
+		capped.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		h.ServeHTTP(w, capped)
+	}
+}
 
 // Serve serves on ln until ctx ends, then shuts down: the listener closes
 // at once, /readyz answers 503, and the requests in flight have grace to

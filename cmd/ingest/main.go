@@ -39,7 +39,8 @@
 // JSONL), POST /v1/erasures (erase customers' messages on request), GET
 // /healthz and GET /readyz; see ingest.Server and docs/input.md.
 // Its token comes from INGEST_TOKEN or -token-file; without one it listens
-// on a loopback address only.
+// on a loopback address only, and answers only requests whose Host names
+// one (else 421).
 package main
 
 import (

@@ -33,7 +33,8 @@ func serve(ctx context.Context, args []string, env app.Env, token string, stderr
 			"query parameters schema, batch, name), GET /v1/batches/{id} (query parameter wait, up to 1m),\n"+
 			"GET /v1/batches/{id}/results (JSONL; query parameter after), POST /v1/erasures (JSON),\n"+
 			"GET /healthz, GET /readyz and GET /metrics. The bearer token comes from\n"+
-			"INGEST_TOKEN or -token-file; without one it listens on a loopback address only.\n\n")
+			"INGEST_TOKEN or -token-file; without one it listens on a loopback address only, and answers\n"+
+			"only requests whose Host is a loopback name (localhost, 127.0.0.1, [::1]; else 421).\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
