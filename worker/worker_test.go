@@ -18,8 +18,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/extractq/extractq/config"
+	"github.com/extractq/extractq/devtools/llmsim"
 	"github.com/extractq/extractq/ingest"
-	"github.com/extractq/extractq/llmsim"
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/queue/queuetest"

@@ -19,7 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/extractq/extractq/config"
-	"github.com/extractq/extractq/llmsim"
+	"github.com/extractq/extractq/devtools/llmsim"
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/schemas"
 )
