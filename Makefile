@@ -30,17 +30,21 @@ test/short: ## run the tests without the race detector
 	$(GO) test -count=1 ./...
 
 bench: setup ## run the throughput and resilience scenarios A-F (about 10 min); figures in bench-results/
-	$(GO) run ./cmd/bench -out bench-results
+	$(GO) run ./devtools/cmd/bench -out bench-results
 
 bench/smoke: setup ## a short run of every bench scenario (about 3 min)
-	$(GO) run ./cmd/bench -quick -out bench-results/smoke
+	$(GO) run ./devtools/cmd/bench -quick -out bench-results/smoke
 
 FUZZTIME ?= 10s
 fuzz: ## run every fuzz target (each func Fuzz... found in *_test.go) for FUZZTIME each, default 10s
 	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
 
-build: ## build every command into .run/bin
-	$(GO) build -o .run/bin/ ./cmd/...
+build: ## build the product's commands and the LLM simulator the demo runs into .run/bin
+	$(GO) build -o .run/bin/ ./cmd/... ./devtools/cmd/llmsim
+
+.PHONY: build/dev
+build/dev: ## build the development commands (devtools/cmd: bench, chaos, llmsim, natsd, repaircompare) into .run/bin
+	$(GO) build -o .run/bin/ ./devtools/cmd/...
 
 migrate: ## apply the migrations to DATABASE_URL
 	$(GO) run ./cmd/migrate up
@@ -50,10 +54,10 @@ stop: ## stop the worker, the simulator and any service setup started
 
 .PHONY: chaos chaos/short
 chaos: ## kill workers, restart NATS and Postgres during 5,000 messages on private services; check nothing is lost
-	$(GO) run ./cmd/chaos
+	$(GO) run ./devtools/cmd/chaos
 
 chaos/short: ## the chaos run CI does: 500 messages, one worker kill, one NATS and one Postgres restart
-	$(GO) run ./cmd/chaos -messages 500 -kills 1 -timeout 4m
+	$(GO) run ./devtools/cmd/chaos -messages 500 -kills 1 -timeout 4m
 
 .PHONY: triage
 triage: setup ## run the triage web UI and JSON API on TRIAGE_ADDR (default 127.0.0.1:8080)

@@ -194,7 +194,7 @@ type Ingest struct {
 	MaxTextBytes int `yaml:"max_text_bytes"`
 }
 
-// Simulator configures cmd/llmsim, the LLM simulator. Rates are
+// Simulator configures devtools/cmd/llmsim, the LLM simulator. Rates are
 // probabilities in [0, 1] per first reply.
 type Simulator struct {
 	Seed int64 `yaml:"seed"`

@@ -22,8 +22,8 @@ say() { printf '%-9s %s\n' "$1:" "$2"; }
 
 scripts/setup.sh
 
-say build "go build ./cmd/... into $BIN"
-go build -o "$BIN/" ./cmd/...
+say build "go build ./cmd/... and the simulator (devtools/cmd/llmsim) into $BIN"
+go build -o "$BIN/" ./cmd/... ./devtools/cmd/llmsim
 
 running() { [[ -f $RUN_DIR/$1.pid ]] && kill -0 "$(cat "$RUN_DIR/$1.pid")" 2>/dev/null; }
 

@@ -13,7 +13,7 @@
 #     host lines, so postgres://postgres@127.0.0.1:5432/... works.
 #   - NATS: if NATS_URL's port is open, it is left as is. Otherwise, on a
 #     local address, Debian's nats-server -js is started if installed, else
-#     cmd/natsd is built and started. Logs, pid files and JetStream data go
+#     devtools/cmd/natsd is built and started. Logs, pid files and JetStream data go
 #     to .run/ (scripts/stop.sh stops what it started).
 #   - Chromium: only with WITH_CHROMIUM=1, Debian's chromium is installed
 #     if missing (the triage UI's end-to-end test drives it headless; it
@@ -190,10 +190,10 @@ setup_nats() {
 			cmd=(nats-server -js -a "$host" -p "$port" -sd "$RUN_DIR/nats-store")
 			say nats "starting nats-server -js on $host:$port"
 		else
-			say nats "nats-server not installed: building cmd/natsd"
-			go build -o "$RUN_DIR/natsd" ./cmd/natsd
+			say nats "nats-server not installed: building devtools/cmd/natsd"
+			go build -o "$RUN_DIR/natsd" ./devtools/cmd/natsd
 			cmd=("$RUN_DIR/natsd" -addr "$host:$port" -store-dir "$RUN_DIR/natsd-store")
-			say nats "starting cmd/natsd on $host:$port"
+			say nats "starting devtools/cmd/natsd on $host:$port"
 		fi
 		setsid "${cmd[@]}" >>"$log" 2>&1 </dev/null &
 		echo $! >"$pidfile"

@@ -18,9 +18,9 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/extractq/extractq/config"
+	"github.com/extractq/extractq/devtools/llmsim"
 	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/ingest"
-	"github.com/extractq/extractq/llmsim"
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/queue/queuetest"

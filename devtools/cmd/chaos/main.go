@@ -8,7 +8,7 @@
 //
 // It builds the commands, starts its own Postgres (initdb in a temporary
 // directory, its own port; as root the cluster runs as the OS user
-// postgres), its own NATS (cmd/natsd, its own port and store), the LLM
+// postgres), its own NATS (devtools/cmd/natsd, its own port and store), the LLM
 // simulator in process (log-normal latency, the demo's fault rates) and
 // -workers worker processes, and ingests -messages real customer messages
 // (testdata/abcd, repeated under new ids). While they are extracted it

@@ -72,7 +72,7 @@ func run(scenarios string, quick bool, outDir string, profile bool, e app.Env) e
 	out, _ := filepath.Abs(outDir)
 	bin := filepath.Join(out, "bin")
 	fmt.Fprintln(os.Stderr, "bench: building worker, llmsim and repaircompare")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin+"/", "./cmd/worker", "./cmd/llmsim", "./cmd/repaircompare")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin+"/", "./cmd/worker", "./devtools/cmd/llmsim", "./devtools/cmd/repaircompare")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("go build: %w", err)

@@ -14,7 +14,7 @@ import (
 	"github.com/extractq/extractq/pipeline"
 )
 
-var sampleFile = filepath.Join("..", "..", "testdata", "abcd", "messages.jsonl")
+var sampleFile = filepath.Join("..", "..", "..", "testdata", "abcd", "messages.jsonl")
 
 func TestRun(t *testing.T) {
 	t.Parallel()

@@ -19,8 +19,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/extractq/extractq/config"
+	"github.com/extractq/extractq/devtools/llmsim"
 	"github.com/extractq/extractq/extracttype"
-	"github.com/extractq/extractq/llmsim"
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/schemas"
 )

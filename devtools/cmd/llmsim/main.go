@@ -1,7 +1,8 @@
-// Command llmsim runs the extractq LLM simulator: an OpenAI-compatible
-// chat completions endpoint that fills the requested JSON Schema from the
-// customer message with simple heuristics and injects faults at seeded
-// rates. It is not a model. See package llmsim.
+// Command llmsim runs the extractq LLM simulator, a test double standing
+// in for an OpenAI-compatible chat completions server: it fills the
+// requested JSON Schema from the customer message with simple heuristics
+// and injects faults at seeded rates. It is not a model. See package
+// devtools/llmsim.
 //
 // Usage:
 //
@@ -29,8 +30,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/extractq/extractq/config"
+	"github.com/extractq/extractq/devtools/llmsim"
 	"github.com/extractq/extractq/internal/app"
-	"github.com/extractq/extractq/llmsim"
 )
 
 func main() {

@@ -24,7 +24,7 @@ import (
 
 // sampleMessagesFile holds the sample customer messages (JSON lines with
 // "id" and "text").
-const sampleMessagesFile = "../testdata/abcd/messages.jsonl"
+const sampleMessagesFile = "../../testdata/abcd/messages.jsonl"
 
 // goldenReplies pins every reply the simulator gives to the sample
 // messages, sent as the worker sends them, per schema and request mode: a

@@ -305,7 +305,7 @@ func scenarioE(ctx context.Context, env benchEnv, n int, outage time.Duration) (
 	return r, nil
 }
 
-// scenarioF runs cmd/repaircompare and reports tokens per message and per
+// scenarioF runs devtools/cmd/repaircompare and reports tokens per message and per
 // repaired message for both repair strategies.
 func scenarioF(ctx context.Context, env benchEnv, n int) ([]result, error) {
 	path := filepath.Join(env.out, "repaircompare.json")

@@ -53,7 +53,7 @@ func waitPort(ctx context.Context, port int, p *proc, timeout time.Duration) err
 	}
 }
 
-// natsServer is a private NATS server with JetStream: cmd/natsd on its own
+// natsServer is a private NATS server with JetStream: devtools/cmd/natsd on its own
 // port and store directory.
 type natsServer struct {
 	bin     string // the natsd binary

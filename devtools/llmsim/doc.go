@@ -1,8 +1,10 @@
-// Package llmsim is the extractq LLM simulator — not a model. It serves the
-// OpenAI chat completions API well enough for the product's tests, its
-// offline demo and its benchmarks, where no LLM is reachable: it fills the
-// requested JSON Schema from the customer message with plain heuristics and
-// injects the faults real models make, at seeded rates.
+// Package llmsim is the extractq LLM simulator: a test double standing in
+// for an OpenAI-compatible chat completions server. It is not a model. It
+// serves the OpenAI chat completions API well enough for the product's
+// tests, its offline demo and its benchmarks, where no LLM is reachable: it
+// fills the requested JSON Schema from the customer message with plain
+// heuristics and injects the faults real models make, at seeded rates. It
+// is a development tool, not built into the product's image.
 //
 // # Endpoints
 //
@@ -22,7 +24,7 @@
 // {"error":{"message","type":"invalid_request_error","param","code"}}; an
 // unknown URL a 404 and a wrong method a 405 of the same shape.
 // Server.ListenAndServe runs the handler until its context is done and
-// shuts down gracefully; cmd/llmsim wraps it.
+// shuts down gracefully; devtools/cmd/llmsim wraps it.
 //
 // # What the reply fills
 //

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/extractq/extractq/config"
-	"github.com/extractq/extractq/llmsim"
+	"github.com/extractq/extractq/devtools/llmsim"
 )
 
 // simulator runs the LLM simulator (package llmsim) in the harness's own

@@ -208,7 +208,7 @@ func (h *harness) setup(ctx context.Context) error {
 
 	h.binDir = filepath.Join(h.dir, "bin")
 	goCmd := exec.CommandContext(ctx, goTool(), "build", "-o", h.binDir+string(filepath.Separator),
-		"./cmd/worker", "./cmd/ingest", "./cmd/migrate", "./cmd/natsd")
+		"./cmd/worker", "./cmd/ingest", "./cmd/migrate", "./devtools/cmd/natsd")
 	goCmd.Dir = h.repo
 	if b, err := goCmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %v\n%s", err, b)
@@ -251,7 +251,7 @@ func (h *harness) setup(ctx context.Context) error {
 	if err := h.nats.start(ctx); err != nil {
 		return err
 	}
-	h.logf("nats (cmd/natsd, JetStream) on 127.0.0.1:%d", h.nats.port)
+	h.logf("nats (devtools/cmd/natsd, JetStream) on 127.0.0.1:%d", h.nats.port)
 
 	simCfg := h.cfg.Simulator
 	simCfg.Seed = h.o.Seed
@@ -281,7 +281,7 @@ func (h *harness) setup(ctx context.Context) error {
 // writeConfig writes the run's configuration file and loads it back.
 func (h *harness) writeConfig() error {
 	h.cfgPath = filepath.Join(h.dir, "config.yaml")
-	body := fmt.Sprintf(`# Written by cmd/chaos for one run.
+	body := fmt.Sprintf(`# Written by devtools/cmd/chaos for one run.
 worker:
   concurrency: %d
   ack_wait: %s
