@@ -1,6 +1,8 @@
-# One image with every command of the product in /usr/local/bin:
-# worker, triage, ingest, migrate, llmsim, natsd. Schemas, migrations and
-# the default configuration are embedded in the binaries.
+# One image with the product's commands in /usr/local/bin: worker,
+# triage, ingest, report, retention and migrate. Schemas, migrations and
+# the default configuration are embedded in the binaries. The development
+# commands (devtools/cmd: bench, chaos, repaircompare, the LLM simulator
+# llmsim, natsd) are not built into it.
 #
 #   docker build -t ghcr.io/extractq/extractq:latest .
 #
@@ -13,7 +15,8 @@ COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/cache/go-build \
-    go build -ldflags="-s -w" -o /out/ ./cmd/...
+    go build -ldflags="-s -w" -o /out/ \
+        ./cmd/worker ./cmd/triage ./cmd/ingest ./cmd/report ./cmd/retention ./cmd/migrate
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/ /usr/local/bin/

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/extractq/extractq/config"
@@ -121,6 +123,7 @@ func TestManifests(t *testing.T) {
 
 	t.Run("Workloads", func(t *testing.T) {
 		t.Parallel()
+		built := imageCommands(t)
 		for _, ref := range []struct{ kind, name string }{
 			{"Deployment", "extractq-worker"}, {"Deployment", "extractq-triage"}, {"Deployment", "extractq-ingest"}, {"Job", "extractq-migrate"},
 			{"CronJob", "extractq-retention"},
@@ -134,10 +137,11 @@ func TestManifests(t *testing.T) {
 				o, _ = get(o, "spec", "jobTemplate").(object)
 			}
 			ctr := get(o, "spec", "template", "spec", "containers", 0)
-			// The image holds every command of cmd/ in /usr/local/bin.
+			// The image holds the product's commands, those the Dockerfile
+			// builds, in /usr/local/bin.
 			if cmd, _ := get(ctr, "command", 0).(string); cmd != "" {
-				if fi, err := os.Stat(filepath.Join("..", "..", "cmd", filepath.Base(cmd))); err != nil || !fi.IsDir() {
-					t.Errorf("%s: command %s is not one of cmd/", ref.name, cmd)
+				if !slices.Contains(built, filepath.Base(cmd)) || filepath.Dir(cmd) != "/usr/local/bin" {
+					t.Errorf("%s: command %s is not one the image holds (%v)", ref.name, cmd, built)
 				}
 			}
 			if get(ctr, "image") != image {
@@ -189,4 +193,72 @@ func TestManifests(t *testing.T) {
 			t.Errorf("kustomization resources %v, want %v", got, want)
 		}
 	})
+}
+
+// imageCommands returns the names of the commands the Dockerfile builds
+// into the image: the packages of its go build line, each ./cmd/<name>.
+func imageCommands(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.ReplaceAll(string(b), "\\\n", " ")
+	var out []string
+	for _, line := range strings.Split(joined, "\n") {
+		_, args, ok := strings.Cut(line, "go build ")
+		if !ok || strings.HasPrefix(strings.TrimSpace(line), "#") {
+			continue
+		}
+		for _, f := range strings.Fields(args) {
+			if !strings.HasPrefix(f, "./") {
+				continue
+			}
+			name, ok := strings.CutPrefix(f, "./cmd/")
+			if !ok || name == "" || strings.ContainsAny(name, "/.") {
+				t.Errorf("Dockerfile builds %s: the image holds the product's commands, ./cmd/<name>, only", f)
+				continue
+			}
+			out = append(out, name)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("Dockerfile: no go build line naming ./cmd/<name> packages")
+	}
+	return out
+}
+
+// TestImage checks that the image holds the product's commands and
+// nothing else: the Dockerfile builds every command of cmd/ (a new one
+// must not be left out of the image) and none of them links a package of
+// devtools (the harnesses, the LLM simulator).
+func TestImage(t *testing.T) {
+	t.Parallel()
+	built := imageCommands(t)
+	entries, err := os.ReadDir(filepath.Join("..", "..", "cmd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	for _, e := range entries {
+		if e.IsDir() {
+			dirs = append(dirs, e.Name())
+		}
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(built)), dirs) {
+		t.Errorf("Dockerfile builds %v; cmd/ holds %v", built, dirs)
+	}
+	args := []string{"list", "-deps"}
+	for _, c := range built {
+		args = append(args, "../../cmd/"+c)
+	}
+	out, err := exec.Command("go", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if strings.HasPrefix(pkg, "github.com/extractq/extractq/devtools") {
+			t.Errorf("the image's commands link %s", pkg)
+		}
+	}
 }

@@ -21,13 +21,13 @@ import (
 	"math"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/extractq/extractq/devtools/internal/devstack"
 	"github.com/extractq/extractq/internal/app"
 	"github.com/extractq/extractq/store"
 )
@@ -72,10 +72,12 @@ func run(scenarios string, quick bool, outDir string, profile bool, e app.Env) e
 	out, _ := filepath.Abs(outDir)
 	bin := filepath.Join(out, "bin")
 	fmt.Fprintln(os.Stderr, "bench: building worker, llmsim and repaircompare")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin+"/", "./cmd/worker", "./devtools/cmd/llmsim", "./devtools/cmd/repaircompare")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("go build: %w", err)
+	repo, err := devstack.FindRepo()
+	if err != nil {
+		return err
+	}
+	if err := devstack.Build(ctx, repo, bin, "./cmd/worker", "./devtools/cmd/llmsim", "./devtools/cmd/repaircompare"); err != nil {
+		return err
 	}
 	u, err := url.Parse(e.DatabaseURL)
 	if err != nil {
@@ -85,7 +87,7 @@ func run(scenarios string, quick bool, outDir string, profile bool, e app.Env) e
 	if err := store.EnsureDatabase(ctx, u.String()); err != nil {
 		return err
 	}
-	msgs, err := readSample("testdata/abcd/messages.jsonl")
+	msgs, err := readSample(filepath.Join(repo, "testdata", "abcd", "messages.jsonl"))
 	if err != nil {
 		return err
 	}

@@ -218,7 +218,7 @@ func scenarioD(ctx context.Context, env benchEnv, n int, watch time.Duration) (r
 	var last float64
 	for time.Since(start) < watch {
 		time.Sleep(500 * time.Millisecond)
-		last = w.rssMB()
+		last = w.RSSMB()
 		peak = max(peak, last)
 		if at10 == 0 && time.Since(start) >= 10*time.Second {
 			at10 = last

@@ -7,11 +7,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/extractq/extractq/config"
+	"github.com/extractq/extractq/devtools/internal/devstack"
 	"github.com/extractq/extractq/ingest"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/store"
@@ -39,7 +37,7 @@ type stack struct {
 	js      jetstream.JetStream
 	cfgPath string
 	simAddr string
-	procs   []*proc
+	procs   []*devstack.Proc
 	log     *zap.Logger
 }
 
@@ -62,15 +60,6 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func freeAddr() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // newStack makes the scenario's schema, migrated, and its stream names,
 // and writes its configuration file from yaml (overrides of the defaults).
 func newStack(ctx context.Context, env benchEnv, name, yaml string) (*stack, error) {
@@ -78,6 +67,10 @@ func newStack(ctx context.Context, env benchEnv, name, yaml string) (*stack, err
 	ident := strings.ReplaceAll(strings.ToLower(name), "-", "_")
 	s := &stack{env: env, name: name, log: env.log.With(zap.String("scenario", name))}
 	s.dir = filepath.Join(env.out, "scenario-"+name)
+	// The folder holds this run's files only: logs are appended to.
+	if err := os.RemoveAll(s.dir); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -107,7 +100,11 @@ func newStack(ctx context.Context, env benchEnv, name, yaml string) (*stack, err
 	}
 	s.nats = config.NATS{Stream: "BENCH_" + strings.ToUpper(ident+"_"+sfx), SubjectPrefix: "bench_" + ident + "_" + sfx,
 		Consumer: "workers", DuplicateWindow: 2 * time.Minute}
-	s.simAddr = freeAddr()
+	simPort, err := devstack.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	s.simAddr = devstack.Addr(simPort)
 	full := fmt.Sprintf("nats:\n  stream: %s\n  subject_prefix: %s\n  consumer: workers\n%s\nsimulator:\n  addr: %s\n%s",
 		s.nats.Stream, s.nats.SubjectPrefix, section(yaml, "worker"), s.simAddr, indentSimulator(yaml))
 	full += dropSections(yaml, "worker", "simulator")
@@ -180,10 +177,8 @@ func dropSections(doc string, names ...string) string {
 // close stops the processes, deletes the stream and drops the schema.
 func (s *stack) close() {
 	for _, p := range s.procs {
-		p.stop(10 * time.Second)
-		if ps := p.cmd.ProcessState; ps != nil {
-			fmt.Fprintf(os.Stderr, "bench: %s/%s used %.1fs CPU\n", s.name, p.name, (ps.UserTime() + ps.SystemTime()).Seconds())
-		}
+		p.Stop(syscall.SIGTERM, 10*time.Second)
+		fmt.Fprintf(os.Stderr, "bench: %s/%s used %.1fs CPU\n", s.name, p.Name(), p.CPUTime().Seconds())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -227,92 +222,38 @@ func (s *stack) load(ctx context.Context, n int) (string, error) {
 	return sum.BatchID, nil
 }
 
-// proc is a child process with its log file.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-}
-
-func (s *stack) start(name, bin string, args []string, env ...string) (*proc, error) {
-	logf, err := os.Create(filepath.Join(s.dir, name+".log"))
-	if err != nil {
-		return nil, err
-	}
+// start starts bin with args as the scenario's process name, on the
+// scenario's database, stream, configuration and simulator, logging to
+// <name>.log in the scenario's folder.
+func (s *stack) start(name, bin string, args []string, env ...string) (*devstack.Proc, error) {
 	if s.env.profile {
 		args = append(args, "-cpuprofile", filepath.Join(s.dir, name+".cpu.pprof"))
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+s.dbURL, "NATS_URL="+s.env.natsURL, "CONFIG="+s.cfgPath,
-		"LLM_BASE_URL=http://"+s.simAddr+"/v1", "LLM_API_KEY=bench", "LOG_LEVEL=warn")
-	cmd.Env = append(cmd.Env, env...)
-	if err := cmd.Start(); err != nil {
-		logf.Close()
+	env = append([]string{"DATABASE_URL=" + s.dbURL, "NATS_URL=" + s.env.natsURL, "CONFIG=" + s.cfgPath,
+		"LLM_BASE_URL=http://" + s.simAddr + "/v1", "LLM_API_KEY=bench", "LOG_LEVEL=warn"}, env...)
+	p, err := devstack.Start(devstack.Spec{Name: name, LogPath: filepath.Join(s.dir, name+".log"), Env: env,
+		Args: append([]string{bin}, args...)})
+	if err != nil {
 		return nil, err
 	}
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		logf.Close()
-		close(p.done)
-	}()
 	s.procs = append(s.procs, p)
 	return p, nil
 }
 
 // startSim starts the simulator and waits for it to answer.
 func (s *stack) startSim(ctx context.Context) error {
-	if _, err := s.start("llmsim", filepath.Join(s.env.bin, "llmsim"), []string{"-config", s.cfgPath}); err != nil {
+	p, err := s.start("llmsim", filepath.Join(s.env.bin, "llmsim"), []string{"-config", s.cfgPath})
+	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get("http://" + s.simAddr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := devstack.WaitHTTP(ctx, "http://"+s.simAddr+"/healthz", p, 15*time.Second); err != nil {
+		return fmt.Errorf("scenario %s: simulator: %w", s.name, err)
 	}
-	return fmt.Errorf("scenario %s: simulator did not start (see %s)", s.name, filepath.Join(s.dir, "llmsim.log"))
+	return nil
 }
 
-func (s *stack) startWorker(name string) (*proc, error) {
+func (s *stack) startWorker(name string) (*devstack.Proc, error) {
 	return s.start(name, filepath.Join(s.env.bin, "worker"), []string{"-health-addr", ""})
-}
-
-// stop sends SIGTERM and waits up to grace, then kills.
-func (p *proc) stop(grace time.Duration) {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
-// rssMB reads the process's resident set size in MB from /proc.
-func (p *proc) rssMB() float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "VmRSS:") {
-			f := strings.Fields(l)
-			kb, _ := strconv.ParseFloat(f[1], 64)
-			return kb / 1024
-		}
-	}
-	return 0
 }
 
 // progress is where the runs of a batch stand.

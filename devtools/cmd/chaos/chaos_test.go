@@ -13,9 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/extractq/extractq/config"
+	"github.com/extractq/extractq/devtools/internal/devstack"
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/schemas"
 	"github.com/extractq/extractq/store/storetest"
@@ -223,7 +222,7 @@ not json
 // simulator answered, and only those.
 func TestSimulator(t *testing.T) {
 	t.Parallel()
-	port, err := freePort()
+	port, err := devstack.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,75 +257,5 @@ func TestSimulator(t *testing.T) {
 	resp.Body.Close()
 	if s.requests() != 2 || s.served() != 1 {
 		t.Fatalf("requests %d, served %d; want 2 and 1", s.requests(), s.served())
-	}
-}
-
-// TestPrivatePostgres makes a private cluster, restarts it and finds its
-// data again.
-func TestPrivatePostgres(t *testing.T) {
-	if testing.Short() {
-		t.Skip("initdb takes seconds")
-	}
-	t.Parallel()
-	bin, err := findPGBin("")
-	if err != nil {
-		t.Skip(err)
-	}
-	dir, err := os.MkdirTemp("", "extractq-chaos-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o711)
-	port, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	pg, err := newPGServer(ctx, bin, filepath.Join(dir, "pg"), port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pg.stop)
-	query := func(sql string) int {
-		t.Helper()
-		conn, err := pgx.Connect(ctx, pg.url("postgres"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close(ctx)
-		var n int
-		if err := conn.QueryRow(ctx, sql).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	if err := pg.start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pgx.Connect(ctx, pg.url("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, `CREATE TABLE kept AS SELECT 7 AS n`); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close(ctx)
-	pg.stop()
-	if !pg.proc.exited() {
-		t.Fatal("postgres still runs after stop")
-	}
-	if err := pg.start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if n := query(`SELECT n FROM kept`); n != 7 || pg.started != 2 {
-		t.Fatalf("after restart: %d, started %d", n, pg.started)
-	}
-}
-
-func TestVersionLess(t *testing.T) {
-	t.Parallel()
-	if !versionLess("9.6", "15") || !versionLess("15", "16") || versionLess("16", "15") {
-		t.Fatal("versionLess")
 	}
 }

@@ -221,19 +221,6 @@ func sortedCounts(m map[string]int) []string {
 	return out
 }
 
-// tail returns the last n lines of the file at path.
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return "    " + strings.Join(lines, "\n    ")
-}
-
 // lastLineWith returns the last line of the file at path that contains
 // substr, or its last line when none does.
 func lastLineWith(path, substr string) string {

@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -22,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/extractq/extractq/config"
+	"github.com/extractq/extractq/devtools/internal/devstack"
 	"github.com/extractq/extractq/ingest"
 	"github.com/extractq/extractq/internal/app"
 	"github.com/extractq/extractq/pipeline"
@@ -65,11 +64,11 @@ type harness struct {
 	cfg     *config.Config
 	schemas map[string]*pipeline.Schema
 
-	pg      *pgServer
-	nats    *natsServer
+	pg      *devstack.Postgres
+	nats    *devstack.NATS
 	sim     *simulator
 	pool    *pgxpool.Pool
-	ingest  *proc
+	ingest  *devstack.Proc
 	workers []*workerProc
 	wmu     sync.Mutex // guards each workers[i].proc, swapped by restarts
 
@@ -190,7 +189,7 @@ func (h *harness) run(ctx context.Context) (verdict, error) {
 // the workers, each private to this run.
 func (h *harness) setup(ctx context.Context) error {
 	var err error
-	if h.repo, err = findRepo(); err != nil {
+	if h.repo, err = devstack.FindRepo(); err != nil {
 		return err
 	}
 	if h.o.Source == "" {
@@ -207,11 +206,8 @@ func (h *harness) setup(ctx context.Context) error {
 	h.logf("work directory %s (seed %d)", h.dir, h.o.Seed)
 
 	h.binDir = filepath.Join(h.dir, "bin")
-	goCmd := exec.CommandContext(ctx, goTool(), "build", "-o", h.binDir+string(filepath.Separator),
-		"./cmd/worker", "./cmd/ingest", "./cmd/migrate", "./devtools/cmd/natsd")
-	goCmd.Dir = h.repo
-	if b, err := goCmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %v\n%s", err, b)
+	if err := devstack.Build(ctx, h.repo, h.binDir, "./cmd/worker", "./cmd/ingest", "./cmd/migrate", "./devtools/cmd/natsd"); err != nil {
+		return err
 	}
 	h.logf("built worker, ingest, migrate and natsd")
 
@@ -221,37 +217,34 @@ func (h *harness) setup(ctx context.Context) error {
 
 	ports := make([]int, 3+h.o.Workers)
 	for i := range ports {
-		if ports[i], err = freePort(); err != nil {
+		if ports[i], err = devstack.FreePort(); err != nil {
 			return err
 		}
 	}
-	pgBin, err := findPGBin(h.o.PGBin)
+	pgBin, err := devstack.FindPGBin(h.o.PGBin)
 	if err != nil {
 		return err
 	}
-	if h.pg, err = newPGServer(ctx, pgBin, filepath.Join(h.dir, "pg"), ports[0]); err != nil {
+	if h.pg, err = devstack.NewPostgres(ctx, pgBin, filepath.Join(h.dir, "pg"), ports[0]); err != nil {
 		return err
 	}
-	if err := h.pg.start(ctx); err != nil {
+	if err := h.pg.Start(ctx); err != nil {
 		return err
 	}
-	h.logf("postgres %s on 127.0.0.1:%d", filepath.Base(filepath.Dir(pgBin)), h.pg.port)
-	migrateEnv := []string{"DATABASE_URL=" + h.pg.url("extractq")}
+	h.logf("postgres %s on 127.0.0.1:%d", filepath.Base(filepath.Dir(pgBin)), h.pg.Port)
+	migrateEnv := []string{"DATABASE_URL=" + h.pg.URL("extractq")}
 	if err := h.runOnce(ctx, "migrate", migrateEnv, filepath.Join(h.binDir, "migrate"), "up"); err != nil {
 		return err
 	}
-	if h.pool, err = pgxpool.New(ctx, h.pg.url("extractq")); err != nil {
+	if h.pool, err = pgxpool.New(ctx, h.pg.URL("extractq")); err != nil {
 		return err
 	}
 
-	h.nats = &natsServer{bin: filepath.Join(h.binDir, "natsd"), dir: filepath.Join(h.dir, "nats"), port: ports[1]}
-	if err := os.MkdirAll(h.nats.dir, 0o755); err != nil {
+	h.nats = &devstack.NATS{Bin: filepath.Join(h.binDir, "natsd"), Dir: filepath.Join(h.dir, "nats"), Port: ports[1]}
+	if err := h.nats.Start(ctx); err != nil {
 		return err
 	}
-	if err := h.nats.start(ctx); err != nil {
-		return err
-	}
-	h.logf("nats (devtools/cmd/natsd, JetStream) on 127.0.0.1:%d", h.nats.port)
+	h.logf("nats (devtools/cmd/natsd, JetStream) on 127.0.0.1:%d", h.nats.Port)
 
 	simCfg := h.cfg.Simulator
 	simCfg.Seed = h.o.Seed
@@ -313,8 +306,8 @@ simulator:
 // services and the run's configuration, nothing inherited.
 func (h *harness) env() []string {
 	return []string{
-		"DATABASE_URL=" + h.pg.url("extractq"),
-		"NATS_URL=" + h.nats.url(),
+		"DATABASE_URL=" + h.pg.URL("extractq"),
+		"NATS_URL=" + h.nats.URL(),
 		"LLM_BASE_URL=" + h.sim.baseURL(),
 		"LLM_API_KEY=simulator",
 		"LLM_MODEL=",
@@ -326,20 +319,7 @@ func (h *harness) env() []string {
 
 // runOnce runs a command with env to its end, logging to <name>.log.
 func (h *harness) runOnce(ctx context.Context, name string, env []string, args ...string) error {
-	p, err := startProc(procSpec{name: name, logPath: filepath.Join(h.dir, name+".log"), env: env, args: args})
-	if err != nil {
-		return err
-	}
-	select {
-	case <-p.done:
-	case <-ctx.Done():
-		p.kill()
-		return ctx.Err()
-	}
-	if p.err != nil {
-		return fmt.Errorf("%s: %v:\n%s", name, p.err, tail(p.logPath, 15))
-	}
-	return nil
+	return devstack.Run(ctx, devstack.Spec{Name: name, LogPath: filepath.Join(h.dir, name+".log"), Env: env, Args: args})
 }
 
 // runIngest runs cmd/ingest on the messages. An ingest that fails is a
@@ -359,9 +339,9 @@ func (h *harness) runIngest(ctx context.Context, path string) {
 		h.ingest = p
 		h.pmu.Unlock()
 		select {
-		case <-p.done:
+		case <-p.Done():
 		case <-ctx.Done():
-			p.stop(syscall.SIGTERM, 5*time.Second)
+			p.Stop(syscall.SIGTERM, 5*time.Second)
 			return
 		}
 		if h.ingestFinished(p, stdout.Bytes()) || attempt >= h.o.IngestRetries {
@@ -376,36 +356,18 @@ func (h *harness) runIngest(ctx context.Context, path string) {
 
 // startIngest starts cmd/ingest -json on the messages, its report going
 // to stdout and its logs to ingest.log.
-func (h *harness) startIngest(path string, stdout *bytes.Buffer) (*proc, error) {
-	logPath := filepath.Join(h.dir, "ingest.log")
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(filepath.Join(h.binDir, "ingest"), "-json", "-quiet", "-log-level", "info", path)
-	cmd.Env = append(os.Environ(), h.env()...)
-	cmd.Stdout, cmd.Stderr = stdout, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, err
-	}
-	p := &proc{name: "ingest", logPath: logPath, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		logf.Close()
-		close(p.done)
-	}()
-	return p, nil
+func (h *harness) startIngest(path string, stdout *bytes.Buffer) (*devstack.Proc, error) {
+	return devstack.Start(devstack.Spec{Name: "ingest", LogPath: filepath.Join(h.dir, "ingest.log"), Env: h.env(), Stdout: stdout,
+		Args: []string{filepath.Join(h.binDir, "ingest"), "-json", "-quiet", "-log-level", "info", path}})
 }
 
 // ingestFinished reports the ingest's result and whether it succeeded; a
 // failed ingest is a problem of the run.
-func (h *harness) ingestFinished(p *proc, stdout []byte) bool {
+func (h *harness) ingestFinished(p *devstack.Proc, stdout []byte) bool {
 	var rep ingest.Report
 	jerr := json.Unmarshal(stdout, &rep)
-	if p.err != nil || jerr != nil {
-		h.problem("ingest failed (%s): %s\n%s", p.exitStatus(), lastLineWith(p.logPath, "stopped:"), tail(p.logPath, 6))
+	if p.Err() != nil || jerr != nil {
+		h.problem("ingest failed (%s): %s\n%s", p.ExitStatus(), lastLineWith(p.LogPath(), "stopped:"), devstack.Tail(p.LogPath(), 6))
 		return false
 	}
 	h.logf("ingest done: %d lines, %d published, %d duplicates, %d rejected",
@@ -476,13 +438,13 @@ func (h *harness) checkWorkers() {
 	defer h.wmu.Unlock()
 	for _, w := range h.workers {
 		switch {
-		case !w.proc.exited():
+		case !w.proc.Exited():
 			w.crashed = false
 		case w.down:
 			// Killed or stopped by the harness.
 		case !w.crashed:
 			h.problem("worker %d (pid %d) exited on its own: %s: %s\n%s",
-				w.index, w.proc.pid(), w.proc.exitStatus(), lastErrorLog(w.logPath), tail(w.logPath, 4))
+				w.index, w.proc.Pid(), w.proc.ExitStatus(), lastErrorLog(w.logPath), devstack.Tail(w.logPath, 4))
 			w.crashed, w.crashedAt = true, time.Now()
 		case time.Since(w.crashedAt) >= 2*time.Second:
 			if err := w.start(); err != nil {
@@ -490,7 +452,7 @@ func (h *harness) checkWorkers() {
 				w.crashedAt = time.Now()
 			} else {
 				w.crashed = false
-				h.logf("worker %d started again (pid %d) after its crash", w.index, w.proc.pid())
+				h.logf("worker %d started again (pid %d) after its crash", w.index, w.proc.Pid())
 			}
 		}
 	}
@@ -518,8 +480,8 @@ func (h *harness) chaos(ctx context.Context, evs []event) error {
 			w.down = true
 			p := w.proc
 			h.wmu.Unlock()
-			h.logf("%s: SIGKILL worker %d (pid %d)", at, w.index, p.pid())
-			p.kill()
+			h.logf("%s: SIGKILL worker %d (pid %d)", at, w.index, p.Pid())
+			p.Kill()
 			w.kills++
 			if err := sleepCtx(ctx, e.Down); err != nil {
 				return err
@@ -527,7 +489,7 @@ func (h *harness) chaos(ctx context.Context, evs []event) error {
 			h.wmu.Lock()
 			err := w.start()
 			w.down = false
-			pid := w.proc.pid()
+			pid := w.proc.Pid()
 			h.wmu.Unlock()
 			if err != nil {
 				return fmt.Errorf("restarting worker %d: %w", w.index, err)
@@ -542,22 +504,22 @@ func (h *harness) chaos(ctx context.Context, evs []event) error {
 		case restartNATS:
 			h.logf("%s: stopping NATS (SIGTERM)", at)
 			t := time.Now()
-			h.nats.stop()
+			h.nats.Stop()
 			if err := sleepCtx(ctx, e.Down); err != nil {
 				return err
 			}
-			if err := h.nats.start(ctx); err != nil {
+			if err := h.nats.Start(ctx); err != nil {
 				return fmt.Errorf("starting NATS again: %w", err)
 			}
 			h.logf("NATS back on the same store after %s", time.Since(t).Round(time.Millisecond))
 		case restartPostgres:
 			h.logf("%s: stopping Postgres (fast shutdown)", at)
 			t := time.Now()
-			h.pg.stop()
+			h.pg.Stop()
 			if err := sleepCtx(ctx, e.Down); err != nil {
 				return err
 			}
-			if err := h.pg.start(ctx); err != nil {
+			if err := h.pg.Start(ctx); err != nil {
 				return fmt.Errorf("starting Postgres again: %w", err)
 			}
 			h.logf("Postgres back on the same data after %s", time.Since(t).Round(time.Millisecond))
@@ -573,7 +535,7 @@ func (h *harness) drain(ctx context.Context) {
 	limit := 2*h.cfg.Worker.AckWait + 10*time.Second
 	dctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	nc, err := nats.Connect(h.nats.url(), nats.Name("extractq-chaos"))
+	nc, err := nats.Connect(h.nats.URL(), nats.Name("extractq-chaos"))
 	if err != nil {
 		h.problem("connecting to NATS to drain: %v", err)
 		return
@@ -618,10 +580,10 @@ func (h *harness) stopWorkers() {
 	for _, w := range h.workers {
 		w.down = true
 		wg.Go(func() {
-			if !w.proc.stop(syscall.SIGTERM, 45*time.Second) {
+			if !w.proc.Stop(syscall.SIGTERM, 45*time.Second) {
 				h.problem("worker %d did not stop within 45s of SIGTERM; killed", w.index)
-			} else if w.proc.err != nil {
-				h.problem("worker %d stopped with %s\n%s", w.index, w.proc.exitStatus(), tail(w.logPath, 4))
+			} else if w.proc.Err() != nil {
+				h.problem("worker %d stopped with %s\n%s", w.index, w.proc.ExitStatus(), devstack.Tail(w.logPath, 4))
 			}
 		})
 	}
@@ -640,7 +602,7 @@ func (h *harness) report(v verdict) {
 	}
 	restarts := func(n int) int { return max(0, n-1) }
 	fmt.Fprintf(h.out, "faults: %d worker SIGKILLs (%d worker starts), NATS restarts %d, Postgres restarts %d\n",
-		kills, starts, restarts(h.nats.started), restarts(h.pg.started))
+		kills, starts, restarts(h.nats.Started), restarts(h.pg.Started))
 	fmt.Fprintf(h.out, "runs: %d succeeded, %d repaired, %d failed (triage), %d queued; stored messages %d of %d\n",
 		v.ByStatus["succeeded"], v.ByStatus["repaired"], v.ByStatus["failed"], v.ByStatus["queued"], v.Stored, v.Messages)
 	if len(v.ByReason) > 0 {
@@ -686,7 +648,7 @@ func (h *harness) printLogTails() {
 	logs, _ := filepath.Glob(filepath.Join(h.dir, "*.log"))
 	more, _ := filepath.Glob(filepath.Join(h.dir, "*", "*.log"))
 	for _, l := range append(logs, more...) {
-		fmt.Fprintf(h.out, "--- %s\n%s\n", l, tail(l, 10))
+		fmt.Fprintf(h.out, "--- %s\n%s\n", l, devstack.Tail(l, 10))
 	}
 }
 
@@ -698,13 +660,13 @@ func (h *harness) cleanup() {
 	for _, w := range h.workers {
 		w.down = true
 		if w.proc != nil {
-			wg.Go(func() { w.proc.stop(syscall.SIGTERM, 10*time.Second) })
+			wg.Go(func() { w.proc.Stop(syscall.SIGTERM, 10*time.Second) })
 		}
 	}
 	h.wmu.Unlock()
 	h.pmu.Lock()
 	if ip := h.ingest; ip != nil {
-		wg.Go(func() { ip.stop(syscall.SIGTERM, 5*time.Second) })
+		wg.Go(func() { ip.Stop(syscall.SIGTERM, 5*time.Second) })
 	}
 	h.pmu.Unlock()
 	wg.Wait()
@@ -712,13 +674,13 @@ func (h *harness) cleanup() {
 		h.sim.close()
 	}
 	if h.nats != nil {
-		h.nats.stop()
+		h.nats.Stop()
 	}
 	if h.pool != nil {
 		h.pool.Close()
 	}
 	if h.pg != nil {
-		h.pg.stop()
+		h.pg.Stop()
 	}
 	if h.dir == "" {
 		return
@@ -729,33 +691,6 @@ func (h *harness) cleanup() {
 	if err := os.RemoveAll(h.dir); err != nil {
 		fmt.Fprintf(h.out, "removing %s: %v\n", h.dir, err)
 	}
-}
-
-// findRepo returns the module's root: the nearest directory upwards with
-// a go.mod.
-func findRepo() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod here or above: run the harness from the repository")
-		}
-		dir = parent
-	}
-}
-
-// goTool is the go command: $GO, else go.
-func goTool() string {
-	if g := os.Getenv("GO"); g != "" {
-		return g
-	}
-	return "go"
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

@@ -1,4 +1,4 @@
-package main
+package devstack
 
 import (
 	"context"
@@ -21,10 +21,10 @@ import (
 // binaries (<version>/bin).
 const debianPGLib = "/usr/lib/postgresql"
 
-// findPGBin returns the directory holding initdb and postgres: dir if
+// FindPGBin returns the directory holding initdb and postgres: dir if
 // given, else the newest version under Debian's layout, else the
 // directory of initdb on PATH.
-func findPGBin(dir string) (string, error) {
+func FindPGBin(dir string) (string, error) {
 	if dir != "" {
 		return dir, checkPGBin(dir)
 	}
@@ -72,22 +72,24 @@ func versionLess(a, b string) bool {
 	return len(pa) < len(pb)
 }
 
-// pgServer is a private Postgres cluster: its own data directory, socket
+// Postgres is a private Postgres cluster: its own data directory, socket
 // directory and port, trust auth for the superuser postgres. initdb
 // refuses to run as root, so as root the cluster belongs to the OS user
-// postgres.
-type pgServer struct {
-	bin     string
-	dir     string // holds data/, sock/ and postgres.log
-	port    int
-	cred    *syscall.Credential
-	proc    *proc
-	started int // how many times start ran
+// postgres (which must then be able to reach Dir).
+type Postgres struct {
+	Bin     string // directory of initdb and postgres (FindPGBin)
+	Dir     string // holds data/, sock/ and postgres.log
+	Port    int
+	Started int // how many times Start ran
+
+	cred *syscall.Credential
+	proc *Proc
 }
 
-// newPGServer makes the cluster in dir (which must exist) with initdb.
-func newPGServer(ctx context.Context, bin, dir string, port int) (*pgServer, error) {
-	pg := &pgServer{bin: bin, dir: dir, port: port}
+// NewPostgres makes the cluster in dir with initdb; the parent of dir
+// must exist.
+func NewPostgres(ctx context.Context, bin, dir string, port int) (*Postgres, error) {
+	pg := &Postgres{Bin: bin, Dir: dir, Port: port}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
@@ -107,75 +109,64 @@ func newPGServer(ctx context.Context, bin, dir string, port int) (*pgServer, err
 			}
 		}
 	}
-	p, err := startProc(procSpec{name: "initdb", logPath: pg.logPath(), dir: dir, cred: pg.cred, args: []string{
+	err := Run(ctx, Spec{Name: "initdb", LogPath: pg.LogPath(), Dir: dir, Cred: pg.cred, Args: []string{
 		filepath.Join(bin, "initdb"), "-D", pg.dataDir(), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync",
 	}})
 	if err != nil {
 		return nil, err
 	}
-	select {
-	case <-p.done:
-	case <-ctx.Done():
-		p.kill()
-		return nil, ctx.Err()
-	}
-	if p.err != nil {
-		return nil, fmt.Errorf("initdb: %v (log %s):\n%s", p.err, pg.logPath(), tail(pg.logPath(), 15))
-	}
 	return pg, nil
 }
 
-func (pg *pgServer) dataDir() string { return filepath.Join(pg.dir, "data") }
-func (pg *pgServer) sockDir() string { return filepath.Join(pg.dir, "sock") }
-func (pg *pgServer) logPath() string { return filepath.Join(pg.dir, "postgres.log") }
+func (pg *Postgres) dataDir() string { return filepath.Join(pg.Dir, "data") }
+func (pg *Postgres) sockDir() string { return filepath.Join(pg.Dir, "sock") }
 
-// url is the connection URL of database db on the cluster.
-func (pg *pgServer) url(db string) string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", pg.port, db)
+// LogPath is the cluster's log, initdb's output included.
+func (pg *Postgres) LogPath() string { return filepath.Join(pg.Dir, "postgres.log") }
+
+// Proc is the running (or last) postmaster; nil before Start.
+func (pg *Postgres) Proc() *Proc { return pg.proc }
+
+// URL is the connection URL of database db on the cluster.
+func (pg *Postgres) URL(db string) string {
+	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", Addr(pg.Port), db)
 }
 
-// start starts the server and waits until it accepts connections.
-func (pg *pgServer) start(ctx context.Context) error {
-	p, err := startProc(procSpec{name: "postgres", logPath: pg.logPath(), dir: pg.dir, cred: pg.cred, args: []string{
-		filepath.Join(pg.bin, "postgres"), "-D", pg.dataDir(), "-p", strconv.Itoa(pg.port), "-k", pg.sockDir(),
+// Start starts the server and waits up to 60s until it accepts
+// connections.
+func (pg *Postgres) Start(ctx context.Context) error {
+	p, err := Start(Spec{Name: "postgres", LogPath: pg.LogPath(), Dir: pg.Dir, Cred: pg.cred, Args: []string{
+		filepath.Join(pg.Bin, "postgres"), "-D", pg.dataDir(), "-p", strconv.Itoa(pg.Port), "-k", pg.sockDir(),
 		"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200", "-c", "logging_collector=off",
 	}})
 	if err != nil {
 		return err
 	}
 	pg.proc = p
-	pg.started++
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	pg.Started++
+	var lastErr error
+	err = poll(ctx, p, 60*time.Second, 100*time.Millisecond, "accepting connections", func() bool {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		conn, err := pgx.Connect(cctx, pg.url("postgres"))
-		cancel()
-		if err == nil {
-			conn.Close(context.Background())
-			return nil
+		defer cancel()
+		conn, err := pgx.Connect(cctx, pg.URL("postgres"))
+		if lastErr = err; err != nil {
+			return false
 		}
-		if p.exited() {
-			return fmt.Errorf("postgres exited: %s (log %s):\n%s", p.exitStatus(), pg.logPath(), tail(pg.logPath(), 15))
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("postgres not accepting connections after 60s: %v", err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+		conn.Close(context.Background())
+		return true
+	})
+	if err != nil && lastErr != nil && !p.Exited() && ctx.Err() == nil {
+		return fmt.Errorf("%w\nlast: %v", err, lastErr)
 	}
+	return err
 }
 
-// stop shuts the server down with a fast shutdown (SIGINT: open
+// Stop shuts the server down with a fast shutdown (SIGINT: open
 // transactions are rolled back, clients disconnected), or immediately if
-// that takes longer than 30s.
-func (pg *pgServer) stop() {
-	if pg.proc == nil {
-		return
+// that takes longer than 30s: then the whole process group is killed, the
+// backends with the postmaster.
+func (pg *Postgres) Stop() {
+	if pg.proc != nil {
+		pg.proc.Stop(syscall.SIGINT, 30*time.Second)
 	}
-	// When SIGINT is not enough, stop kills the whole process group, the
-	// backends with the postmaster.
-	pg.proc.stop(syscall.SIGINT, 30*time.Second)
 }
