@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -197,7 +198,12 @@ type Ingest struct {
 // Simulator configures devtools/cmd/llmsim, the LLM simulator. Rates are
 // probabilities in [0, 1] per first reply.
 type Simulator struct {
-	Seed int64 `yaml:"seed"`
+	// Profile is the server the simulator behaves as: generic (the
+	// simulator's own behaviour, the default), openai, vllm, ollama or
+	// llamacpp. Each reproduces that server's documented request
+	// handling and reply shapes (devtools/llmsim: Profiles).
+	Profile string `yaml:"profile"`
+	Seed    int64  `yaml:"seed"`
 	// Addr is the simulator's listen address. Default "127.0.0.1:8089".
 	Addr string `yaml:"addr"`
 	// InvalidJSONRate: a reply that is not JSON.
@@ -236,7 +242,22 @@ type Simulator struct {
 	// none. Tokens count the prompt estimate plus max_completion_tokens.
 	RequestsPerMinute int `yaml:"requests_per_minute"`
 	TokensPerMinute   int `yaml:"tokens_per_minute"`
+	// RefusalRate and ContentFilterRate: under the openai profile, a
+	// first reply that is a refusal (message.refusal set, content null)
+	// or cut by the content filter (finish_reason content_filter). Other
+	// profiles never answer either.
+	RefusalRate       float64 `yaml:"refusal_rate"`
+	ContentFilterRate float64 `yaml:"content_filter_rate"`
+	// Reasoning makes the simulator answer as a reasoning model: the
+	// reasoning text in the profile's field (vllm and llamacpp
+	// reasoning_content, ollama reasoning), or, under generic, a
+	// <think>...</think> block before the content. openai never shows
+	// reasoning text.
+	Reasoning bool `yaml:"reasoning"`
 }
+
+// SimulatorProfiles are the values of simulator.profile.
+var SimulatorProfiles = []string{"generic", "openai", "vllm", "ollama", "llamacpp"}
 
 // Default returns the embedded default configuration.
 func Default() *Config {
@@ -324,6 +345,7 @@ func (c Config) WithDefaults() Config {
 	c.NATS.DuplicateWindow = cmp.Or(c.NATS.DuplicateWindow, 2*time.Minute)
 	c.Ingest.MaxTextBytes = cmp.Or(c.Ingest.MaxTextBytes, 32768)
 	c.Simulator.Addr = cmp.Or(c.Simulator.Addr, "127.0.0.1:8089")
+	c.Simulator.Profile = cmp.Or(c.Simulator.Profile, "generic")
 	return c
 }
 
@@ -400,10 +422,14 @@ func (c Config) Validate() error {
 		"truncated_rate": c.Simulator.TruncatedRate, "repair_fix_rate": c.Simulator.RepairFixRate,
 		"rate_limited_rate": c.Simulator.RateLimitedRate, "server_error_rate": c.Simulator.ServerErrorRate,
 		"forbidden_html_rate": c.Simulator.ForbiddenHTMLRate,
+		"refusal_rate":        c.Simulator.RefusalRate, "content_filter_rate": c.Simulator.ContentFilterRate,
 	} {
 		if r < 0 || r > 1 {
 			return fmt.Errorf("simulator.%s: %v is not in [0, 1]", name, r)
 		}
+	}
+	if !slices.Contains(SimulatorProfiles, c.Simulator.Profile) {
+		return fmt.Errorf("simulator.profile: %q is not one of %s", c.Simulator.Profile, strings.Join(SimulatorProfiles, ", "))
 	}
 	return nil
 }

@@ -35,7 +35,7 @@ func TestParse(t *testing.T) {
 		if c.Prices.Models["my-model"].OutputPerMTok != 2 {
 			t.Fatal("new price missing")
 		}
-		if c.Simulator.RepairFixRate != 0.75 {
+		if c.Simulator.RepairFixRate != 0.75 || c.Simulator.Profile != "generic" {
 			t.Fatalf("simulator %+v", c.Simulator)
 		}
 	})
@@ -47,6 +47,8 @@ func TestParse(t *testing.T) {
 			"schemas:\n  - {id: a, file: a.json, repair: twice}\n": "schemas[0].repair",
 			"worker:\n  concurrency: -1\n":                         "worker.concurrency",
 			"simulator:\n  fenced_rate: 2\n":                       "simulator.fenced_rate",
+			"simulator:\n  profile: bedrock\n":                     "simulator.profile",
+			"simulator:\n  refusal_rate: 1.5\n":                    "simulator.refusal_rate",
 			"nats:\n  strem: X\n":                                  `unknown key "strem" in nats`,
 			"ingest:\n  max_text_bytes: -5\n":                      "ingest.max_text_bytes",
 			"nats:\n  duplicate_window: -1s\n":                     "nats.duplicate_window",

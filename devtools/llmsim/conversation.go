@@ -76,7 +76,7 @@ func readConversation(msgs []chatMessage) (conversation, error) {
 		a := msgs[lastAssistant]
 		c.prev = a.text()
 		if len(a.ToolCalls) > 0 {
-			c.prev = a.ToolCalls[0].Function.Arguments
+			c.prev = string(a.ToolCalls[0].Function.Arguments)
 		}
 	}
 	from := max(lastAssistant+1, end)

@@ -28,6 +28,10 @@ const (
 	FaultMissingRequired Fault = "missing_required" // one required field left out
 	FaultUngrounded      Fault = "ungrounded"       // an id that is not in the message
 	FaultTruncated       Fault = "truncated"        // cut off, finish_reason "length"
+
+	// Under the openai profile only (RefusalRate, ContentFilterRate):
+	FaultRefusal       Fault = "refusal"        // message.refusal set, content null
+	FaultContentFilter Fault = "content_filter" // content null, finish_reason "content_filter"
 )
 
 // pickFault draws at most one fault. The rates are cumulative in the order

@@ -242,21 +242,57 @@ func wrapPatch(d *schemaDoc, ops []patchOp) any {
 	if ops == nil {
 		ops = []patchOp{}
 	}
-	if d != nil {
-		root := d.node(d.root)
-		if root.primary() == "object" {
-			names, props, _ := root.properties()
-			for _, name := range names {
-				pn := d.node(props[name])
-				if pn.primary() != "array" {
-					continue
-				}
-				_, itemProps, _ := d.node(pn.m["items"]).properties()
-				if _, ok := itemProps["op"]; ok {
-					return map[string]any{name: ops}
-				}
-			}
-		}
+	if name, ok := patchProperty(d); ok {
+		return map[string]any{name: ops}
 	}
 	return ops
+}
+
+// patchProperty returns the name of the array property of operations when
+// schema d asks for an object holding one ({"operations": [{"op", ...}]}).
+func patchProperty(d *schemaDoc) (string, bool) {
+	if d == nil {
+		return "", false
+	}
+	root := d.node(d.root)
+	if root.primary() != "object" {
+		return "", false
+	}
+	names, props, _ := root.properties()
+	for _, name := range names {
+		pn := d.node(props[name])
+		if pn.primary() != "array" {
+			continue
+		}
+		_, itemProps, _ := d.node(pn.m["items"]).properties()
+		if _, ok := itemProps["op"]; ok {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// recordSchemas remembers, per message text, the record schema its
+// extraction call sent, so that a repair sending a patch-shaped schema is
+// answered from the record's honest values. Safe for concurrent use.
+type recordSchemas struct {
+	c clearingCache[*schemaDoc]
+}
+
+const maxRecordSchemas = 4096
+
+func (r *recordSchemas) remember(text string, d *schemaDoc) {
+	r.c.max = maxRecordSchemas
+	r.c.m.Store(text, d)
+	if r.c.n.Add(1) > r.c.max {
+		r.c.m.Clear()
+		r.c.n.Store(0)
+	}
+}
+
+func (r *recordSchemas) recall(text string) *schemaDoc {
+	if v, ok := r.c.m.Load(text); ok {
+		return v.(*schemaDoc)
+	}
+	return nil
 }

@@ -1,7 +1,6 @@
 package llmsim
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -46,11 +45,19 @@ type Server struct {
 	limit  limiter
 	outage outageState
 	stats  counters
+
+	prof    Profile
+	feat    ProfileFeatures
+	prompts promptMemory
+	records recordSchemas
 }
 
 var _ http.Handler = (*Server)(nil)
 
-// New returns a simulator using cfg as given: its rates are probabilities
+// New returns a simulator using cfg as given. cfg.Profile chooses the
+// server it behaves as ("" is generic; see Profile); an unknown profile is
+// logged and answered as generic (config.Validate refuses it in a file).
+// Its rates are probabilities
 // in [0, 1] and are not defaulted here, so RepairFixRate 0 means a repair
 // fixes nothing (config.Load fills the file's defaults, 0.75 for
 // repair_fix_rate). RetryAfter 0 means 1s. RequestsPerMinute and
@@ -61,6 +68,12 @@ func New(cfg config.Simulator, log *zap.Logger) *Server {
 		log = zap.NewNop()
 	}
 	s := &Server{cfg: cfg, log: log.Named("llmsim")}
+	prof, err := ParseProfile(cfg.Profile)
+	if err != nil {
+		s.log.Error("unknown simulator profile: answering as generic", zap.Error(err))
+		prof = ProfileGeneric
+	}
+	s.prof, s.feat = prof, Features(prof)
 	s.limit.requests = newBucket(cfg.RequestsPerMinute)
 	s.limit.tokens = newBucket(cfg.TokensPerMinute)
 	mux := http.NewServeMux()
@@ -136,6 +149,8 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 type target struct {
 	schema   []byte // the JSON Schema, nil for none
 	toolName string // the forced tool, "" for content replies
+	strict   bool   // the schema was sent with strict: true
+	forced   bool   // tool_choice names the tool or is "required"
 }
 
 // badRequest is a 400 with an OpenAI error body.
@@ -162,33 +177,33 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 func (s *Server) chat(w http.ResponseWriter, r *http.Request, rec *callRecord) {
 	if s.outageLeft(time.Now()) > 0 {
 		rec.fault = FaultOutage
-		writeOutage(w)
+		s.writeOutage(w)
 		return
+	}
+	refuse := func(code, param, msg string) {
+		writeProfileError(w, s.prof, http.StatusBadRequest, errBadRequest, "invalid_request_error", code, param, msg)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_json", "",
-			"request body could not be read: "+err.Error())
+		refuse("invalid_json", "", "request body could not be read: "+err.Error())
 		return
 	}
 	var req chatRequest
 	if err := s.known.decodeRequest(body, &req); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_json", "",
-			"request body is not valid JSON: "+err.Error())
+		refuse("invalid_json", "", "request body is not valid JSON: "+err.Error())
 		return
 	}
 	req.keepTexts()
-	tg, conv, err := checkRequest(&req)
+	tg, conv, err := checkRequest(&req, s.feat)
 	var br *badRequest
 	if errors.As(err, &br) {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", br.code, br.param, br.msg)
+		refuse(br.code, br.param, br.msg)
 		return
 	}
 	var sd *schemaDoc
 	if tg.schema != nil {
 		if sd, err = parseSchemaCached(tg.schema); err != nil {
-			writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_schema", "response_format",
-				"the JSON schema is not valid JSON: "+err.Error())
+			refuse("invalid_schema", "response_format", "the JSON schema is not valid JSON: "+err.Error())
 			return
 		}
 	}
@@ -210,18 +225,25 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, rec *callRecord) {
 		writeForbiddenHTML(w)
 		return
 	case FaultRateLimited:
-		s.limit.peek(time.Now()).setHeaders(h)
+		if s.feat.RateLimitHeaders {
+			s.limit.peek(time.Now()).setHeaders(h)
+		}
 		s.writeRateLimited(w, req.Model)
 		return
 	case FaultServerError:
-		s.limit.peek(time.Now()).setHeaders(h)
-		writeServerError(w)
+		if s.feat.RateLimitHeaders {
+			s.limit.peek(time.Now()).setHeaders(h)
+		}
+		s.writeServerError(w)
 		return
 	}
 	promptTok := promptTokens(&req, tg, sd)
-	charged := promptTok + cmp.Or(req.MaxCompletionTokens, req.MaxTokens)
+	limit := s.feat.tokenLimit(&req)
+	charged := promptTok + limit
 	ld := s.limit.take(time.Now(), charged)
-	ld.setHeaders(h)
+	if s.feat.RateLimitHeaders {
+		ld.setHeaders(h)
+	}
 	if !ld.ok {
 		s.log.Debug("chat completion over the enforced limit",
 			zap.String("limit", ld.over), zap.Bool("too_large", ld.tooLarge), zap.Int("tokens", charged),
@@ -236,14 +258,31 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, rec *callRecord) {
 	f := &filler{d: sd, re: &s.re}
 	rng := s.rand(req.Seed, conv, "reply")
 	honest := f.fill(conv.text)
+	enforced := s.feat.enforced(&req, tg)
+	if _, isPatch := patchProperty(sd); isPatch {
+		// a patch-shaped schema: the record is the one the extraction of
+		// this message asked for, remembered from that call
+		if rd := s.records.recall(conv.text); rd != nil {
+			f = &filler{d: rd, re: &s.re}
+		}
+	} else if sd != nil && !conv.repair {
+		s.records.remember(conv.text, sd)
+	}
+	sentHonest := honest
+	honest = f.fill(conv.text)
 
 	content, finish := "", "stop"
-	fault, faultPath, fixed := FaultNone, "", []string(nil)
+	fault, faultPath, fixed, prevented := FaultNone, "", []string(nil), FaultNone
 	if !conv.repair {
 		var cut bool
 		content, cut, fault, faultPath = f.inject(pickFault(s.cfg, rng), honest, conv.text, rng)
 		if cut {
 			finish = "length"
+		}
+		if enforced && !cut && !conforms(sd, content) {
+			// the grammar prevents it: the reply is the honest record
+			prevented, fault, faultPath = fault, FaultNone, ""
+			content = compactJSON(honest)
 		}
 	} else {
 		rr := f.repair(conv, honest, s.cfg.RepairFixRate, rng)
@@ -256,50 +295,81 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, rec *callRecord) {
 		default:
 			content = compactJSON(rr.doc)
 		}
+		if enforced && !conforms(sd, content) {
+			// constrained to the schema sent: the regenerate form of the
+			// same fixes when it fits, else the honest fill of that schema
+			if alt := compactJSON(rr.doc); rr.doc != nil && conforms(sd, alt) {
+				content = alt
+			} else {
+				content = compactJSON(sentHonest)
+			}
+		}
 	}
-	if limit := cmp.Or(req.MaxCompletionTokens, req.MaxTokens); limit > 0 && estimateTokens(content) > limit {
+	var reason *string
+	if s.cfg.Reasoning {
+		switch {
+		case s.feat.ReasoningField != "":
+			r := reasoningText
+			reason = &r
+		case s.feat.ThinkInContent && tg.toolName == "":
+			content = "<think>\n" + reasoningText + "\n</think>\n" + content
+		}
+	}
+	var refusal *string
+	if !conv.repair && tg.toolName == "" {
+		switch s.pickOpenAIRefusal(req.Seed, conv) {
+		case FaultRefusal:
+			r := refusalText
+			refusal, fault, faultPath, finish = &r, FaultRefusal, "", "stop"
+		case FaultContentFilter:
+			fault, faultPath, finish = FaultContentFilter, "", "content_filter"
+		}
+	}
+	if limit > 0 && estimateTokens(content) > limit {
 		content = string([]rune(content)[:limit*4])
 		finish = "length"
 	}
 
 	n := s.calls.Add(1)
-	msg := replyMessage{Role: "assistant"}
-	if tg.toolName != "" {
-		msg.ToolCalls = []toolCall{{
-			ID:       fmt.Sprintf("call_sim_%016x", rng.Uint64()),
-			Type:     "function",
-			Function: functionCall{Name: tg.toolName, Arguments: content},
-		}}
-		if finish == "stop" {
-			finish = "tool_calls"
-		}
-	} else {
-		msg.Content = &content
-	}
 	complTok := estimateTokens(content)
+	if reason != nil {
+		complTok += estimateTokens(*reason)
+	}
+	switch fault {
+	case FaultRefusal:
+		complTok = estimateTokens(*refusal)
+	case FaultContentFilter:
+		complTok = 0
+	}
+	cached := 0
+	if s.feat.CachedTokens != "" {
+		common := s.prompts.seen(req.Model, promptText(&req, tg), s.feat.CachedTokens == "prefix")
+		cached = cachedTokens(s.feat.CachedTokens, common, promptTok)
+	}
 	rec.fault, rec.promptTok, rec.complTok = fault, promptTok, complTok
-	resp := chatResponse{
-		ID:                fmt.Sprintf("chatcmpl-sim-%s-%d", hashHex(conv.text)[:12], n),
-		Object:            "chat.completion",
-		Created:           time.Now().Unix(),
-		Model:             req.Model,
-		SystemFingerprint: "extractq-llmsim",
-		Choices:           []choice{{Index: 0, Message: msg, FinishReason: finish}},
-		Usage:             usage{PromptTokens: promptTok, CompletionTokens: complTok, TotalTokens: promptTok + complTok},
+	id := fmt.Sprintf("chatcmpl-sim-%s-%d", hashHex(conv.text)[:12], n)
+	toolID := fmt.Sprintf("call_sim_%016x", rng.Uint64())
+	if tg.toolName != "" && finish == "stop" {
+		finish = "tool_calls"
 	}
 	h.Set("X-Llmsim-Fault", string(fault))
 	if faultPath != "" {
 		h.Set("X-Llmsim-Fault-Path", faultPath)
 	}
+	if prevented != FaultNone {
+		h.Set("X-Llmsim-Prevented", string(prevented))
+	}
 	if conv.repair {
 		h.Set("X-Llmsim-Fixed", strings.Join(fixed, ","))
 	}
 	s.log.Debug("chat completion",
+		zap.String("profile", string(s.prof)),
 		zap.Int("attempt", conv.attempt),
 		zap.Uint32("try", try),
 		zap.Bool("repair", conv.repair),
 		zap.Bool("patch", conv.repair && conv.patch),
 		zap.Bool("tools", tg.toolName != ""),
+		zap.Bool("enforced", enforced),
 		zap.String("fault", string(fault)),
 		zap.String("fault_path", faultPath),
 		zap.Int("errors_listed", len(conv.errs)),
@@ -307,12 +377,79 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, rec *callRecord) {
 		zap.String("finish_reason", finish),
 		zap.Int("prompt_tokens", promptTok),
 		zap.Int("completion_tokens", complTok),
+		zap.Int("cached_tokens", cached),
 	)
+	if s.prof != ProfileGeneric {
+		v := replyValues{id: id, created: time.Now().Unix(), model: req.Model, finish: finish,
+			refusal: refusal, reason: reason, prompt: promptTok, complete: complTok, cached: cached}
+		name := replyCase(s.prof, tg.toolName != "", reason != nil)
+		switch {
+		case fault == FaultRefusal:
+			name = "refusal"
+		case fault == FaultContentFilter:
+			name = "content_filter"
+		case tg.toolName != "":
+			v.toolName, v.toolID, v.args = tg.toolName, toolID, content
+		default:
+			c := content
+			v.content = &c
+		}
+		writeJSON(w, http.StatusOK, buildReply(s.prof, name, v))
+		return
+	}
+	msg := replyMessage{Role: "assistant"}
+	if tg.toolName != "" {
+		msg.ToolCalls = []toolCall{{
+			ID:       toolID,
+			Type:     "function",
+			Function: functionCall{Name: tg.toolName, Arguments: argString(content)},
+		}}
+	} else {
+		msg.Content = &content
+	}
+	resp := chatResponse{
+		ID:                id,
+		Object:            "chat.completion",
+		Created:           time.Now().Unix(),
+		Model:             req.Model,
+		SystemFingerprint: "extractq-llmsim",
+		Choices:           []choice{{Index: 0, Message: msg, FinishReason: finish}},
+		Usage:             usage{PromptTokens: promptTok, CompletionTokens: complTok, TotalTokens: promptTok + complTok},
+	}
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// checkRequest validates req and reads what it asks for.
-func checkRequest(req *chatRequest) (target, conversation, error) {
+// reasoningText is the reasoning a reasoning model shows (config
+// Reasoning). It names no customer value.
+const reasoningText = "Reading the message for the fields the schema asks for; what it does not say stays empty."
+
+// refusalText is the openai profile's refusal, as the API worded one
+// (fixture openai/refusal.json).
+const refusalText = "I'm very sorry, but I can't assist with that."
+
+// pickOpenAIRefusal draws, under the openai profile, whether a first reply
+// is a refusal or cut by the content filter (RefusalRate, then
+// ContentFilterRate, cumulative), from its own generator so the other
+// draws of the reply do not move.
+func (s *Server) pickOpenAIRefusal(seed *int64, conv conversation) Fault {
+	if !s.feat.Refusal || s.cfg.RefusalRate <= 0 && s.cfg.ContentFilterRate <= 0 {
+		return FaultNone
+	}
+	u := s.rand(seed, conv, "refusal").Float64()
+	switch {
+	case u < s.cfg.RefusalRate:
+		return FaultRefusal
+	case u < s.cfg.RefusalRate+s.cfg.ContentFilterRate:
+		return FaultContentFilter
+	}
+	return FaultNone
+}
+
+// checkRequest validates req and reads what it asks for, as the profile
+// of feat does: the requests every profile refuses (no model, no
+// messages, stream, n > 1, a tool_choice naming no tool) and those its
+// server refuses (see profileRefusal).
+func checkRequest(req *chatRequest, feat ProfileFeatures) (target, conversation, error) {
 	var tg target
 	bad := func(code, param, format string, a ...any) (target, conversation, error) {
 		return tg, conversation{}, &badRequest{code: code, param: param, msg: fmt.Sprintf(format, a...)}
@@ -336,9 +473,21 @@ func checkRequest(req *chatRequest) (target, conversation, error) {
 	if req.N > 1 {
 		return bad("n_unsupported", "n", "the simulator returns one choice; n must be 1")
 	}
-	var err error
-	if tg, err = pickTarget(req); err != nil {
+	if err := profileRefusal(req, feat); err != nil {
 		return tg, conversation{}, err
+	}
+	var err error
+	if tg, err = pickTarget(req, feat); err != nil {
+		return tg, conversation{}, err
+	}
+	if feat.Strict && tg.strict && tg.schema != nil {
+		what, param := "response_format '"+req.ResponseFormat.nameOf()+"'", "response_format"
+		if tg.toolName != "" {
+			what, param = "function '"+tg.toolName+"'", ""
+		}
+		if msg := strictSchemaError(tg.schema, what); msg != "" {
+			return tg, conversation{}, &badRequest{code: "", param: param, msg: msg}
+		}
 	}
 	conv, err := readConversation(req.Messages)
 	if err != nil {
@@ -347,14 +496,15 @@ func checkRequest(req *chatRequest) (target, conversation, error) {
 	return tg, conv, nil
 }
 
-// pickTarget chooses the tool or the response format the reply fills.
-func pickTarget(req *chatRequest) (target, error) {
+// pickTarget chooses the tool or the response format the reply fills. A
+// profile whose server ignores tool_choice (Ollama) calls the only tool.
+func pickTarget(req *chatRequest, feat ProfileFeatures) (target, error) {
 	bad := func(code, param, msg string) (target, error) {
 		return target{}, &badRequest{code: code, param: param, msg: msg}
 	}
 	choice := "auto"
 	named := ""
-	if len(req.ToolChoice) > 0 && string(req.ToolChoice) != "null" {
+	if feat.ToolChoice && len(req.ToolChoice) > 0 && string(req.ToolChoice) != "null" {
 		var sc string
 		if err := json.Unmarshal(req.ToolChoice, &sc); err == nil {
 			choice = sc
@@ -387,6 +537,10 @@ func pickTarget(req *chatRequest) (target, error) {
 				}
 			}
 			if fn == nil {
+				if feat.Profile == ProfileVLLM {
+					// vLLM's check_tool_usage (fixture vllm/tool_choice_refused.json)
+					return bad("", "", "The tool specified in `tool_choice` does not match any of the specified `tools`")
+				}
 				return bad("invalid_tool_choice", "tool_choice", "tool_choice names "+named+", which is not in tools")
 			}
 		case len(fns) == 1:
@@ -394,7 +548,7 @@ func pickTarget(req *chatRequest) (target, error) {
 		default:
 			return bad("ambiguous_tool", "tool_choice", "the simulator calls one tool: send one tool or name it in tool_choice")
 		}
-		tg := target{toolName: fn.Name}
+		tg := target{toolName: fn.Name, strict: fn.Strict, forced: named != "" || choice == "required"}
 		if len(fn.Parameters) > 0 && string(fn.Parameters) != "null" {
 			tg.schema = fn.Parameters
 		}
@@ -404,9 +558,62 @@ func pickTarget(req *chatRequest) (target, error) {
 		if rf.JSONSchema == nil || len(rf.JSONSchema.Schema) == 0 || string(rf.JSONSchema.Schema) == "null" {
 			return bad("missing_schema", "response_format.json_schema.schema", "response_format json_schema needs json_schema.schema")
 		}
-		return target{schema: rf.JSONSchema.Schema}, nil
+		return target{schema: rf.JSONSchema.Schema, strict: rf.JSONSchema.Strict}, nil
 	}
 	return target{}, nil
+}
+
+// profileRefusal returns the 400 req gets from the profile's server for a
+// request the simulator otherwise accepts, nil for none:
+//
+//   - ollama: a message whose content is neither a string nor an array
+//     of parts, without tool calls: "invalid message content type: T"
+//     (FromChatRequest, openai/openai.go; fixture
+//     ollama/content_type_refused.json).
+//   - llamacpp: a response_format type other than text, json_object or
+//     json_schema (test_completion_with_response_format; fixture
+//     llamacpp/response_format_refused.json).
+//
+// openai's refusal of a strict schema outside the strict subset is in
+// checkRequest, once the schema is known.
+func profileRefusal(req *chatRequest, feat ProfileFeatures) error {
+	switch feat.Profile {
+	case ProfileOllama:
+		for _, m := range req.Messages {
+			t := goTypeOf(m.Content)
+			if t != "string" && t != "[]interface {}" && len(m.ToolCalls) == 0 {
+				return &badRequest{msg: "invalid message content type: " + t}
+			}
+		}
+	case ProfileLlamaCpp:
+		if rf := req.ResponseFormat; rf != nil {
+			switch rf.Type {
+			case "", "text", "json_object", "json_schema":
+			default:
+				return &badRequest{msg: fmt.Sprintf("response_format type must be one of \"text\", \"json_object\" or \"json_schema\", but got: %s", rf.Type)}
+			}
+		}
+	}
+	return nil
+}
+
+// goTypeOf names the Go type encoding/json decodes raw into as an any, as
+// Ollama's error message prints it (%T); absent or null is <nil>.
+func goTypeOf(raw json.RawMessage) string {
+	t := strings.TrimSpace(string(raw))
+	switch {
+	case t == "" || t == "null":
+		return "<nil>"
+	case t[0] == '"':
+		return "string"
+	case t[0] == '[':
+		return "[]interface {}"
+	case t[0] == '{':
+		return "map[string]interface {}"
+	case t == "true" || t == "false":
+		return "bool"
+	}
+	return "float64"
 }
 
 // rand returns the generator of one reply, seeded from a hash of the
@@ -450,7 +657,7 @@ func promptTokens(req *chatRequest, tg target, sd *schemaDoc) int {
 	for _, m := range req.Messages {
 		n += utf8.RuneCountInString(m.text())
 		for _, tc := range m.ToolCalls {
-			n += utf8.RuneCountInString(tc.Function.Arguments)
+			n += utf8.RuneCountInString(string(tc.Function.Arguments))
 		}
 	}
 	if sd != nil {

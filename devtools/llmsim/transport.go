@@ -103,18 +103,30 @@ func setRetryAfter(h http.Header, d time.Duration) {
 }
 
 // writeRateLimited answers an injected 429, as the provider does when it
-// is overloaded.
+// is overloaded: OpenAI's body with Retry-After for generic and openai;
+// Ollama's 429 (fixture ollama/rate_limited.json, no Retry-After). vLLM
+// and llama.cpp server document no 429 of their own: under their
+// profiles the 429 is a gateway's in front of them, the generic one.
 func (s *Server) writeRateLimited(w http.ResponseWriter, model string) {
+	if s.prof == ProfileOllama {
+		writeProfileError(w, s.prof, http.StatusTooManyRequests, errRateLimited, "", "", "", "rate limit exceeded")
+		return
+	}
 	d := s.retryAfter()
 	setRetryAfter(w.Header(), d)
 	writeError(w, http.StatusTooManyRequests, "requests", "rate_limit_exceeded", "",
 		fmt.Sprintf("Rate limit reached for %s (simulated). Please try again in %s.", model, formatReset(d)))
 }
 
-// writeServerError answers an injected 500 with OpenAI's body (code null).
-func writeServerError(w http.ResponseWriter) {
-	writeError(w, http.StatusInternalServerError, "server_error", "", "",
-		"The server had an error while processing your request. Sorry about that! (simulated)")
+// writeServerError answers an injected 500 with the profile's error body
+// (OpenAI's, code null, for generic and openai; fixtures
+// <profile>/server_error.json).
+func (s *Server) writeServerError(w http.ResponseWriter) {
+	msg := "The server had an error while processing your request. Sorry about that! (simulated)"
+	if s.prof == ProfileOllama {
+		msg = "an error was encountered while running the model (simulated)"
+	}
+	writeProfileError(w, s.prof, http.StatusInternalServerError, errServer, "server_error", "", "", msg)
 }
 
 // forbiddenPage is the body of an injected 403: a proxy's page, not JSON.
@@ -160,10 +172,21 @@ func (s *Server) outageLeft(now time.Time) time.Duration {
 	return max(s.outage.until.Sub(now), 0)
 }
 
-// writeOutage answers a call during an outage: 503 with OpenAI's server
-// error body and no Retry-After.
-func writeOutage(w http.ResponseWriter) {
+// writeOutage answers a call during an outage: 503 without Retry-After,
+// with OpenAI's server error body for generic, openai and vllm (vLLM
+// documents no 503 body), Ollama's busy queue (fixture
+// ollama/server_busy.json) and llama.cpp's loading model (fixture
+// llamacpp/unavailable.json).
+func (s *Server) writeOutage(w http.ResponseWriter) {
 	w.Header().Set("X-Llmsim-Fault", string(FaultOutage))
-	writeError(w, http.StatusServiceUnavailable, "server_error", "", "",
-		"The server is overloaded or not ready yet. (simulated outage)")
+	switch s.prof {
+	case ProfileOllama:
+		writeProfileError(w, s.prof, http.StatusServiceUnavailable, errUnavailable, "", "", "",
+			"server busy, please try again.  maximum pending requests exceeded")
+	case ProfileLlamaCpp:
+		writeProfileError(w, s.prof, http.StatusServiceUnavailable, errUnavailable, "", "", "", "Loading model")
+	default:
+		writeError(w, http.StatusServiceUnavailable, "server_error", "", "",
+			"The server is overloaded or not ready yet. (simulated outage)")
+	}
 }

@@ -80,6 +80,7 @@ type tool struct {
 type functionDef struct {
 	Name       string          `json:"name"`
 	Parameters json.RawMessage `json:"parameters,omitempty"`
+	Strict     bool            `json:"strict,omitempty"`
 }
 
 type toolCall struct {
@@ -89,8 +90,23 @@ type toolCall struct {
 }
 
 type functionCall struct {
-	Name      string `json:"name,omitempty"`
-	Arguments string `json:"arguments"`
+	Name      string    `json:"name,omitempty"`
+	Arguments argString `json:"arguments"`
+}
+
+// argString is tool call arguments: encoded as a JSON string, decoded from
+// a string or, as llama.cpp server sends them, from any other JSON value,
+// kept as its text.
+type argString string
+
+func (a *argString) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*a = argString(s)
+		return nil
+	}
+	*a = argString(b)
+	return nil
 }
 
 type responseFormat struct {
@@ -100,6 +116,14 @@ type responseFormat struct {
 		Schema json.RawMessage `json:"schema"`
 		Strict bool            `json:"strict"`
 	} `json:"json_schema,omitempty"`
+}
+
+// nameOf returns the json_schema's name, "" for none.
+func (rf *responseFormat) nameOf() string {
+	if rf == nil || rf.JSONSchema == nil {
+		return ""
+	}
+	return rf.JSONSchema.Name
 }
 
 type chatResponse struct {

@@ -66,7 +66,7 @@ func main() {
 		}
 	})
 	log.Info("extractq LLM simulator — not a model",
-		zap.String("config", *configPath), zap.String("addr", sim.Addr), zap.Int64("seed", sim.Seed),
+		zap.String("config", *configPath), zap.String("profile", sim.Profile), zap.String("addr", sim.Addr), zap.Int64("seed", sim.Seed),
 		zap.Float64("invalid_json_rate", sim.InvalidJSONRate), zap.Float64("fenced_rate", sim.FencedRate),
 		zap.Float64("prose_rate", sim.ProseRate), zap.Float64("wrong_type_rate", sim.WrongTypeRate),
 		zap.Float64("missing_required_rate", sim.MissingRequiredRate), zap.Float64("ungrounded_rate", sim.UngroundedRate),
@@ -75,7 +75,8 @@ func main() {
 		zap.Duration("latency_p99", sim.LatencyP99), zap.Float64("rate_limited_rate", sim.RateLimitedRate),
 		zap.Float64("server_error_rate", sim.ServerErrorRate), zap.Float64("forbidden_html_rate", sim.ForbiddenHTMLRate),
 		zap.Duration("retry_after", sim.RetryAfter), zap.Int("requests_per_minute", sim.RequestsPerMinute),
-		zap.Int("tokens_per_minute", sim.TokensPerMinute))
+		zap.Int("tokens_per_minute", sim.TokensPerMinute), zap.Float64("refusal_rate", sim.RefusalRate),
+		zap.Float64("content_filter_rate", sim.ContentFilterRate), zap.Bool("reasoning", sim.Reasoning))
 
 	stopProfile, err := app.StartCPUProfile(*cpuProfile)
 	if err != nil {
