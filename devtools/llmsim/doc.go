@@ -230,6 +230,43 @@
 // calls are counted; a caller that went away before its reply counts as
 // status 499.
 //
+// # Profiles
+//
+// config.Simulator.Profile (simulator.profile) chooses the server the
+// simulator behaves as: generic (the default, everything above), openai,
+// vllm, ollama or llamacpp. Each reproduces its server's documented
+// handling, and builds its replies from that server's wire fixtures
+// (testdata/profiles/<profile>/, each naming its source and commit), so
+// the keys and types of every reply are the server's own. Features
+// returns what a profile does, for a conformance suite; Fixtures returns
+// its fixtures.
+//
+//   - Token limit: openai, vllm and llamacpp read max_completion_tokens,
+//     else max_tokens; ollama reads only max_tokens.
+//   - Refused with the server's 400: openai a strict schema outside the
+//     strict subset; vllm a tool_choice naming no tool (its message);
+//     ollama a message content that is not a string or parts; llamacpp a
+//     response_format type other than text, json_object, json_schema.
+//     strict is ignored by all but openai, tool_choice by ollama.
+//   - Schema enforcement (see Schema enforcement, profile.go): openai
+//     with strict; vllm for a json_schema response_format and a named or
+//     required tool_choice; ollama and llamacpp for a json_schema
+//     response_format.
+//   - Usage: cached tokens in usage.prompt_tokens_details under openai
+//     (a repeated prefix of 1,024 tokens or more, in steps of 128) and
+//     llamacpp (the prefix shared with the previous prompt); vllm sends
+//     prompt_tokens_details null, ollama none.
+//   - openai answers refusals and content_filter at RefusalRate and
+//     ContentFilterRate (first replies with response_format only).
+//   - Reasoning (config Reasoning): reasoning_content (vllm, llamacpp),
+//     reasoning (ollama), a <think> block before the content (generic).
+//   - llamacpp sends tool call arguments as a JSON object.
+//   - Errors: each server's error body for 400s, the injected 500, and
+//     an outage's 503 (Ollama's busy queue, llama.cpp's loading model);
+//     the injected 429 is Ollama's own under ollama, else OpenAI's (vLLM
+//     and llama.cpp document none: theirs comes from a gateway).
+//     x-ratelimit-* headers only under generic and openai.
+//
 // # Usage and headers
 //
 // usage.prompt_tokens and usage.completion_tokens are an estimate, not a
