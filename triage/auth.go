@@ -408,10 +408,32 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// safeNext returns next if it is a path on this site, else "/".
+// maxNextLen bounds the page a login returns to (the next parameter).
+const maxNextLen = 2048
+
+// safeNext returns next if it is a path of this site, with an optional
+// query, else "/". The rule keeps the login from sending a reviewer to
+// another site (an open redirect): next must start with one '/' (two, or
+// a '/' and a '\', would name another host), and may hold only
+// printable ASCII without a backslash or '#', since browsers drop TAB, LF
+// and CR anywhere in a URL ("/\t/evil.example" becomes
+// "//evil.example"), trim spaces and controls at its ends, and read '\'
+// as '/' (WHATWG URL Standard, "basic URL parser"). Percent-encoded bytes
+// stay as they are: a browser does not decode them in a Location path, so
+// "/%09/evil.example" is a path of this site. What is left must parse
+// (net/url) as a path without scheme, host or user.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") ||
-		strings.ContainsAny(next, "\r\n") {
+	if next == "" || len(next) > maxNextLen || next[0] != '/' || strings.HasPrefix(next, "//") {
+		return "/"
+	}
+	for i := 0; i < len(next); i++ {
+		if c := next[i]; c <= ' ' || c >= 0x7f || c == '\\' || c == '#' {
+			return "/"
+		}
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" ||
+		!strings.HasPrefix(u.EscapedPath(), "/") || strings.HasPrefix(u.EscapedPath(), "//") {
 		return "/"
 	}
 	return next

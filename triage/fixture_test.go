@@ -76,6 +76,7 @@ type bundleOpts struct {
 	stream   bool                 // publish re-runs to a private stream
 	local    bool                 // LocalOnly: no accounts
 	registry *prometheus.Registry // Config.Registry
+	logins   int                  // Config.LoginsPerMinute; 0 for the default
 }
 
 func loadSchemas(t testing.TB) map[string]triage.SchemaEntry {
@@ -96,7 +97,7 @@ func newBundle(t testing.TB, o bundleOpts) *bundle {
 	ctx := context.Background()
 	b := &bundle{st: storetest.NewStore(t), schemas: loadSchemas(t)}
 	cfg := triage.Config{Store: b.st, Schemas: b.schemas, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
-		LocalOnly: o.local, LocalCheckEvery: 100e6, PollInterval: 200e6, Registry: o.registry}
+		LocalOnly: o.local, LocalCheckEvery: 100e6, PollInterval: 200e6, Registry: o.registry, LoginsPerMinute: o.logins}
 	if o.stream {
 		b.q = queuetest.NewStream(t)
 		cfg.Publisher = queue.NewPublisher(b.q.JS, b.q.NATS)
