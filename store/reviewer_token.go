@@ -55,7 +55,7 @@ WITH t AS (
     WHERE token_hash = $1 AND revoked_at IS NULL
     RETURNING reviewer_id
 )
-SELECT r.id, r.login, r.display_name, r.password_hash, r.disabled_at, r.created_at
+SELECT r.id, r.login, r.display_name, r.password_hash, r.disabled_at, r.created_at, r.auth_generation
 FROM reviewers r JOIN t ON t.reviewer_id = r.id
 WHERE r.disabled_at IS NULL`
 

@@ -181,7 +181,7 @@ func (a admin) setPassword(args []string) error {
 		return err
 	}
 	err = a.st.InTx(a.ctx, func(tx store.DBTX) error {
-		if err := a.st.ReviewerSetPassword(a.ctx, tx, *login, hash); err != nil {
+		if _, err := a.st.ReviewerSetPassword(a.ctx, tx, *login, hash); err != nil {
 			return err
 		}
 		return a.audit(tx, store.AuditReviewerUpdate, "password set", map[string]any{"login": *login})
@@ -204,7 +204,7 @@ func (a admin) setDisabled(cmd string, args []string) error {
 	}
 	disabled := cmd == "disable"
 	err := a.st.InTx(a.ctx, func(tx store.DBTX) error {
-		if err := a.st.ReviewerSetDisabled(a.ctx, tx, *login, disabled); err != nil {
+		if _, err := a.st.ReviewerSetDisabled(a.ctx, tx, *login, disabled); err != nil {
 			return err
 		}
 		return a.audit(tx, store.AuditReviewerUpdate, cmd+"d", map[string]any{"login": *login, "disabled": disabled})

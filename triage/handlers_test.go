@@ -181,7 +181,7 @@ func TestSessionsAndSafety(t *testing.T) {
 		if r := c.login("bob", "bob's long password"); r.status != http.StatusSeeOther {
 			t.Fatalf("login: %d", r.status)
 		}
-		if err := b.st.ReviewerSetDisabled(context.Background(), b.st.Pool, "bob", true); err != nil {
+		if _, err := b.st.ReviewerSetDisabled(context.Background(), b.st.Pool, "bob", true); err != nil {
 			t.Fatal(err)
 		}
 		if r := c.get("/"); r.status != http.StatusSeeOther {
