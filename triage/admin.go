@@ -20,7 +20,7 @@ const AdminUsage = `usage: triage admin COMMAND [flags]
 
   add-reviewer -login NAME [-name "Full Name"] [-password-stdin]
   set-password -login NAME [-password-stdin]
-  disable      -login NAME      (no more logins, sessions or tokens)
+  disable      -login NAME      (no more logins)
   enable       -login NAME
   list                          (the accounts)
   token create -login NAME -name PURPOSE   (prints the token once)
@@ -29,6 +29,9 @@ const AdminUsage = `usage: triage admin COMMAND [flags]
 
 Passwords are read from the terminal (twice), or with -password-stdin from
 the first line of standard input. They are stored as bcrypt hashes.
+
+set-password and disable end every session and API token of the account
+at once; enable lets it log in again but brings none of them back.
 `
 
 // AdminIO is what the admin command reads from and writes to.
@@ -180,11 +183,14 @@ func (a admin) setPassword(args []string) error {
 	if err != nil {
 		return err
 	}
+	var revoked int64
 	err = a.st.InTx(a.ctx, func(tx store.DBTX) error {
-		if _, err := a.st.ReviewerSetPassword(a.ctx, tx, *login, hash); err != nil {
+		var err error
+		if revoked, err = a.st.ReviewerSetPassword(a.ctx, tx, *login, hash); err != nil {
 			return err
 		}
-		return a.audit(tx, store.AuditReviewerUpdate, "password set", map[string]any{"login": *login})
+		return a.audit(tx, store.AuditReviewerUpdate, "password set",
+			map[string]any{"login": *login, "sessions_ended": true, "tokens_revoked": revoked})
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("no reviewer %q", *login)
@@ -192,7 +198,7 @@ func (a admin) setPassword(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.io.Out, "password of %s set\n", *login)
+	fmt.Fprintf(a.io.Out, "password of %s set; %s\n", *login, signInsEnded(revoked))
 	return nil
 }
 
@@ -203,11 +209,17 @@ func (a admin) setDisabled(cmd string, args []string) error {
 		return err
 	}
 	disabled := cmd == "disable"
+	var revoked int64
 	err := a.st.InTx(a.ctx, func(tx store.DBTX) error {
-		if _, err := a.st.ReviewerSetDisabled(a.ctx, tx, *login, disabled); err != nil {
+		var err error
+		if revoked, err = a.st.ReviewerSetDisabled(a.ctx, tx, *login, disabled); err != nil {
 			return err
 		}
-		return a.audit(tx, store.AuditReviewerUpdate, cmd+"d", map[string]any{"login": *login, "disabled": disabled})
+		after := map[string]any{"login": *login, "disabled": disabled, "tokens_revoked": revoked}
+		if disabled {
+			after["sessions_ended"] = true
+		}
+		return a.audit(tx, store.AuditReviewerUpdate, cmd+"d", after)
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("no reviewer %q", *login)
@@ -215,8 +227,21 @@ func (a admin) setDisabled(cmd string, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.io.Out, "reviewer %s %sd\n", *login, cmd)
+	if disabled {
+		fmt.Fprintf(a.io.Out, "reviewer %s disabled; %s\n", *login, signInsEnded(revoked))
+	} else {
+		fmt.Fprintf(a.io.Out, "reviewer %s enabled; sessions and API tokens ended before stay ended (log in again, token create)\n", *login)
+	}
 	return nil
+}
+
+// signInsEnded says what a password change or a disabling ended.
+func signInsEnded(tokensRevoked int64) string {
+	s := "s"
+	if tokensRevoked == 1 {
+		s = ""
+	}
+	return fmt.Sprintf("every session ended, %d API token%s revoked", tokensRevoked, s)
 }
 
 func (a admin) list() error {

@@ -42,6 +42,7 @@ var LocalReviewer = store.Reviewer{Login: "local", Name: "local (no accounts con
 // Session keys.
 const (
 	sessReviewer = "reviewer_id"
+	sessAuthGen  = "auth_generation" // the account's AuthGeneration at login
 	sessCSRF     = "csrf"
 	sessFlash    = "flash"
 	sessFlashErr = "flash_err"
@@ -171,7 +172,9 @@ func refererOfThisOrigin(r *http.Request, ref string) bool {
 }
 
 // sessionReviewer returns the reviewer logged in on the request's
-// session, or nil. A disabled or deleted account ends the session.
+// session, or nil. A disabled or deleted account ends the session, and so
+// does a password change or a disabling since the login (the account's
+// AuthGeneration is no longer the one the session logged in under).
 func (s *Server) sessionReviewer(r *http.Request) (*store.Reviewer, error) {
 	if s.localOnly() {
 		rv := LocalReviewer
@@ -183,7 +186,7 @@ func (s *Server) sessionReviewer(r *http.Request) (*store.Reviewer, error) {
 		return nil, nil
 	}
 	rv, err := s.st.ReviewerGetByID(ctx, s.st.Pool, id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && rv.Disabled()) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && (rv.Disabled() || rv.AuthGeneration != s.sessions.GetInt64(ctx, sessAuthGen))) {
 		_ = s.sessions.Destroy(ctx)
 		return nil, nil
 	}
@@ -386,6 +389,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.sessions.Put(ctx, sessReviewer, rv.ID)
+	s.sessions.Put(ctx, sessAuthGen, rv.AuthGeneration)
 	s.sessions.Put(ctx, sessCSRF, randomToken())
 	if err := s.st.AuditInsert(ctx, s.st.Pool, store.AuditInsertParams{Actor: rv.Login, Via: store.ViaUI, Action: store.AuditLogin}); err != nil {
 		return err

@@ -1,10 +1,14 @@
 package triage_test
 
 import (
+	"bytes"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/extractq/extractq/triage"
 )
 
 // TestLoginNext checks where a login sends the reviewer: only to a path
@@ -77,4 +81,95 @@ func TestLoginNext(t *testing.T) {
 			t.Errorf("POST /login next=%.60q: %d Location %.80q, want 303 %q", tc.next, resp.StatusCode, loc, tc.want)
 		}
 	}
+}
+
+// TestChangesEndSignIns checks that a new password, and a disabling
+// followed by an enabling, end the account's sessions and API tokens: the
+// old session cookie is sent to the login page (or refused by the API
+// with 401) and the old token is refused with 401.
+func TestChangesEndSignIns(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		commands [][]string // admin commands, each with stdin
+		password string     // to log in with afterwards
+	}{
+		{"SetPassword", [][]string{{"a brand new passphrase\n", "set-password", "-login", "robot", "-password-stdin"}}, "a brand new passphrase"},
+		{"DisableEnable", [][]string{{"", "disable", "-login", "robot"}, {"", "enable", "-login", "robot"}}, "a long enough password"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := newBundle(t, bundleOpts{})
+			tok := newToken(t, b, "robot")
+			// Two sessions: one to open a page with, one to call the API
+			// with (the first refused request ends a session's row).
+			pages, api := b.client(t), b.client(t)
+			for _, c := range []*client{pages, api} {
+				if r := c.login("robot", "a long enough password"); r.status != http.StatusSeeOther {
+					t.Fatalf("login: %d", r.status)
+				}
+			}
+			if r := pages.get("/"); r.status != http.StatusOK {
+				t.Fatalf("queue before: %d", r.status)
+			}
+			if r := api.get("/api/v1/me"); r.status != http.StatusOK {
+				t.Fatalf("API with the session before: %d", r.status)
+			}
+			if r := b.api(t, tok, "GET", "/api/v1/me", ""); r.status != http.StatusOK {
+				t.Fatalf("API with the token before: %d", r.status)
+			}
+
+			for _, cmd := range tc.commands {
+				out, err := runAdmin(t, b, cmd[0], cmd[1:]...)
+				if err != nil {
+					t.Fatalf("admin %v: %v", cmd[1:], err)
+				}
+				t.Logf("admin %s: %s", cmd[1], strings.TrimSpace(out))
+			}
+
+			if r := pages.get("/"); r.status != http.StatusSeeOther || !strings.HasPrefix(r.location, "/login") {
+				t.Errorf("GET / with the old session: %d %q, want 303 to /login", r.status, r.location)
+			}
+			if r := api.get("/api/v1/me"); r.status != http.StatusUnauthorized {
+				t.Errorf("GET /api/v1/me with the old session: %d %s, want 401", r.status, r.body)
+			}
+			if r := b.api(t, tok, "GET", "/api/v1/me", ""); r.status != http.StatusUnauthorized {
+				t.Errorf("GET /api/v1/me with the old token: %d %s, want 401", r.status, r.body)
+			}
+
+			// The reviewer logs in again, and a new token works.
+			c := b.client(t)
+			if r := c.login("robot", tc.password); r.status != http.StatusSeeOther {
+				t.Fatalf("login afterwards: %d", r.status)
+			}
+			if r := c.get("/"); r.status != http.StatusOK {
+				t.Errorf("queue after logging in again: %d", r.status)
+			}
+			out, err := runAdmin(t, b, "", "token", "create", "-login", "robot", "-name", "again")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := b.api(t, apiTokenIn(t, out), "GET", "/api/v1/me", ""); r.status != http.StatusOK {
+				t.Errorf("a new token: %d %s", r.status, r.body)
+			}
+		})
+	}
+}
+
+// runAdmin runs a triage admin command with stdin.
+func runAdmin(t *testing.T, b *bundle, stdin string, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	err := triage.Admin(t.Context(), b.st, args, triage.AdminIO{In: strings.NewReader(stdin), Out: &out, Actor: "admin:test", BcryptCost: 4})
+	return out.String(), err
+}
+
+// apiTokenIn returns the API token printed in out.
+func apiTokenIn(t *testing.T, out string) string {
+	t.Helper()
+	tok := regexp.MustCompile(`eqt_[A-Za-z0-9_-]{43}`).FindString(out)
+	if tok == "" {
+		t.Fatalf("no token in %q", out)
+	}
+	return tok
 }
