@@ -156,7 +156,14 @@ func (s *Server) checkCSRF(r *http.Request) error {
 	want := s.sessions.GetString(r.Context(), sessCSRF)
 	got := r.Header.Get("X-CSRF-Token")
 	if got == "" {
-		got = r.PostFormValue("csrf_token")
+		// The form is read within the route's body limit (limitBody); a
+		// form cut at the limit is refused as too large, other errors of
+		// the form leave the token missing.
+		var mbe *http.MaxBytesError
+		if err := r.ParseForm(); errors.As(err, &mbe) {
+			return tooLarge(r, mbe.Limit)
+		}
+		got = r.PostForm.Get("csrf_token")
 	}
 	if want == "" || got == "" || subtle.ConstantTimeCompare([]byte(want), []byte(got)) != 1 {
 		return fmt.Errorf("%w: missing or stale CSRF token; reload the page", ErrForbidden)

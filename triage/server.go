@@ -259,8 +259,9 @@ func (s *Server) Close() {
 	s.closeOnce.Do(func() { close(s.closing) })
 }
 
-// Handler returns every route behind the security headers (and, with
-// LocalOnly, the loopback host check).
+// Handler returns every route behind the security headers, the body
+// limit of the largest route (MaxRecordBody; each route has its own as
+// well, see Install) and, with LocalOnly, the loopback host check.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	s.Install(mux)
@@ -268,21 +269,24 @@ func (s *Server) Handler() http.Handler {
 	if s.cfg.LocalOnly {
 		h = loopbackOnly(h)
 	}
-	return securityHeaders(h)
+	return securityHeaders(s.limitBody(MaxRecordBody, h))
 }
 
 // Install registers the triage routes on outer, with Go 1.22 method
 // patterns, each counted by the server's metrics when it has a Registry. Pages need a session; the JSON API under /api/v1/ takes a
 // session or an API token, and refuses query parameters a route does not
 // take. Every state-changing request made with a session must carry the
-// session's CSRF token.
+// session's CSRF token. Every route caps its request body before anything
+// reads it (limitBody): MaxRecordBody for the routes that take the
+// editor's record, MaxLoginBody for the login, MaxBody for the others; a
+// multipart body is refused everywhere.
 func (s *Server) Install(outer *http.ServeMux) {
-	mux := instrumentedMux{outer, s.metrics}
+	mux := instrumentedMux{outer, s}
 	// Public.
 	mux.Handle("GET /static/", staticHandler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.Handle("GET /login", s.public(s.loginPage))
-	mux.Handle("POST /login", s.public(s.login))
+	mux.handleLimit("POST /login", MaxLoginBody, s.public(s.login))
 	mux.Handle("POST /logout", s.page(s.logout))
 
 	// Pages.
@@ -293,8 +297,8 @@ func (s *Server) Install(outer *http.ServeMux) {
 	mux.Handle("GET /items/{id}", s.page(s.itemPage))
 	mux.Handle("POST /items/{id}/claim", s.page(s.claimPage))
 	mux.Handle("POST /items/{id}/release", s.page(s.releasePage))
-	mux.Handle("POST /items/{id}/check", s.page(s.checkPage))
-	mux.Handle("POST /items/{id}/approve", s.page(s.approvePage))
+	mux.handleLimit("POST /items/{id}/check", MaxRecordBody, s.page(s.checkPage))
+	mux.handleLimit("POST /items/{id}/approve", MaxRecordBody, s.page(s.approvePage))
 	mux.Handle("POST /items/{id}/reject", s.page(s.rejectPage))
 	mux.Handle("POST /items/{id}/rerun", s.page(s.rerunPage))
 	mux.Handle("GET /rerun", s.page(s.bulkRerunPage))
@@ -305,6 +309,9 @@ func (s *Server) Install(outer *http.ServeMux) {
 	// JSON API. Each route takes the query parameters named here and
 	// refuses others (takes).
 	api := func(pattern string, params []string, h handlerFunc) { mux.Handle(pattern, s.api(takes(params, h))) }
+	apiRecord := func(pattern string, params []string, h handlerFunc) {
+		mux.handleLimit(pattern, MaxRecordBody, s.api(takes(params, h)))
+	}
 	api("GET /api/v1/me", nil, s.apiMe)
 	api("GET /api/v1/items", itemsParams, s.apiItems)
 	api("GET /api/v1/items/counts", filterParams, s.apiCounts)
@@ -312,8 +319,8 @@ func (s *Server) Install(outer *http.ServeMux) {
 	api("GET /api/v1/items/{id}", nil, s.apiItem)
 	api("POST /api/v1/items/{id}/claim", nil, s.apiClaim)
 	api("POST /api/v1/items/{id}/release", nil, s.apiRelease)
-	api("POST /api/v1/items/{id}/validate", nil, s.apiValidate)
-	api("POST /api/v1/items/{id}/approve", nil, s.apiApprove)
+	apiRecord("POST /api/v1/items/{id}/validate", nil, s.apiValidate)
+	apiRecord("POST /api/v1/items/{id}/approve", nil, s.apiApprove)
 	api("POST /api/v1/items/{id}/reject", nil, s.apiReject)
 	api("POST /api/v1/items/{id}/rerun", nil, s.apiRerun)
 	api("GET /api/v1/rerun/count", filterParams, s.apiBulkCount)
@@ -333,14 +340,19 @@ func (s *Server) Install(outer *http.ServeMux) {
 }
 
 // instrumentedMux registers handlers on a ServeMux, each counted and
-// timed under its pattern (metrics.instrument).
+// timed under its pattern (metrics.instrument) and with its body limit
+// (limitBody; MaxBody unless handleLimit says otherwise).
 type instrumentedMux struct {
 	*http.ServeMux
-	m *metrics
+	s *Server
 }
 
 func (im instrumentedMux) Handle(pattern string, h http.Handler) {
-	im.ServeMux.Handle(pattern, im.m.instrument(pattern, h))
+	im.handleLimit(pattern, MaxBody, h)
+}
+
+func (im instrumentedMux) handleLimit(pattern string, limit int64, h http.Handler) {
+	im.ServeMux.Handle(pattern, im.s.metrics.instrument(pattern, im.s.limitBody(limit, h)))
 }
 
 func (im instrumentedMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
