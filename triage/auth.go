@@ -139,18 +139,20 @@ func (s *Server) checkCSRF(r *http.Request) error {
 	if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
 		return fmt.Errorf("%w: cross-site request", ErrForbidden)
 	}
+	own := s.ownOrigin(r)
 	switch o := r.Header.Get("Origin"); o {
 	case "", "null":
 		// No origin to go by (an older or stricter browser, a privacy
 		// setting, a sandboxed frame): the Referer, when sent, must be a
 		// page of this origin. Without either, the CSRF token guards.
-		if ref := r.Header.Get("Referer"); ref != "" && !refererOfThisOrigin(r, ref) {
-			return fmt.Errorf("%w: request from a page of another origin (Referer)", ErrForbidden)
+		if ref := r.Header.Get("Referer"); ref != "" {
+			if ro, ok := originOf(ref); !ok || ro != own {
+				return fmt.Errorf("%w: request from a page of another origin (Referer)%s", ErrForbidden, s.originHint(ro, own))
+			}
 		}
 	default:
-		u, err := url.Parse(o)
-		if err != nil || !strings.EqualFold(u.Host, r.Host) {
-			return fmt.Errorf("%w: request from another origin", ErrForbidden)
+		if oo, ok := originOf(o); !ok || oo != own {
+			return fmt.Errorf("%w: request from another origin%s", ErrForbidden, s.originHint(oo, own))
 		}
 	}
 	want := s.sessions.GetString(r.Context(), sessCSRF)
@@ -171,11 +173,14 @@ func (s *Server) checkCSRF(r *http.Request) error {
 	return nil
 }
 
-// refererOfThisOrigin reports whether a Referer names a page of the
-// request's own origin: the same scheme (requestScheme) and host.
-func refererOfThisOrigin(r *http.Request, ref string) bool {
-	u, err := url.Parse(ref)
-	return err == nil && u.Host != "" && strings.EqualFold(u.Scheme, requestScheme(r)) && strings.EqualFold(u.Host, r.Host)
+// originHint says, when a refused origin differs from the server's own
+// by its scheme only and no PublicURL is set, that the server may be
+// behind a TLS proxy.
+func (s *Server) originHint(got, own origin) string {
+	if s.publicOrigin != nil || got.host != own.host || got.scheme == own.scheme {
+		return ""
+	}
+	return fmt.Sprintf(" (%s, not %s; behind a TLS proxy, start triage with -public-url %s)", got, own, got)
 }
 
 // sessionReviewer returns the reviewer logged in on the request's

@@ -5,9 +5,11 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/extractq/extractq/store/storetest"
 	"github.com/extractq/extractq/triage"
 )
 
@@ -172,4 +174,109 @@ func apiTokenIn(t *testing.T, out string) string {
 		t.Fatalf("no token in %q", out)
 	}
 	return tok
+}
+
+// TestOriginScheme checks that a session's POST must come from the
+// server's own origin, scheme included: a page of this host over the
+// other scheme is another origin (RFC 6454), in both directions, and a
+// client's X-Forwarded-Proto does not change the server's scheme. With
+// PublicURL, the origin is the configured one.
+func TestOriginScheme(t *testing.T) {
+	t.Parallel()
+	type try struct {
+		name            string
+		origin, referer string // "" leaves the header out
+		forwardedProto  string
+		want            int
+	}
+	// run logs alice in on b and makes a session POST for each try.
+	run := func(t *testing.T, b *bundle, tries []try) {
+		t.Helper()
+		b.reviewer(t, "alice", "correct horse battery")
+		c := b.client(t)
+		if r := c.login("alice", "correct horse battery"); r.status != http.StatusSeeOther {
+			t.Fatalf("login: %d %s", r.status, r.body)
+		}
+		id, _ := b.failedItem(t, "customer_message", albertText, albertFirst, albertRepair)
+		for _, tc := range tries {
+			req, _ := http.NewRequest(http.MethodPost, b.ts.URL+"/api/v1/items/"+strconv.FormatInt(id, 10)+"/claim", nil)
+			req.Header.Set("X-CSRF-Token", c.csrf)
+			for h, v := range map[string]string{"Origin": tc.origin, "Referer": tc.referer, "X-Forwarded-Proto": tc.forwardedProto} {
+				if v != "" {
+					req.Header.Set(h, v)
+				}
+			}
+			if r := c.do(req); r.status != tc.want {
+				t.Errorf("%s: claim with Origin %q, Referer %q, X-Forwarded-Proto %q: %d %s, want %d",
+					tc.name, tc.origin, tc.referer, tc.forwardedProto, r.status, r.body, tc.want)
+			}
+		}
+	}
+
+	t.Run("TLSServer", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, bundleOpts{})
+		host := strings.TrimPrefix(b.ts.URL, "https://")
+		run(t, b, []try{
+			{"this host over http", "http://" + host, "", "", http.StatusForbidden},
+			{"this host over http, Referer", "", "http://" + host + "/items/1", "", http.StatusForbidden},
+			{"another port", "https://" + strings.Split(host, ":")[0] + ":1", "", "", http.StatusForbidden},
+			{"another host", "https://evil.example", "", "", http.StatusForbidden},
+			{"not an origin", "ftp://" + host, "", "", http.StatusForbidden},
+			{"this origin", "https://" + host, "", "", http.StatusOK},
+			{"this origin in capitals", "HTTPS://" + strings.ToUpper(host), "", "", http.StatusOK},
+			{"this origin, Referer", "", "https://" + host + "/items/1", "", http.StatusOK},
+		})
+	})
+
+	t.Run("PlainServer", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, bundleOpts{plain: true})
+		host := strings.TrimPrefix(b.ts.URL, "http://")
+		run(t, b, []try{
+			{"this host over https", "https://" + host, "", "", http.StatusForbidden},
+			{"this host over https, Referer", "", "https://" + host + "/items/1", "", http.StatusForbidden},
+			{"this host over https, said to be so", "https://" + host, "", "https", http.StatusForbidden},
+			{"this origin", "http://" + host, "", "", http.StatusOK},
+			{"this origin, Referer", "", "http://" + host + "/", "", http.StatusOK},
+		})
+		// The refusal says what to do when the server is behind a TLS proxy.
+		c := b.client(t)
+		c.login("alice", "correct horse battery")
+		req, _ := http.NewRequest(http.MethodPost, b.ts.URL+"/api/v1/items/claim-next", nil)
+		req.Header.Set("X-CSRF-Token", c.csrf)
+		req.Header.Set("Origin", "https://"+host)
+		if r := c.do(req); r.status != http.StatusForbidden || !strings.Contains(r.body, "-public-url https://"+host) {
+			t.Errorf("claim-next from the https page of a plain server: %d %s, want 403 naming -public-url", r.status, r.body)
+		}
+	})
+
+	t.Run("PublicURL", func(t *testing.T) {
+		t.Parallel()
+		b := newBundle(t, bundleOpts{plain: true, public: "https://triage.example"})
+		host := strings.TrimPrefix(b.ts.URL, "http://")
+		run(t, b, []try{
+			{"the public origin over http", "http://triage.example", "", "", http.StatusForbidden},
+			{"the address served, over http", "http://" + host, "", "", http.StatusForbidden},
+			{"the address served, over https", "https://" + host, "", "", http.StatusForbidden},
+			{"the public origin, Referer over http", "", "http://triage.example/items/1", "", http.StatusForbidden},
+			{"the public origin", "https://triage.example", "", "", http.StatusOK},
+			{"the public origin with its default port", "https://triage.example:443", "", "", http.StatusOK},
+			{"the public origin, Referer", "", "https://triage.example/items/1", "", http.StatusOK},
+		})
+		if r := b.client(t).get("/login"); !strings.Contains(r.header.Get("Strict-Transport-Security"), "max-age=") {
+			t.Errorf("no HSTS with an https PublicURL: %q", r.header.Get("Strict-Transport-Security"))
+		}
+	})
+
+	t.Run("BadPublicURL", func(t *testing.T) {
+		t.Parallel()
+		st := storetest.NewStore(t)
+		for _, bad := range []string{"triage.example", "ftp://triage.example", "https://", "https://triage.example/triage", "https://u@triage.example", "https://triage.example/?x=1"} {
+			_, err := triage.New(triage.Config{Store: st, Schemas: loadSchemas(t), PublicURL: bad})
+			if err == nil || !strings.Contains(err.Error(), "PublicURL") {
+				t.Errorf("PublicURL %q: %v, want an error naming PublicURL", bad, err)
+			}
+		}
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"html/template"
 	"net"
 	"net/http"
+	"net/url"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -57,6 +58,15 @@ type Config struct {
 	// LocalCheckEvery is how often a LocalOnly server looks for a
 	// reviewer account. Default 5s.
 	LocalCheckEvery time.Duration
+	// PublicURL is the origin reviewers open the server at, such as
+	// "https://triage.example.com": needed when it is not the one the
+	// server sees, as behind a TLS-terminating proxy, where the server
+	// sees plain HTTP. When set, a POST made with a session must come
+	// from exactly this scheme, host and port (Origin, or Referer), and
+	// HSTS is sent when it is https. Empty means the request's own
+	// origin: https when the request came over TLS, else http, with the
+	// request's Host. A client's X-Forwarded-Proto is not trusted.
+	PublicURL string
 	// InsecureCookies sends the session cookie without the Secure flag,
 	// for trials over plain HTTP on a host other than localhost. Never in
 	// production.
@@ -103,7 +113,30 @@ func (c Config) validate() error {
 			return fmt.Errorf("triage.Config: Schemas[%q] has no schema", id)
 		}
 	}
+	if c.PublicURL != "" {
+		if _, err := parsePublicURL(c.PublicURL); err != nil {
+			return fmt.Errorf("triage.Config: PublicURL: %w", err)
+		}
+	}
 	return nil
+}
+
+// parsePublicURL returns the origin of Config.PublicURL: an http or https
+// URL with a host and nothing after it but an optional "/".
+func parsePublicURL(raw string) (origin, error) {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return origin{}, fmt.Errorf("%q: %v", raw, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return origin{}, fmt.Errorf("%q: want an http:// or https:// URL, such as https://triage.example.com", raw)
+	case u.Host == "" || u.User != nil:
+		return origin{}, fmt.Errorf("%q: want a host and no user, such as https://triage.example.com", raw)
+	case (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
+		return origin{}, fmt.Errorf("%q: want only a scheme and host (and port), such as https://triage.example.com: the server serves at /", raw)
+	}
+	o, _ := originOf(raw)
+	return o, nil
 }
 
 // Server is the triage web UI and JSON API. Make one with New, register
@@ -118,6 +151,8 @@ type Server struct {
 	docs     map[string]schemaNode // schema documents by id, for the editor
 	hub      *hub
 	metrics  *metrics // nil without Config.Registry
+
+	publicOrigin *origin // Config.PublicURL's; nil without it
 
 	limMu    sync.Mutex
 	limiters map[string]*limiterEntry
@@ -199,6 +234,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Registry != nil {
 		s.metrics = newMetrics(cfg.Registry, cfg.Store)
 	}
+	if cfg.PublicURL != "" {
+		o, _ := parsePublicURL(cfg.PublicURL) // checked by validate
+		s.publicOrigin = &o
+	}
 	for id, e := range cfg.Schemas {
 		var doc schemaNode
 		if err := json.Unmarshal(e.Schema.Raw, &doc); err != nil {
@@ -269,7 +308,7 @@ func (s *Server) Handler() http.Handler {
 	if s.cfg.LocalOnly {
 		h = loopbackOnly(h)
 	}
-	return securityHeaders(s.limitBody(MaxRecordBody, h))
+	return s.securityHeaders(s.limitBody(MaxRecordBody, h))
 }
 
 // Install registers the triage routes on outer, with Go 1.22 method
@@ -438,7 +477,8 @@ func Run(ctx context.Context, addr string, cfg Config) error {
 		return fmt.Errorf("triage.Run: %w", err)
 	}
 	log.Info("triage listening", zap.String("addr", ln.Addr().String()), zap.Bool("local_only", cfg.LocalOnly),
-		zap.Int("reviewers", n), zap.Bool("publisher", cfg.Publisher != nil), zap.Strings("schemas", s.schemaIDs()))
+		zap.Int("reviewers", n), zap.Bool("publisher", cfg.Publisher != nil), zap.Strings("schemas", s.schemaIDs()),
+		zap.String("public_url", cfg.PublicURL))
 	return Serve(ctx, ln, s.Handler(), s.Close, log)
 }
 
