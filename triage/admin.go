@@ -28,7 +28,10 @@ const AdminUsage = `usage: triage admin COMMAND [flags]
   token revoke -id N
 
 Passwords are read from the terminal (twice), or with -password-stdin from
-the first line of standard input. They are stored as bcrypt hashes.
+the first line of standard input. They are stored as bcrypt hashes. A
+password must have at least 10 characters (at most 72 bytes) and a zxcvbn
+score of at least 3 of 4:
+no common password, word, name, keyboard pattern or the login alone.
 
 set-password and disable end every session and API token of the account
 at once; enable lets it log in again but brings none of them back.
@@ -146,7 +149,7 @@ func (a admin) addReviewer(args []string) error {
 	if err != nil {
 		return err
 	}
-	hash, err := HashPassword(pw, a.io.BcryptCost)
+	hash, err := HashPassword(pw, a.io.BcryptCost, *login, *name)
 	if err != nil {
 		return err
 	}
@@ -175,11 +178,17 @@ func (a admin) setPassword(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	rv, err := a.st.ReviewerGetByLogin(a.ctx, a.st.Pool, *login)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("no reviewer %q", *login)
+	} else if err != nil {
+		return err
+	}
 	pw, err := a.password(*stdin)
 	if err != nil {
 		return err
 	}
-	hash, err := HashPassword(pw, a.io.BcryptCost)
+	hash, err := HashPassword(pw, a.io.BcryptCost, rv.Login, rv.Name)
 	if err != nil {
 		return err
 	}

@@ -33,9 +33,6 @@ import (
 // cookie and need no CSRF token. With LocalOnly, every request acts as
 // the reviewer "local", still with a session and CSRF token.
 
-// MinPasswordLength is the shortest password the admin command accepts.
-const MinPasswordLength = 10
-
 // LocalReviewer is who acts when the server runs without accounts.
 var LocalReviewer = store.Reviewer{Login: "local", Name: "local (no accounts configured)"}
 
@@ -71,14 +68,11 @@ func viaFrom(ctx context.Context) string {
 }
 
 // HashPassword returns the bcrypt hash of password at cost (0 means
-// bcrypt.DefaultCost). Passwords shorter than MinPasswordLength, or longer
-// than bcrypt's 72 bytes, are refused.
-func HashPassword(password string, cost int) (string, error) {
-	if len([]rune(password)) < MinPasswordLength {
-		return "", fmt.Errorf("password: at least %d characters", MinPasswordLength)
-	}
-	if len(password) > 72 {
-		return "", errors.New("password: at most 72 bytes")
+// bcrypt.DefaultCost). A password that CheckPassword refuses, given
+// userInputs (the account's login and name), is refused with its error.
+func HashPassword(password string, cost int, userInputs ...string) (string, error) {
+	if err := CheckPassword(password, userInputs...); err != nil {
+		return "", err
 	}
 	if cost == 0 {
 		cost = bcrypt.DefaultCost
