@@ -316,9 +316,11 @@ func (s *Server) api(h handlerFunc) http.Handler {
 	})
 }
 
-// loginLimiter returns whether another login attempt keyed by key is
-// allowed now.
-func (s *Server) loginAllowed(keys ...string) bool {
+// loginAllowed returns whether another login attempt keyed by keys is
+// allowed now. When it is not, first is true if this is the first refusal
+// of one of the keys within a minute: only those are audited, so a flood
+// of attempts cannot flood the append-only audit log.
+func (s *Server) loginAllowed(keys ...string) (ok, first bool) {
 	s.limMu.Lock()
 	defer s.limMu.Unlock()
 	now := time.Now()
@@ -329,7 +331,7 @@ func (s *Server) loginAllowed(keys ...string) bool {
 			}
 		}
 	}
-	ok := true
+	ok = true
 	for _, k := range keys {
 		e := s.limiters[k]
 		if e == nil {
@@ -340,9 +342,35 @@ func (s *Server) loginAllowed(keys ...string) bool {
 		e.seen = now
 		if !e.lim.Allow() {
 			ok = false
+			if now.Sub(e.refusalAudited) >= time.Minute {
+				e.refusalAudited, first = now, true
+			}
 		}
 	}
-	return ok
+	return ok, first
+}
+
+// Why a login failed, as the audit log says (audit_log.reason of a
+// login_failed entry).
+const (
+	loginFailedUnknown  = "unknown account"
+	loginFailedPassword = "wrong password"
+	loginFailedDisabled = "account disabled"
+	loginFailedThrottle = "too many attempts"
+	loginFailedLocal    = "serving without login: no account may log in"
+)
+
+// auditLoginFailed records a failed login: the login tried (when it is
+// not a valid login, actor says so and after holds it quoted, so that
+// no control or bidi character reaches a page), why, and the client's
+// address. The password is never recorded.
+func (s *Server) auditLoginFailed(ctx context.Context, login, reason, remote string) error {
+	actor, after := login, map[string]any{"remote": remote}
+	if !store.ValidLogin(login) {
+		actor, after["login"] = "(not a login)", quoteValue(login)
+	}
+	return s.st.AuditInsert(ctx, s.st.Pool, store.AuditInsertParams{Actor: actor, Via: store.ViaUI,
+		Action: store.AuditLoginFailed, Reason: reason, After: after})
 }
 
 type loginData struct {
@@ -365,8 +393,13 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
 	password := r.PostFormValue("password")
 	next := safeNext(r.PostFormValue("next"))
 	host, _, _ := net.SplitHostPort(r.RemoteAddr)
-	if !s.loginAllowed("login:"+login, "addr:"+host) {
-		s.log.Warn("login attempts limited", zap.String("login", login), zap.String("remote", host))
+	if ok, first := s.loginAllowed("login:"+login, "addr:"+host); !ok {
+		if first {
+			s.log.Warn("login attempts limited", zap.String("login", login), zap.String("remote", host))
+			if err := s.auditLoginFailed(ctx, login, loginFailedThrottle, host); err != nil {
+				return err
+			}
+		}
 		return s.render(w, r, http.StatusTooManyRequests, "login", "Log in",
 			loginData{Next: next, Login: login, Error: "Too many attempts; wait a minute."})
 	}
@@ -385,7 +418,22 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
 	}
 	cmpErr := bcrypt.CompareHashAndPassword(hash, []byte(password))
 	if err != nil || cmpErr != nil || rv.Disabled() || s.localOnly() {
-		s.log.Info("login failed", zap.String("login", login), zap.String("remote", host))
+		why := loginFailedPassword
+		switch {
+		case s.localOnly():
+			why = loginFailedLocal
+		case err != nil:
+			why = loginFailedUnknown
+		case cmpErr != nil:
+		case rv.Disabled():
+			why = loginFailedDisabled
+		}
+		s.log.Info("login failed", zap.String("login", login), zap.String("remote", host), zap.String("reason", why))
+		if err := s.auditLoginFailed(ctx, login, why, host); err != nil {
+			return err
+		}
+		// The page says the same whatever the reason, so it tells no one
+		// which logins exist.
 		return s.render(w, r, http.StatusUnauthorized, "login", "Log in",
 			loginData{Next: next, Login: login, Error: "Wrong login or password."})
 	}

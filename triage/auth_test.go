@@ -2,6 +2,7 @@ package triage_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/extractq/extractq/store"
 	"github.com/extractq/extractq/store/storetest"
 	"github.com/extractq/extractq/triage"
 )
@@ -279,4 +281,72 @@ func TestOriginScheme(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestFailedLoginsAudited checks that each failed login is in the audit
+// log with the login tried, why it failed and the client's address, never
+// the password; and that a flood of refused attempts is recorded once a
+// minute, not once per attempt.
+func TestFailedLoginsAudited(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t, bundleOpts{logins: 5})
+	b.reviewer(t, "alice", "correct horse battery")
+	b.reviewer(t, "bob", "bob's long password")
+	if _, err := b.st.ReviewerSetDisabled(t.Context(), b.st.Pool, "bob", true); err != nil {
+		t.Fatal(err)
+	}
+	c := b.client(t)
+	for _, try := range []struct{ login, password string }{
+		{"alice", "Secret-guess-1"},
+		{"nobody", "Secret-guess-2"},
+		{"bob", "bob's long password"},
+		{"\u202eecila", "Secret-guess-3"},
+		{"alice", "Secret-guess-4"},
+		{"alice", "Secret-guess-5"}, // the sixth from this address: refused
+		{"alice", "Secret-guess-6"},
+		{"alice", "Secret-guess-7"},
+	} {
+		if r := c.login(try.login, try.password); r.status != http.StatusUnauthorized && r.status != http.StatusTooManyRequests {
+			t.Fatalf("login %q: %d", try.login, r.status)
+		}
+	}
+
+	entries, err := b.st.AuditList(t.Context(), b.st.Pool, store.AuditListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		if e.Action != store.AuditLoginFailed {
+			continue
+		}
+		var after map[string]string
+		if err := json.Unmarshal(e.After, &after); err != nil {
+			t.Fatalf("after %s: %v", e.After, err)
+		}
+		if after["remote"] != "127.0.0.1" {
+			t.Errorf("entry %d: remote %q, want 127.0.0.1", e.ID, after["remote"])
+		}
+		line := e.Actor + ": " + e.Reason
+		if l, ok := after["login"]; ok {
+			line += " " + l
+		}
+		got = append(got, line)
+		for _, b := range [][]byte{[]byte(e.Actor), []byte(e.Reason), e.After, e.Before} {
+			if bytes.Contains(b, []byte("Secret-guess")) || bytes.Contains(b, []byte("long password")) {
+				t.Errorf("entry %d holds a password: %s %s %s", e.ID, e.Actor, e.Reason, e.After)
+			}
+		}
+	}
+	want := []string{ // newest first
+		"alice: too many attempts",
+		"alice: wrong password",
+		`(not a login): unknown account "\u202eecila"`,
+		"bob: account disabled",
+		"nobody: unknown account",
+		"alice: wrong password",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("failed logins in the audit log:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }

@@ -210,8 +210,9 @@ func (s *Server) every(interval time.Duration, tick func() (done bool)) {
 }
 
 type limiterEntry struct {
-	lim  *rate.Limiter
-	seen time.Time
+	lim            *rate.Limiter
+	seen           time.Time
+	refusalAudited time.Time // when a refusal was last audited
 }
 
 // New returns a Server for cfg. Sessions live in Postgres (table
