@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/extractq/extractq/store"
 	"github.com/extractq/extractq/store/storetest"
@@ -43,16 +44,18 @@ func TestReviewer(t *testing.T) {
 		}
 
 		hash := sha256.Sum256([]byte("eqt_secret"))
-		tok, err := st.APITokenInsert(ctx, st.Pool, store.APITokenInsertParams{Login: "alice", Name: "ci", TokenHash: hash[:]})
+		tok, err := st.APITokenInsert(ctx, st.Pool, store.APITokenInsertParams{Login: "alice", Name: "ci", TokenHash: hash[:],
+			ExpiresAt: time.Now().Add(time.Hour)})
 		if err != nil || tok.Login != "alice" || tok.ID == 0 {
 			t.Fatalf("token = %+v, %v", tok, err)
 		}
-		if _, err := st.APITokenInsert(ctx, st.Pool, store.APITokenInsertParams{Login: "nobody", Name: "ci", TokenHash: []byte("x")}); !errors.Is(err, store.ErrNotFound) {
+		if _, err := st.APITokenInsert(ctx, st.Pool, store.APITokenInsertParams{Login: "nobody", Name: "ci", TokenHash: []byte("x"),
+			ExpiresAt: time.Now().Add(time.Hour)}); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("token of unknown login: %v", err)
 		}
-		who, err := st.APITokenAuthenticate(ctx, st.Pool, hash[:])
-		if err != nil || who.Login != "alice" {
-			t.Fatalf("authenticate = %+v, %v", who, err)
+		who, used, err := st.APITokenAuthenticate(ctx, st.Pool, hash[:])
+		if err != nil || who.Login != "alice" || used.ID != tok.ID || used.Name != "ci" || !used.ExpiresAt.Equal(tok.ExpiresAt) {
+			t.Fatalf("authenticate = %+v, %+v, %v", who, used, err)
 		}
 		list, err := st.APITokenList(ctx, st.Pool, "alice")
 		if err != nil || len(list) != 1 || list[0].LastUsedAt == nil {
@@ -62,7 +65,7 @@ func TestReviewer(t *testing.T) {
 		if n, err := st.ReviewerSetDisabled(ctx, st.Pool, "alice", true); err != nil || n != 1 {
 			t.Fatalf("disable = %d tokens revoked, %v; want 1", n, err)
 		}
-		if _, err := st.APITokenAuthenticate(ctx, st.Pool, hash[:]); !errors.Is(err, store.ErrNotFound) {
+		if _, _, err := st.APITokenAuthenticate(ctx, st.Pool, hash[:]); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("token of a disabled reviewer: %v", err)
 		}
 		if n, _ := st.ReviewerCount(ctx, st.Pool); n != 0 {
@@ -71,7 +74,7 @@ func TestReviewer(t *testing.T) {
 		if n, err := st.ReviewerSetDisabled(ctx, st.Pool, "alice", false); err != nil || n != 0 {
 			t.Fatalf("enable = %d, %v", n, err)
 		}
-		if _, err := st.APITokenAuthenticate(ctx, st.Pool, hash[:]); !errors.Is(err, store.ErrNotFound) {
+		if _, _, err := st.APITokenAuthenticate(ctx, st.Pool, hash[:]); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("a token of the disabled account works again once it is enabled: %v", err)
 		}
 		if err := st.APITokenRevoke(ctx, st.Pool, tok.ID); err != nil {
@@ -82,6 +85,47 @@ func TestReviewer(t *testing.T) {
 		}
 		if rs, err := st.ReviewerList(ctx, st.Pool); err != nil || len(rs) != 1 {
 			t.Errorf("list = %+v, %v", rs, err)
+		}
+	})
+
+	t.Run("TokenExpiry", func(t *testing.T) {
+		t.Parallel()
+		ctx := t.Context()
+		st := storetest.NewStore(t)
+		if _, err := st.ReviewerInsert(ctx, st.Pool, store.ReviewerInsertParams{Login: "alice", PasswordHash: "$2a$hash"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.APITokenInsert(ctx, st.Pool, store.APITokenInsertParams{Login: "alice", Name: "ci", TokenHash: []byte("h0")}); err == nil {
+			t.Error("a token without an expiry was accepted")
+		}
+		hash := sha256.Sum256([]byte("eqt_old"))
+		tok, err := st.APITokenInsert(ctx, st.Pool, store.APITokenInsertParams{Login: "alice", Name: "ci", TokenHash: hash[:], ExpiresAt: time.Now().Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Made 100 days ago with 90 days to live.
+		if _, err := st.Pool.Exec(ctx, `UPDATE api_tokens SET created_at = now() - interval '100 days', expires_at = now() - interval '10 days' WHERE id = $1`, tok.ID); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = st.APITokenAuthenticate(ctx, st.Pool, hash[:])
+		var te *store.TokenExpiredError
+		if !errors.Is(err, store.ErrTokenExpired) || !errors.As(err, &te) || te.TokenID != tok.ID || time.Since(te.ExpiredAt) < 9*24*time.Hour {
+			t.Fatalf("expired token: %v (%+v), want a TokenExpiredError of token %d", err, te, tok.ID)
+		}
+		list, err := st.APITokenList(ctx, st.Pool, "alice")
+		if err != nil || len(list) != 1 || !list[0].Expired(time.Now()) || list[0].LastUsedAt != nil {
+			t.Errorf("list = %+v, %v; want the token expired and never used", list, err)
+		}
+		// Revoked and expired: unknown or revoked, not expired.
+		if err := st.APITokenRevoke(ctx, st.Pool, tok.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := st.APITokenAuthenticate(ctx, st.Pool, hash[:]); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("revoked expired token: %v, want ErrNotFound", err)
+		}
+		// The database refuses an expiry before the creation.
+		if _, err := st.APITokenInsert(ctx, st.Pool, store.APITokenInsertParams{Login: "alice", Name: "ci", TokenHash: []byte("h1"), ExpiresAt: time.Now().Add(-time.Hour)}); err == nil {
+			t.Error("a token already expired when made was accepted")
 		}
 	})
 
@@ -99,13 +143,14 @@ func TestReviewer(t *testing.T) {
 		}
 		newToken := func(login, name string) []byte {
 			h := sha256.Sum256([]byte(login + name))
-			if _, err := st.APITokenInsert(ctx, st.Pool, store.APITokenInsertParams{Login: login, Name: name, TokenHash: h[:]}); err != nil {
+			if _, err := st.APITokenInsert(ctx, st.Pool, store.APITokenInsertParams{Login: login, Name: name, TokenHash: h[:],
+				ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
 				t.Fatal(err)
 			}
 			return h[:]
 		}
 		live := func(hash []byte) bool {
-			_, err := st.APITokenAuthenticate(ctx, st.Pool, hash)
+			_, _, err := st.APITokenAuthenticate(ctx, st.Pool, hash)
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				t.Fatal(err)
 			}

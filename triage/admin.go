@@ -284,7 +284,8 @@ func (a admin) tokenCreate(args []string) error {
 	var t store.APIToken
 	err := a.st.InTx(a.ctx, func(tx store.DBTX) error {
 		var err error
-		if t, err = a.st.APITokenInsert(a.ctx, tx, store.APITokenInsertParams{Login: *login, Name: *name, TokenHash: hash}); err != nil {
+		if t, err = a.st.APITokenInsert(a.ctx, tx, store.APITokenInsertParams{Login: *login, Name: *name, TokenHash: hash,
+			ExpiresAt: time.Now().Add(90 * 24 * time.Hour)}); err != nil {
 			return err
 		}
 		return a.audit(tx, store.AuditTokenCreate, "", map[string]any{"login": *login, "token_id": t.ID, "name": *name})

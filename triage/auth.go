@@ -213,7 +213,7 @@ func (s *Server) bearerReviewer(r *http.Request) (rv *store.Reviewer, ok bool, e
 	if !found || !strings.EqualFold(scheme, "Bearer") || !strings.HasPrefix(token, APITokenPrefix) {
 		return nil, true, fmt.Errorf("%w: want Authorization: Bearer %s<token>", ErrUnauthenticated, APITokenPrefix)
 	}
-	got, err := s.st.APITokenAuthenticate(r.Context(), s.st.Pool, hashToken(strings.TrimSpace(token)))
+	got, _, err := s.st.APITokenAuthenticate(r.Context(), s.st.Pool, hashToken(strings.TrimSpace(token)))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, true, fmt.Errorf("%w: unknown or revoked token", ErrUnauthenticated)
 	}
