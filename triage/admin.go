@@ -12,6 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/xhit/go-str2duration/v2"
+
 	"github.com/extractq/extractq/store"
 )
 
@@ -23,7 +25,7 @@ const AdminUsage = `usage: triage admin COMMAND [flags]
   disable      -login NAME      (no more logins)
   enable       -login NAME
   list                          (the accounts)
-  token create -login NAME -name PURPOSE   (prints the token once)
+  token create -login NAME -name PURPOSE [-expires-in 90d]   (prints the token once)
   token list   [-login NAME]
   token revoke -id N
 
@@ -35,7 +37,34 @@ no common password, word, name, keyboard pattern or the login alone.
 
 set-password and disable end every session and API token of the account
 at once; enable lets it log in again but brings none of them back.
+
+An API token expires -expires-in after it is made: 90d unless said (units
+w, d, h, m; at most 366d). An expired token is refused (401); make a new
+one.
 `
+
+// DefaultTokenLifetime is how long an API token lives unless token create
+// says otherwise (-expires-in).
+const DefaultTokenLifetime = 90 * 24 * time.Hour
+
+// MaxTokenLifetime is the longest life token create gives a token: no
+// token lives forever.
+const MaxTokenLifetime = 366 * 24 * time.Hour
+
+// tokenLifetime reads -expires-in: a duration in go-str2duration's units
+// (w, d, h, m, s), more than 0 and at most MaxTokenLifetime.
+func tokenLifetime(s string) (time.Duration, error) {
+	d, err := str2duration.ParseDuration(strings.TrimSpace(s))
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("-expires-in %q: want a duration such as 90d, 2w or 12h", s)
+	case d <= 0:
+		return 0, fmt.Errorf("-expires-in %q: want a duration after now, such as 90d", s)
+	case d > MaxTokenLifetime:
+		return 0, fmt.Errorf("-expires-in %q: at most 366d; make a new token when this one expires", s)
+	}
+	return d, nil
+}
 
 // AdminIO is what the admin command reads from and writes to.
 type AdminIO struct {
@@ -274,21 +303,28 @@ func (a admin) tokenCreate(args []string) error {
 	fs := a.flags("token create")
 	login := fs.String("login", "", "the reviewer the token acts as")
 	name := fs.String("name", "", "what the token is for, such as nightly-rerun")
+	expiresIn := fs.String("expires-in", "90d", "how long the token lives: w, d, h, m (at most 366d)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *name == "" {
 		return errors.New("-name is required")
 	}
+	life, err := tokenLifetime(*expiresIn)
+	if err != nil {
+		return err
+	}
+	expires := time.Now().Add(life).Truncate(time.Second)
 	token, hash := NewAPIToken()
 	var t store.APIToken
-	err := a.st.InTx(a.ctx, func(tx store.DBTX) error {
+	err = a.st.InTx(a.ctx, func(tx store.DBTX) error {
 		var err error
 		if t, err = a.st.APITokenInsert(a.ctx, tx, store.APITokenInsertParams{Login: *login, Name: *name, TokenHash: hash,
-			ExpiresAt: time.Now().Add(90 * 24 * time.Hour)}); err != nil {
+			ExpiresAt: expires}); err != nil {
 			return err
 		}
-		return a.audit(tx, store.AuditTokenCreate, "", map[string]any{"login": *login, "token_id": t.ID, "name": *name})
+		return a.audit(tx, store.AuditTokenCreate, "", map[string]any{"login": *login, "token_id": t.ID, "name": *name,
+			"expires_at": t.ExpiresAt.UTC()})
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("no reviewer %q", *login)
@@ -296,7 +332,8 @@ func (a admin) tokenCreate(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.io.Out, "token %d for %s (%s); it is shown once:\n%s\n", t.ID, t.Login, t.Name, token)
+	fmt.Fprintf(a.io.Out, "token %d for %s (%s), expires %s; it is shown once:\n%s\n",
+		t.ID, t.Login, t.Name, t.ExpiresAt.UTC().Format(time.DateTime+" MST"), token)
 	return nil
 }
 
@@ -318,16 +355,21 @@ func (a admin) tokenList(args []string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tLOGIN\tNAME\tCREATED\tLAST USED\tSTATE")
+	fmt.Fprintln(tw, "ID\tLOGIN\tNAME\tCREATED\tEXPIRES\tLAST USED\tSTATE")
+	now := time.Now()
 	for _, t := range ts {
 		used, state := "never", "live"
 		if t.LastUsedAt != nil {
 			used = t.LastUsedAt.UTC().Format(time.DateTime)
 		}
-		if t.RevokedAt != nil {
+		switch {
+		case t.RevokedAt != nil:
 			state = "revoked"
+		case t.Expired(now):
+			state = "expired"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Login, Visible(t.Name), t.CreatedAt.UTC().Format(time.DateOnly), used, state)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Login, Visible(t.Name), t.CreatedAt.UTC().Format(time.DateOnly),
+			t.ExpiresAt.UTC().Format(time.DateTime), used, state)
 	}
 	return tw.Flush()
 }

@@ -172,9 +172,15 @@ func apiItemOf(it store.TriageQueueItem) apiItem {
 		DecisionReason: it.DecisionReason, RerunNo: it.RerunNo, CreatedAt: it.CreatedAt}
 }
 
+// apiMe says who is asking; with an API token, which token and when it
+// expires.
 func (s *Server) apiMe(w http.ResponseWriter, r *http.Request) error {
 	rv := reviewerFrom(r.Context())
-	writeJSON(w, http.StatusOK, map[string]any{"login": rv.Login, "name": rv.Name, "local": s.localOnly()})
+	me := map[string]any{"login": rv.Login, "name": rv.Name, "local": s.localOnly()}
+	if t := tokenFrom(r.Context()); t != nil {
+		me["token"] = map[string]any{"id": t.ID, "name": t.Name, "created_at": t.CreatedAt, "expires_at": t.ExpiresAt}
+	}
+	writeJSON(w, http.StatusOK, me)
 	return nil
 }
 

@@ -50,6 +50,7 @@ type ctxKey int
 const (
 	ctxReviewer ctxKey = iota
 	ctxVia
+	ctxToken // the *store.APIToken of a request made with one
 )
 
 // reviewerFrom returns the reviewer of an authenticated request.
@@ -203,24 +204,36 @@ func (s *Server) sessionReviewer(r *http.Request) (*store.Reviewer, error) {
 }
 
 // bearerReviewer authenticates an "Authorization: Bearer" API token. ok
-// is false when the request has no such header.
-func (s *Server) bearerReviewer(r *http.Request) (rv *store.Reviewer, ok bool, err error) {
+// is false when the request has no such header. A token past its expiry
+// is refused (401) with when it expired and what to do.
+func (s *Server) bearerReviewer(r *http.Request) (rv *store.Reviewer, tok *store.APIToken, ok bool, err error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return nil, false, nil
+		return nil, nil, false, nil
 	}
 	scheme, token, found := strings.Cut(h, " ")
 	if !found || !strings.EqualFold(scheme, "Bearer") || !strings.HasPrefix(token, APITokenPrefix) {
-		return nil, true, fmt.Errorf("%w: want Authorization: Bearer %s<token>", ErrUnauthenticated, APITokenPrefix)
+		return nil, nil, true, fmt.Errorf("%w: want Authorization: Bearer %s<token>", ErrUnauthenticated, APITokenPrefix)
 	}
-	got, _, err := s.st.APITokenAuthenticate(r.Context(), s.st.Pool, hashToken(strings.TrimSpace(token)))
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, true, fmt.Errorf("%w: unknown or revoked token", ErrUnauthenticated)
+	got, t, err := s.st.APITokenAuthenticate(r.Context(), s.st.Pool, hashToken(strings.TrimSpace(token)))
+	var expired *store.TokenExpiredError
+	switch {
+	case errors.As(err, &expired):
+		return nil, nil, true, fmt.Errorf("%w: API token %d expired at %s; make a new one (triage admin token create)",
+			ErrUnauthenticated, expired.TokenID, expired.ExpiredAt.UTC().Format(time.RFC3339))
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil, true, fmt.Errorf("%w: unknown or revoked token", ErrUnauthenticated)
+	case err != nil:
+		return nil, nil, true, err
 	}
-	if err != nil {
-		return nil, true, err
-	}
-	return &got, true, nil
+	return &got, &t, true, nil
+}
+
+// tokenFrom returns the API token a request authenticated with, or nil
+// for a session.
+func tokenFrom(ctx context.Context) *store.APIToken {
+	t, _ := ctx.Value(ctxToken).(*store.APIToken)
+	return t
 }
 
 // handlerFunc is a handler that returns its error for one place to map to
@@ -275,9 +288,12 @@ func (s *Server) page(h handlerFunc) http.Handler {
 // api wraps a JSON API route: an API token, or a session with the CSRF
 // check. Errors are JSON.
 func (s *Server) api(h handlerFunc) http.Handler {
-	run := func(w http.ResponseWriter, r *http.Request, rv *store.Reviewer) {
+	run := func(w http.ResponseWriter, r *http.Request, rv *store.Reviewer, tok *store.APIToken) {
 		ctx := context.WithValue(r.Context(), ctxReviewer, rv)
 		ctx = context.WithValue(ctx, ctxVia, store.ViaAPI)
+		if tok != nil {
+			ctx = context.WithValue(ctx, ctxToken, tok)
+		}
 		if err := h(w, r.WithContext(ctx)); err != nil {
 			s.apiError(w, r, err)
 		}
@@ -300,16 +316,16 @@ func (s *Server) api(h handlerFunc) http.Handler {
 			s.apiError(w, r, err)
 			return
 		}
-		run(w, r, rv)
+		run(w, r, rv, nil)
 	}))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		noStore(w)
-		rv, hasToken, err := s.bearerReviewer(r)
+		rv, tok, hasToken, err := s.bearerReviewer(r)
 		switch {
 		case err != nil:
 			s.apiError(w, r, err)
 		case hasToken:
-			run(w, r, rv)
+			run(w, r, rv, tok)
 		default:
 			withSession.ServeHTTP(w, r)
 		}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/extractq/extractq/store"
 	"github.com/extractq/extractq/store/storetest"
@@ -348,5 +349,70 @@ func TestFailedLoginsAudited(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("failed logins in the audit log:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestTokenExpiry checks that API tokens expire: a token past its expiry
+// is refused with 401 saying so, token list shows the expiry, /me shows
+// the token's, and token create takes a lifetime within bounds.
+func TestTokenExpiry(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t, bundleOpts{})
+	tok := newToken(t, b, "robot") // the default lifetime
+	if r := b.api(t, tok, "GET", "/api/v1/me", ""); r.status != http.StatusOK {
+		t.Fatalf("a new token: %d %s", r.status, r.body)
+	}
+	// Made 100 days ago, expired 10 days ago.
+	if _, err := b.st.Pool.Exec(t.Context(), `UPDATE api_tokens SET created_at = now() - interval '100 days', expires_at = now() - interval '10 days'`); err != nil {
+		t.Fatal(err)
+	}
+	r := b.api(t, tok, "GET", "/api/v1/me", "")
+	if e := apiErr(t, r); r.status != http.StatusUnauthorized || !strings.Contains(e.Message, "API token 1 expired at ") ||
+		!strings.Contains(e.Message, "make a new one (triage admin token create)") {
+		t.Errorf("GET /api/v1/me with an expired token: %d %s, want 401 saying it expired", r.status, r.body)
+	}
+	if r := b.api(t, tok, "POST", "/api/v1/items/claim-next", ""); r.status != http.StatusUnauthorized {
+		t.Errorf("POST with an expired token: %d %s, want 401", r.status, r.body)
+	}
+	out, err := runAdmin(t, b, "", "token", "list")
+	if err != nil || !strings.Contains(out, "EXPIRES") || !regexp.MustCompile(`(?m)^1 .* expired$`).MatchString(out) {
+		t.Errorf("token list: %v\n%s\nwant token 1 shown expired", err, out)
+	}
+
+	// A lifetime at creation, shown by /me and the list.
+	out, err = runAdmin(t, b, "", "token", "create", "-login", "robot", "-name", "short-lived", "-expires-in", "2h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = b.api(t, apiTokenIn(t, out), "GET", "/api/v1/me", "")
+	var me struct {
+		Login string
+		Token struct {
+			ID        int64
+			Name      string
+			ExpiresAt time.Time `json:"expires_at"`
+		}
+	}
+	if err := json.Unmarshal([]byte(r.body), &me); err != nil || r.status != http.StatusOK {
+		t.Fatalf("GET /api/v1/me: %d %s (%v)", r.status, r.body, err)
+	}
+	if left := time.Until(me.Token.ExpiresAt); me.Token.ID != 2 || me.Token.Name != "short-lived" || left < 110*time.Minute || left > 2*time.Hour {
+		t.Errorf("/me token = %+v (expires in %v), want token 2 expiring in 2h", me.Token, left)
+	}
+	if out, _ := runAdmin(t, b, "", "token", "list"); !regexp.MustCompile(`(?m)^2 .*short-lived .* live$`).MatchString(out) {
+		t.Errorf("token list:\n%s\nwant token 2 live", out)
+	}
+	// The default is 90 days.
+	out, err = runAdmin(t, b, "", "token", "create", "-login", "robot", "-name", "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := time.Now().Add(triage.DefaultTokenLifetime).UTC().Format(time.DateOnly); !strings.Contains(out, "expires "+want) {
+		t.Errorf("token create without -expires-in: %q, want it to expire on %s", out, want)
+	}
+	for _, bad := range []string{"0d", "-1d", "400d", "soon", ""} {
+		if _, err := runAdmin(t, b, "", "token", "create", "-login", "robot", "-name", "x", "-expires-in", bad); err == nil || !strings.Contains(err.Error(), "-expires-in") {
+			t.Errorf("-expires-in %q: %v, want a refusal naming -expires-in", bad, err)
+		}
 	}
 }
