@@ -25,6 +25,7 @@ const (
 	AuditRerun          = "rerun"
 	AuditBulkRerun      = "bulk_rerun"
 	AuditLogin          = "login"
+	AuditLoginFailed    = "login_failed" // actor: the login tried; reason: why; after: the client's address
 	AuditLogout         = "logout"
 	AuditReviewerCreate = "reviewer_create"
 	AuditReviewerUpdate = "reviewer_update"

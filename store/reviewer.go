@@ -18,6 +18,11 @@ type Reviewer struct {
 	PasswordHash string     `db:"password_hash" json:"-"`
 	DisabledAt   *time.Time `db:"disabled_at"` // nil while the account may log in
 	CreatedAt    time.Time  `db:"created_at"`
+	// AuthGeneration grows by one each time the password changes or the
+	// account is disabled. A session is good only while the generation
+	// it logged in under is the account's (the triage server checks it
+	// at every request), so a change ends every session at once.
+	AuthGeneration int64 `db:"auth_generation" json:"-"`
 }
 
 // Disabled reports whether the account may no longer log in or use its
@@ -31,7 +36,7 @@ var loginPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 // letters, digits, '.', '_' or '-', starting with a letter or digit.
 func ValidLogin(login string) bool { return loginPattern.MatchString(login) }
 
-const reviewerColumns = `id, login, display_name, password_hash, disabled_at, created_at`
+const reviewerColumns = `id, login, display_name, password_hash, disabled_at, created_at, auth_generation`
 
 // ReviewerInsertParams is a new reviewer account.
 type ReviewerInsertParams struct {
@@ -111,36 +116,81 @@ func (s *Store) ReviewerCount(ctx context.Context, db DBTX) (int, error) {
 	return n, nil
 }
 
-// ReviewerSetPassword replaces the password hash of login. An unknown
-// login returns an error wrapping ErrNotFound.
-func (s *Store) ReviewerSetPassword(ctx context.Context, db DBTX, login, passwordHash string) error {
+// ReviewerSetPassword replaces the password hash of login and ends the
+// account's sign-ins: it bumps AuthGeneration (ending every session) and
+// revokes every live API token of the account, in one statement. It
+// returns how many tokens it revoked. An unknown login returns an error
+// wrapping ErrNotFound.
+func (s *Store) ReviewerSetPassword(ctx context.Context, db DBTX, login, passwordHash string) (tokensRevoked int64, err error) {
 	if passwordHash == "" {
-		return fmt.Errorf("store.ReviewerSetPassword(%q): password hash is required", login)
+		return 0, fmt.Errorf("store.ReviewerSetPassword(%q): password hash is required", login)
 	}
-	tag, err := db.Exec(ctx, `UPDATE reviewers SET password_hash = $2, updated_at = now() WHERE login = $1`, login, passwordHash)
+	revoked, err := reviewerEndSignIns(ctx, db, `
+UPDATE reviewers
+SET password_hash = $2, auth_generation = auth_generation + 1, updated_at = now()
+WHERE login = $1
+RETURNING id, true AS ended`, login, passwordHash)
 	if err != nil {
-		return fmt.Errorf("store.ReviewerSetPassword(%q): %w", login, err)
+		return 0, fmt.Errorf("store.ReviewerSetPassword(%q): %w", login, err)
 	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("store.ReviewerSetPassword(%q): %w", login, ErrNotFound)
-	}
-	return nil
+	return revoked, nil
 }
 
-// ReviewerSetDisabled disables (or enables again) the account of login.
-// A disabled account can neither log in nor use its API tokens, and its
-// open sessions stop working at their next request. An unknown login
-// returns an error wrapping ErrNotFound.
-func (s *Store) ReviewerSetDisabled(ctx context.Context, db DBTX, login string, disabled bool) error {
-	tag, err := db.Exec(ctx, `
+const reviewerDisableSQL = `
 UPDATE reviewers
-SET disabled_at = CASE WHEN $2 THEN coalesce(disabled_at, now()) END, updated_at = now()
-WHERE login = $1`, login, disabled)
+SET disabled_at = coalesce(disabled_at, now()), auth_generation = auth_generation + 1, updated_at = now()
+WHERE login = $1
+RETURNING id, true AS ended`
+
+// reviewerEnableSQL enables an account. One that was disabled ends its
+// sign-ins once more, for an account disabled before sign-ins ended with
+// the disabling; enabling an enabled account changes nothing else.
+const reviewerEnableSQL = `
+UPDATE reviewers r
+SET disabled_at = NULL, auth_generation = r.auth_generation + (p.disabled_at IS NOT NULL)::int, updated_at = now()
+FROM (SELECT id, disabled_at FROM reviewers WHERE login = $1) p
+WHERE r.id = p.id
+RETURNING r.id, p.disabled_at IS NOT NULL AS ended`
+
+// ReviewerSetDisabled disables (or enables again) the account of login.
+// A disabled account can no longer log in; disabling it also ends its
+// sign-ins as ReviewerSetPassword does (every session ended, every live
+// API token revoked, in one statement), so enabling it again brings none
+// of them back: its reviewer logs in again and is given new tokens. It
+// returns how many tokens it revoked. An unknown login returns an error
+// wrapping ErrNotFound.
+func (s *Store) ReviewerSetDisabled(ctx context.Context, db DBTX, login string, disabled bool) (tokensRevoked int64, err error) {
+	query := reviewerEnableSQL
+	if disabled {
+		query = reviewerDisableSQL
+	}
+	revoked, err := reviewerEndSignIns(ctx, db, query, login)
 	if err != nil {
-		return fmt.Errorf("store.ReviewerSetDisabled(%q): %w", login, err)
+		return 0, fmt.Errorf("store.ReviewerSetDisabled(%q): %w", login, err)
 	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("store.ReviewerSetDisabled(%q): %w", login, ErrNotFound)
+	return revoked, nil
+}
+
+// reviewerEndSignIns runs update, an UPDATE of one reviewer returning its
+// id and whether its sign-ins end (ended), and in the same statement
+// revokes the live API tokens of an account whose sign-ins end. It
+// returns how many tokens it revoked, or an error wrapping ErrNotFound
+// when update changed no account.
+func reviewerEndSignIns(ctx context.Context, db DBTX, update string, args ...any) (int64, error) {
+	query := `
+WITH r AS (` + update + `),
+t AS (
+    UPDATE api_tokens SET revoked_at = now()
+    WHERE reviewer_id IN (SELECT id FROM r WHERE ended) AND revoked_at IS NULL
+    RETURNING id
+)
+SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM t)`
+	var accounts, tokens int64
+	if err := db.QueryRow(ctx, query, args...).Scan(&accounts, &tokens); err != nil {
+		return 0, err
 	}
-	return nil
+	if accounts == 0 {
+		return 0, ErrNotFound
+	}
+	return tokens, nil
 }

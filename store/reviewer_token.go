@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,29 +17,54 @@ type APIToken struct {
 	Login      string     `db:"login"` // the reviewer's
 	Name       string     `db:"name"`  // what the token is for, such as "nightly-rerun"
 	CreatedAt  time.Time  `db:"created_at"`
+	ExpiresAt  time.Time  `db:"expires_at"` // from then on the token is refused
 	LastUsedAt *time.Time `db:"last_used_at"`
 	RevokedAt  *time.Time `db:"revoked_at"`
 }
 
-// APITokenInsertParams is a new token of a reviewer.
-type APITokenInsertParams struct {
-	Login     string // the reviewer's login; required
-	Name      string // required
-	TokenHash []byte // SHA-256 of the token; required
+// Expired reports whether the token is past its expiry at now.
+func (t APIToken) Expired(now time.Time) bool { return !now.Before(t.ExpiresAt) }
+
+// ErrTokenExpired means an API token is past its expiry. The error is a
+// *TokenExpiredError saying which token and since when.
+var ErrTokenExpired = errors.New("API token expired")
+
+// TokenExpiredError is an API token past its expiry. It matches
+// ErrTokenExpired with errors.Is.
+type TokenExpiredError struct {
+	TokenID   int64
+	ExpiredAt time.Time
 }
 
+func (e *TokenExpiredError) Error() string {
+	return fmt.Sprintf("API token %d expired at %s", e.TokenID, e.ExpiredAt.UTC().Format(time.RFC3339))
+}
+
+// Is reports whether target is ErrTokenExpired.
+func (e *TokenExpiredError) Is(target error) bool { return target == ErrTokenExpired }
+
+// APITokenInsertParams is a new token of a reviewer.
+type APITokenInsertParams struct {
+	Login     string    // the reviewer's login; required
+	Name      string    // required
+	TokenHash []byte    // SHA-256 of the token; required
+	ExpiresAt time.Time // required; after the creation time (now)
+}
+
+const apiTokenColumns = `id, reviewer_id, name, created_at, expires_at, last_used_at, revoked_at`
+
 const apiTokenInsertSQL = `
-INSERT INTO api_tokens (reviewer_id, name, token_hash)
-SELECT id, $2, $3 FROM reviewers WHERE login = $1
-RETURNING id, reviewer_id, $1::text AS login, name, created_at, last_used_at, revoked_at`
+INSERT INTO api_tokens (reviewer_id, name, token_hash, expires_at)
+SELECT id, $2, $3, $4 FROM reviewers WHERE login = $1
+RETURNING ` + apiTokenColumns + `, $1::text AS login`
 
 // APITokenInsert records a token for the reviewer login. An unknown login
 // returns an error wrapping ErrNotFound; a hash already stored, ErrConflict.
 func (s *Store) APITokenInsert(ctx context.Context, db DBTX, p APITokenInsertParams) (APIToken, error) {
-	if p.Name == "" || len(p.TokenHash) == 0 {
-		return APIToken{}, fmt.Errorf("store.APITokenInsert(%q): name and token hash are required", p.Login)
+	if p.Name == "" || len(p.TokenHash) == 0 || p.ExpiresAt.IsZero() {
+		return APIToken{}, fmt.Errorf("store.APITokenInsert(%q): name, token hash and expiry are required", p.Login)
 	}
-	rows, err := db.Query(ctx, apiTokenInsertSQL, p.Login, CleanText(p.Name), p.TokenHash)
+	rows, err := db.Query(ctx, apiTokenInsertSQL, p.Login, CleanText(p.Name), p.TokenHash, p.ExpiresAt)
 	if err != nil {
 		return APIToken{}, fmt.Errorf("store.APITokenInsert(%q): %w", p.Login, interpretError(err))
 	}
@@ -52,33 +78,48 @@ func (s *Store) APITokenInsert(ctx context.Context, db DBTX, p APITokenInsertPar
 const apiTokenAuthenticateSQL = `
 WITH t AS (
     UPDATE api_tokens SET last_used_at = now()
-    WHERE token_hash = $1 AND revoked_at IS NULL
-    RETURNING reviewer_id
+    WHERE token_hash = $1 AND revoked_at IS NULL AND expires_at > now()
+    RETURNING ` + apiTokenColumns + `
 )
-SELECT r.id, r.login, r.display_name, r.password_hash, r.disabled_at, r.created_at
+SELECT r.id, r.login, r.display_name, r.password_hash, r.disabled_at, r.created_at, r.auth_generation,
+       t.id AS token_id, t.name AS token_name, t.created_at AS token_created_at, t.expires_at AS token_expires_at,
+       t.last_used_at AS token_last_used_at
 FROM reviewers r JOIN t ON t.reviewer_id = r.id
 WHERE r.disabled_at IS NULL`
 
 // APITokenAuthenticate returns the reviewer whose live token has hash
-// tokenHash and records the use. A revoked or unknown token, or one of a
-// disabled reviewer, returns an error wrapping ErrNotFound.
-func (s *Store) APITokenAuthenticate(ctx context.Context, db DBTX, tokenHash []byte) (Reviewer, error) {
-	rows, err := db.Query(ctx, apiTokenAuthenticateSQL, tokenHash)
-	if err != nil {
-		return Reviewer{}, fmt.Errorf("store.APITokenAuthenticate: %w", err)
+// tokenHash, with the token, and records the use. A token past its expiry
+// returns a *TokenExpiredError (ErrTokenExpired); a revoked or unknown
+// token, or one of a disabled reviewer, an error wrapping ErrNotFound.
+func (s *Store) APITokenAuthenticate(ctx context.Context, db DBTX, tokenHash []byte) (Reviewer, APIToken, error) {
+	var r Reviewer
+	var t APIToken
+	err := db.QueryRow(ctx, apiTokenAuthenticateSQL, tokenHash).Scan(&r.ID, &r.Login, &r.Name, &r.PasswordHash, &r.DisabledAt,
+		&r.CreatedAt, &r.AuthGeneration, &t.ID, &t.Name, &t.CreatedAt, &t.ExpiresAt, &t.LastUsedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var expired TokenExpiredError
+		err := db.QueryRow(ctx, `SELECT id, expires_at FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL AND expires_at <= now()`,
+			tokenHash).Scan(&expired.TokenID, &expired.ExpiredAt)
+		if err == nil {
+			return Reviewer{}, APIToken{}, fmt.Errorf("store.APITokenAuthenticate: %w", &expired)
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return Reviewer{}, APIToken{}, fmt.Errorf("store.APITokenAuthenticate: %w", err)
+		}
+		return Reviewer{}, APIToken{}, fmt.Errorf("store.APITokenAuthenticate: %w", ErrNotFound)
 	}
-	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Reviewer])
 	if err != nil {
-		return Reviewer{}, fmt.Errorf("store.APITokenAuthenticate: %w", interpretError(err))
+		return Reviewer{}, APIToken{}, fmt.Errorf("store.APITokenAuthenticate: %w", err)
 	}
-	return r, nil
+	t.ReviewerID, t.Login = r.ID, r.Login
+	return r, t, nil
 }
 
 // APITokenList returns the tokens of login (every reviewer's when login
 // is empty), newest first.
 func (s *Store) APITokenList(ctx context.Context, db DBTX, login string) ([]APIToken, error) {
 	rows, err := db.Query(ctx, `
-SELECT t.id, t.reviewer_id, r.login, t.name, t.created_at, t.last_used_at, t.revoked_at
+SELECT t.id, t.reviewer_id, r.login, t.name, t.created_at, t.expires_at, t.last_used_at, t.revoked_at
 FROM api_tokens t JOIN reviewers r ON r.id = t.reviewer_id
 WHERE $1 = '' OR r.login = $1
 ORDER BY t.created_at DESC, t.id DESC`, login)

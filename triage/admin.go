@@ -12,6 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/xhit/go-str2duration/v2"
+
 	"github.com/extractq/extractq/store"
 )
 
@@ -20,16 +22,49 @@ const AdminUsage = `usage: triage admin COMMAND [flags]
 
   add-reviewer -login NAME [-name "Full Name"] [-password-stdin]
   set-password -login NAME [-password-stdin]
-  disable      -login NAME      (no more logins, sessions or tokens)
+  disable      -login NAME      (no more logins)
   enable       -login NAME
   list                          (the accounts)
-  token create -login NAME -name PURPOSE   (prints the token once)
+  token create -login NAME -name PURPOSE [-expires-in 90d]   (prints the token once)
   token list   [-login NAME]
   token revoke -id N
 
 Passwords are read from the terminal (twice), or with -password-stdin from
-the first line of standard input. They are stored as bcrypt hashes.
+the first line of standard input. They are stored as bcrypt hashes. A
+password must have at least 10 characters (at most 72 bytes) and a zxcvbn
+score of at least 3 of 4:
+no common password, word, name, keyboard pattern or the login alone.
+
+set-password and disable end every session and API token of the account
+at once; enable lets it log in again but brings none of them back.
+
+An API token expires -expires-in after it is made: 90d unless said (units
+w, d, h, m; at most 366d). An expired token is refused (401); make a new
+one.
 `
+
+// DefaultTokenLifetime is how long an API token lives unless token create
+// says otherwise (-expires-in).
+const DefaultTokenLifetime = 90 * 24 * time.Hour
+
+// MaxTokenLifetime is the longest life token create gives a token: no
+// token lives forever.
+const MaxTokenLifetime = 366 * 24 * time.Hour
+
+// tokenLifetime reads -expires-in: a duration in go-str2duration's units
+// (w, d, h, m, s), more than 0 and at most MaxTokenLifetime.
+func tokenLifetime(s string) (time.Duration, error) {
+	d, err := str2duration.ParseDuration(strings.TrimSpace(s))
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("-expires-in %q: want a duration such as 90d, 2w or 12h", s)
+	case d <= 0:
+		return 0, fmt.Errorf("-expires-in %q: want a duration after now, such as 90d", s)
+	case d > MaxTokenLifetime:
+		return 0, fmt.Errorf("-expires-in %q: at most 366d; make a new token when this one expires", s)
+	}
+	return d, nil
+}
 
 // AdminIO is what the admin command reads from and writes to.
 type AdminIO struct {
@@ -143,7 +178,7 @@ func (a admin) addReviewer(args []string) error {
 	if err != nil {
 		return err
 	}
-	hash, err := HashPassword(pw, a.io.BcryptCost)
+	hash, err := HashPassword(pw, a.io.BcryptCost, *login, *name)
 	if err != nil {
 		return err
 	}
@@ -172,19 +207,28 @@ func (a admin) setPassword(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	rv, err := a.st.ReviewerGetByLogin(a.ctx, a.st.Pool, *login)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("no reviewer %q", *login)
+	} else if err != nil {
+		return err
+	}
 	pw, err := a.password(*stdin)
 	if err != nil {
 		return err
 	}
-	hash, err := HashPassword(pw, a.io.BcryptCost)
+	hash, err := HashPassword(pw, a.io.BcryptCost, rv.Login, rv.Name)
 	if err != nil {
 		return err
 	}
+	var revoked int64
 	err = a.st.InTx(a.ctx, func(tx store.DBTX) error {
-		if err := a.st.ReviewerSetPassword(a.ctx, tx, *login, hash); err != nil {
+		var err error
+		if revoked, err = a.st.ReviewerSetPassword(a.ctx, tx, *login, hash); err != nil {
 			return err
 		}
-		return a.audit(tx, store.AuditReviewerUpdate, "password set", map[string]any{"login": *login})
+		return a.audit(tx, store.AuditReviewerUpdate, "password set",
+			map[string]any{"login": *login, "sessions_ended": true, "tokens_revoked": revoked})
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("no reviewer %q", *login)
@@ -192,7 +236,7 @@ func (a admin) setPassword(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.io.Out, "password of %s set\n", *login)
+	fmt.Fprintf(a.io.Out, "password of %s set; %s\n", *login, signInsEnded(revoked))
 	return nil
 }
 
@@ -203,11 +247,17 @@ func (a admin) setDisabled(cmd string, args []string) error {
 		return err
 	}
 	disabled := cmd == "disable"
+	var revoked int64
 	err := a.st.InTx(a.ctx, func(tx store.DBTX) error {
-		if err := a.st.ReviewerSetDisabled(a.ctx, tx, *login, disabled); err != nil {
+		var err error
+		if revoked, err = a.st.ReviewerSetDisabled(a.ctx, tx, *login, disabled); err != nil {
 			return err
 		}
-		return a.audit(tx, store.AuditReviewerUpdate, cmd+"d", map[string]any{"login": *login, "disabled": disabled})
+		after := map[string]any{"login": *login, "disabled": disabled, "tokens_revoked": revoked}
+		if disabled {
+			after["sessions_ended"] = true
+		}
+		return a.audit(tx, store.AuditReviewerUpdate, cmd+"d", after)
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("no reviewer %q", *login)
@@ -215,8 +265,21 @@ func (a admin) setDisabled(cmd string, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.io.Out, "reviewer %s %sd\n", *login, cmd)
+	if disabled {
+		fmt.Fprintf(a.io.Out, "reviewer %s disabled; %s\n", *login, signInsEnded(revoked))
+	} else {
+		fmt.Fprintf(a.io.Out, "reviewer %s enabled; sessions and API tokens ended before stay ended (log in again, token create)\n", *login)
+	}
 	return nil
+}
+
+// signInsEnded says what a password change or a disabling ended.
+func signInsEnded(tokensRevoked int64) string {
+	s := "s"
+	if tokensRevoked == 1 {
+		s = ""
+	}
+	return fmt.Sprintf("every session ended, %d API token%s revoked", tokensRevoked, s)
 }
 
 func (a admin) list() error {
@@ -240,20 +303,28 @@ func (a admin) tokenCreate(args []string) error {
 	fs := a.flags("token create")
 	login := fs.String("login", "", "the reviewer the token acts as")
 	name := fs.String("name", "", "what the token is for, such as nightly-rerun")
+	expiresIn := fs.String("expires-in", "90d", "how long the token lives: w, d, h, m (at most 366d)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *name == "" {
 		return errors.New("-name is required")
 	}
+	life, err := tokenLifetime(*expiresIn)
+	if err != nil {
+		return err
+	}
+	expires := time.Now().Add(life).Truncate(time.Second)
 	token, hash := NewAPIToken()
 	var t store.APIToken
-	err := a.st.InTx(a.ctx, func(tx store.DBTX) error {
+	err = a.st.InTx(a.ctx, func(tx store.DBTX) error {
 		var err error
-		if t, err = a.st.APITokenInsert(a.ctx, tx, store.APITokenInsertParams{Login: *login, Name: *name, TokenHash: hash}); err != nil {
+		if t, err = a.st.APITokenInsert(a.ctx, tx, store.APITokenInsertParams{Login: *login, Name: *name, TokenHash: hash,
+			ExpiresAt: expires}); err != nil {
 			return err
 		}
-		return a.audit(tx, store.AuditTokenCreate, "", map[string]any{"login": *login, "token_id": t.ID, "name": *name})
+		return a.audit(tx, store.AuditTokenCreate, "", map[string]any{"login": *login, "token_id": t.ID, "name": *name,
+			"expires_at": t.ExpiresAt.UTC()})
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("no reviewer %q", *login)
@@ -261,7 +332,8 @@ func (a admin) tokenCreate(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.io.Out, "token %d for %s (%s); it is shown once:\n%s\n", t.ID, t.Login, t.Name, token)
+	fmt.Fprintf(a.io.Out, "token %d for %s (%s), expires %s; it is shown once:\n%s\n",
+		t.ID, t.Login, t.Name, t.ExpiresAt.UTC().Format(time.DateTime+" MST"), token)
 	return nil
 }
 
@@ -283,16 +355,21 @@ func (a admin) tokenList(args []string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tLOGIN\tNAME\tCREATED\tLAST USED\tSTATE")
+	fmt.Fprintln(tw, "ID\tLOGIN\tNAME\tCREATED\tEXPIRES\tLAST USED\tSTATE")
+	now := time.Now()
 	for _, t := range ts {
 		used, state := "never", "live"
 		if t.LastUsedAt != nil {
 			used = t.LastUsedAt.UTC().Format(time.DateTime)
 		}
-		if t.RevokedAt != nil {
+		switch {
+		case t.RevokedAt != nil:
 			state = "revoked"
+		case t.Expired(now):
+			state = "expired"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Login, Visible(t.Name), t.CreatedAt.UTC().Format(time.DateOnly), used, state)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Login, Visible(t.Name), t.CreatedAt.UTC().Format(time.DateOnly),
+			t.ExpiresAt.UTC().Format(time.DateTime), used, state)
 	}
 	return tw.Flush()
 }

@@ -76,15 +76,13 @@ func checkParams(r *http.Request, params []string) error {
 	return nil
 }
 
-// maxJSONBody bounds a JSON request body.
-const maxJSONBody = 2 << 20
-
 // decodeBody reads a JSON body into v; an empty body leaves v as it is.
+// The body is capped by its route's limit (limitBody); one over it is
+// ErrTooLarge.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
-	r.Body = http.MaxBytesReader(w, r.Body, maxJSONBody)
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
-		return invalidf("cannot read the body: %v", err)
+		return bodyError(r, "body", err)
 	}
 	if len(strings.TrimSpace(string(b))) == 0 {
 		return nil
@@ -174,9 +172,15 @@ func apiItemOf(it store.TriageQueueItem) apiItem {
 		DecisionReason: it.DecisionReason, RerunNo: it.RerunNo, CreatedAt: it.CreatedAt}
 }
 
+// apiMe says who is asking; with an API token, which token and when it
+// expires.
 func (s *Server) apiMe(w http.ResponseWriter, r *http.Request) error {
 	rv := reviewerFrom(r.Context())
-	writeJSON(w, http.StatusOK, map[string]any{"login": rv.Login, "name": rv.Name, "local": s.localOnly()})
+	me := map[string]any{"login": rv.Login, "name": rv.Name, "local": s.localOnly()}
+	if t := tokenFrom(r.Context()); t != nil {
+		me["token"] = map[string]any{"id": t.ID, "name": t.Name, "created_at": t.CreatedAt, "expires_at": t.ExpiresAt}
+	}
+	writeJSON(w, http.StatusOK, me)
 	return nil
 }
 

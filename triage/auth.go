@@ -33,15 +33,13 @@ import (
 // cookie and need no CSRF token. With LocalOnly, every request acts as
 // the reviewer "local", still with a session and CSRF token.
 
-// MinPasswordLength is the shortest password the admin command accepts.
-const MinPasswordLength = 10
-
 // LocalReviewer is who acts when the server runs without accounts.
 var LocalReviewer = store.Reviewer{Login: "local", Name: "local (no accounts configured)"}
 
 // Session keys.
 const (
 	sessReviewer = "reviewer_id"
+	sessAuthGen  = "auth_generation" // the account's AuthGeneration at login
 	sessCSRF     = "csrf"
 	sessFlash    = "flash"
 	sessFlashErr = "flash_err"
@@ -52,6 +50,7 @@ type ctxKey int
 const (
 	ctxReviewer ctxKey = iota
 	ctxVia
+	ctxToken // the *store.APIToken of a request made with one
 )
 
 // reviewerFrom returns the reviewer of an authenticated request.
@@ -70,14 +69,11 @@ func viaFrom(ctx context.Context) string {
 }
 
 // HashPassword returns the bcrypt hash of password at cost (0 means
-// bcrypt.DefaultCost). Passwords shorter than MinPasswordLength, or longer
-// than bcrypt's 72 bytes, are refused.
-func HashPassword(password string, cost int) (string, error) {
-	if len([]rune(password)) < MinPasswordLength {
-		return "", fmt.Errorf("password: at least %d characters", MinPasswordLength)
-	}
-	if len(password) > 72 {
-		return "", errors.New("password: at most 72 bytes")
+// bcrypt.DefaultCost). A password that CheckPassword refuses, given
+// userInputs (the account's login and name), is refused with its error.
+func HashPassword(password string, cost int, userInputs ...string) (string, error) {
+	if err := CheckPassword(password, userInputs...); err != nil {
+		return "", err
 	}
 	if cost == 0 {
 		cost = bcrypt.DefaultCost
@@ -138,24 +134,33 @@ func (s *Server) checkCSRF(r *http.Request) error {
 	if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
 		return fmt.Errorf("%w: cross-site request", ErrForbidden)
 	}
+	own := s.ownOrigin(r)
 	switch o := r.Header.Get("Origin"); o {
 	case "", "null":
 		// No origin to go by (an older or stricter browser, a privacy
 		// setting, a sandboxed frame): the Referer, when sent, must be a
 		// page of this origin. Without either, the CSRF token guards.
-		if ref := r.Header.Get("Referer"); ref != "" && !refererOfThisOrigin(r, ref) {
-			return fmt.Errorf("%w: request from a page of another origin (Referer)", ErrForbidden)
+		if ref := r.Header.Get("Referer"); ref != "" {
+			if ro, ok := originOf(ref); !ok || ro != own {
+				return fmt.Errorf("%w: request from a page of another origin (Referer)%s", ErrForbidden, s.originHint(ro, own))
+			}
 		}
 	default:
-		u, err := url.Parse(o)
-		if err != nil || !strings.EqualFold(u.Host, r.Host) {
-			return fmt.Errorf("%w: request from another origin", ErrForbidden)
+		if oo, ok := originOf(o); !ok || oo != own {
+			return fmt.Errorf("%w: request from another origin%s", ErrForbidden, s.originHint(oo, own))
 		}
 	}
 	want := s.sessions.GetString(r.Context(), sessCSRF)
 	got := r.Header.Get("X-CSRF-Token")
 	if got == "" {
-		got = r.PostFormValue("csrf_token")
+		// The form is read within the route's body limit (limitBody); a
+		// form cut at the limit is refused as too large, other errors of
+		// the form leave the token missing.
+		var mbe *http.MaxBytesError
+		if err := r.ParseForm(); errors.As(err, &mbe) {
+			return tooLarge(r, mbe.Limit)
+		}
+		got = r.PostForm.Get("csrf_token")
 	}
 	if want == "" || got == "" || subtle.ConstantTimeCompare([]byte(want), []byte(got)) != 1 {
 		return fmt.Errorf("%w: missing or stale CSRF token; reload the page", ErrForbidden)
@@ -163,15 +168,20 @@ func (s *Server) checkCSRF(r *http.Request) error {
 	return nil
 }
 
-// refererOfThisOrigin reports whether a Referer names a page of the
-// request's own origin: the same scheme (requestScheme) and host.
-func refererOfThisOrigin(r *http.Request, ref string) bool {
-	u, err := url.Parse(ref)
-	return err == nil && u.Host != "" && strings.EqualFold(u.Scheme, requestScheme(r)) && strings.EqualFold(u.Host, r.Host)
+// originHint says, when a refused origin differs from the server's own
+// by its scheme only and no PublicURL is set, that the server may be
+// behind a TLS proxy.
+func (s *Server) originHint(got, own origin) string {
+	if s.publicOrigin != nil || got.host != own.host || got.scheme == own.scheme {
+		return ""
+	}
+	return fmt.Sprintf(" (%s, not %s; behind a TLS proxy, start triage with -public-url %s)", got, own, got)
 }
 
 // sessionReviewer returns the reviewer logged in on the request's
-// session, or nil. A disabled or deleted account ends the session.
+// session, or nil. A disabled or deleted account ends the session, and so
+// does a password change or a disabling since the login (the account's
+// AuthGeneration is no longer the one the session logged in under).
 func (s *Server) sessionReviewer(r *http.Request) (*store.Reviewer, error) {
 	if s.localOnly() {
 		rv := LocalReviewer
@@ -183,7 +193,7 @@ func (s *Server) sessionReviewer(r *http.Request) (*store.Reviewer, error) {
 		return nil, nil
 	}
 	rv, err := s.st.ReviewerGetByID(ctx, s.st.Pool, id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && rv.Disabled()) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && (rv.Disabled() || rv.AuthGeneration != s.sessions.GetInt64(ctx, sessAuthGen))) {
 		_ = s.sessions.Destroy(ctx)
 		return nil, nil
 	}
@@ -194,24 +204,36 @@ func (s *Server) sessionReviewer(r *http.Request) (*store.Reviewer, error) {
 }
 
 // bearerReviewer authenticates an "Authorization: Bearer" API token. ok
-// is false when the request has no such header.
-func (s *Server) bearerReviewer(r *http.Request) (rv *store.Reviewer, ok bool, err error) {
+// is false when the request has no such header. A token past its expiry
+// is refused (401) with when it expired and what to do.
+func (s *Server) bearerReviewer(r *http.Request) (rv *store.Reviewer, tok *store.APIToken, ok bool, err error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return nil, false, nil
+		return nil, nil, false, nil
 	}
 	scheme, token, found := strings.Cut(h, " ")
 	if !found || !strings.EqualFold(scheme, "Bearer") || !strings.HasPrefix(token, APITokenPrefix) {
-		return nil, true, fmt.Errorf("%w: want Authorization: Bearer %s<token>", ErrUnauthenticated, APITokenPrefix)
+		return nil, nil, true, fmt.Errorf("%w: want Authorization: Bearer %s<token>", ErrUnauthenticated, APITokenPrefix)
 	}
-	got, err := s.st.APITokenAuthenticate(r.Context(), s.st.Pool, hashToken(strings.TrimSpace(token)))
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, true, fmt.Errorf("%w: unknown or revoked token", ErrUnauthenticated)
+	got, t, err := s.st.APITokenAuthenticate(r.Context(), s.st.Pool, hashToken(strings.TrimSpace(token)))
+	var expired *store.TokenExpiredError
+	switch {
+	case errors.As(err, &expired):
+		return nil, nil, true, fmt.Errorf("%w: API token %d expired at %s; make a new one (triage admin token create)",
+			ErrUnauthenticated, expired.TokenID, expired.ExpiredAt.UTC().Format(time.RFC3339))
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil, true, fmt.Errorf("%w: unknown or revoked token", ErrUnauthenticated)
+	case err != nil:
+		return nil, nil, true, err
 	}
-	if err != nil {
-		return nil, true, err
-	}
-	return &got, true, nil
+	return &got, &t, true, nil
+}
+
+// tokenFrom returns the API token a request authenticated with, or nil
+// for a session.
+func tokenFrom(ctx context.Context) *store.APIToken {
+	t, _ := ctx.Value(ctxToken).(*store.APIToken)
+	return t
 }
 
 // handlerFunc is a handler that returns its error for one place to map to
@@ -266,9 +288,12 @@ func (s *Server) page(h handlerFunc) http.Handler {
 // api wraps a JSON API route: an API token, or a session with the CSRF
 // check. Errors are JSON.
 func (s *Server) api(h handlerFunc) http.Handler {
-	run := func(w http.ResponseWriter, r *http.Request, rv *store.Reviewer) {
+	run := func(w http.ResponseWriter, r *http.Request, rv *store.Reviewer, tok *store.APIToken) {
 		ctx := context.WithValue(r.Context(), ctxReviewer, rv)
 		ctx = context.WithValue(ctx, ctxVia, store.ViaAPI)
+		if tok != nil {
+			ctx = context.WithValue(ctx, ctxToken, tok)
+		}
 		if err := h(w, r.WithContext(ctx)); err != nil {
 			s.apiError(w, r, err)
 		}
@@ -291,25 +316,27 @@ func (s *Server) api(h handlerFunc) http.Handler {
 			s.apiError(w, r, err)
 			return
 		}
-		run(w, r, rv)
+		run(w, r, rv, nil)
 	}))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		noStore(w)
-		rv, hasToken, err := s.bearerReviewer(r)
+		rv, tok, hasToken, err := s.bearerReviewer(r)
 		switch {
 		case err != nil:
 			s.apiError(w, r, err)
 		case hasToken:
-			run(w, r, rv)
+			run(w, r, rv, tok)
 		default:
 			withSession.ServeHTTP(w, r)
 		}
 	})
 }
 
-// loginLimiter returns whether another login attempt keyed by key is
-// allowed now.
-func (s *Server) loginAllowed(keys ...string) bool {
+// loginAllowed returns whether another login attempt keyed by keys is
+// allowed now. When it is not, first is true if this is the first refusal
+// of one of the keys within a minute: only those are audited, so a flood
+// of attempts cannot flood the append-only audit log.
+func (s *Server) loginAllowed(keys ...string) (ok, first bool) {
 	s.limMu.Lock()
 	defer s.limMu.Unlock()
 	now := time.Now()
@@ -320,7 +347,7 @@ func (s *Server) loginAllowed(keys ...string) bool {
 			}
 		}
 	}
-	ok := true
+	ok = true
 	for _, k := range keys {
 		e := s.limiters[k]
 		if e == nil {
@@ -331,9 +358,35 @@ func (s *Server) loginAllowed(keys ...string) bool {
 		e.seen = now
 		if !e.lim.Allow() {
 			ok = false
+			if now.Sub(e.refusalAudited) >= time.Minute {
+				e.refusalAudited, first = now, true
+			}
 		}
 	}
-	return ok
+	return ok, first
+}
+
+// Why a login failed, as the audit log says (audit_log.reason of a
+// login_failed entry).
+const (
+	loginFailedUnknown  = "unknown account"
+	loginFailedPassword = "wrong password"
+	loginFailedDisabled = "account disabled"
+	loginFailedThrottle = "too many attempts"
+	loginFailedLocal    = "serving without login: no account may log in"
+)
+
+// auditLoginFailed records a failed login: the login tried (when it is
+// not a valid login, actor says so and after holds it quoted, so that
+// no control or bidi character reaches a page), why, and the client's
+// address. The password is never recorded.
+func (s *Server) auditLoginFailed(ctx context.Context, login, reason, remote string) error {
+	actor, after := login, map[string]any{"remote": remote}
+	if !store.ValidLogin(login) {
+		actor, after["login"] = "(not a login)", quoteValue(login)
+	}
+	return s.st.AuditInsert(ctx, s.st.Pool, store.AuditInsertParams{Actor: actor, Via: store.ViaUI,
+		Action: store.AuditLoginFailed, Reason: reason, After: after})
 }
 
 type loginData struct {
@@ -356,8 +409,13 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
 	password := r.PostFormValue("password")
 	next := safeNext(r.PostFormValue("next"))
 	host, _, _ := net.SplitHostPort(r.RemoteAddr)
-	if !s.loginAllowed("login:"+login, "addr:"+host) {
-		s.log.Warn("login attempts limited", zap.String("login", login), zap.String("remote", host))
+	if ok, first := s.loginAllowed("login:"+login, "addr:"+host); !ok {
+		if first {
+			s.log.Warn("login attempts limited", zap.String("login", login), zap.String("remote", host))
+			if err := s.auditLoginFailed(ctx, login, loginFailedThrottle, host); err != nil {
+				return err
+			}
+		}
 		return s.render(w, r, http.StatusTooManyRequests, "login", "Log in",
 			loginData{Next: next, Login: login, Error: "Too many attempts; wait a minute."})
 	}
@@ -376,7 +434,22 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
 	}
 	cmpErr := bcrypt.CompareHashAndPassword(hash, []byte(password))
 	if err != nil || cmpErr != nil || rv.Disabled() || s.localOnly() {
-		s.log.Info("login failed", zap.String("login", login), zap.String("remote", host))
+		why := loginFailedPassword
+		switch {
+		case s.localOnly():
+			why = loginFailedLocal
+		case err != nil:
+			why = loginFailedUnknown
+		case cmpErr != nil:
+		case rv.Disabled():
+			why = loginFailedDisabled
+		}
+		s.log.Info("login failed", zap.String("login", login), zap.String("remote", host), zap.String("reason", why))
+		if err := s.auditLoginFailed(ctx, login, why, host); err != nil {
+			return err
+		}
+		// The page says the same whatever the reason, so it tells no one
+		// which logins exist.
 		return s.render(w, r, http.StatusUnauthorized, "login", "Log in",
 			loginData{Next: next, Login: login, Error: "Wrong login or password."})
 	}
@@ -386,6 +459,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.sessions.Put(ctx, sessReviewer, rv.ID)
+	s.sessions.Put(ctx, sessAuthGen, rv.AuthGeneration)
 	s.sessions.Put(ctx, sessCSRF, randomToken())
 	if err := s.st.AuditInsert(ctx, s.st.Pool, store.AuditInsertParams{Actor: rv.Login, Via: store.ViaUI, Action: store.AuditLogin}); err != nil {
 		return err
@@ -408,10 +482,32 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// safeNext returns next if it is a path on this site, else "/".
+// maxNextLen bounds the page a login returns to (the next parameter).
+const maxNextLen = 2048
+
+// safeNext returns next if it is a path of this site, with an optional
+// query, else "/". The rule keeps the login from sending a reviewer to
+// another site (an open redirect): next must start with one '/' (two, or
+// a '/' and a '\', would name another host), and may hold only
+// printable ASCII without a backslash or '#', since browsers drop TAB, LF
+// and CR anywhere in a URL ("/\t/evil.example" becomes
+// "//evil.example"), trim spaces and controls at its ends, and read '\'
+// as '/' (WHATWG URL Standard, "basic URL parser"). Percent-encoded bytes
+// stay as they are: a browser does not decode them in a Location path, so
+// "/%09/evil.example" is a path of this site. What is left must parse
+// (net/url) as a path without scheme, host or user.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") ||
-		strings.ContainsAny(next, "\r\n") {
+	if next == "" || len(next) > maxNextLen || next[0] != '/' || strings.HasPrefix(next, "//") {
+		return "/"
+	}
+	for i := 0; i < len(next); i++ {
+		if c := next[i]; c <= ' ' || c >= 0x7f || c == '\\' || c == '#' {
+			return "/"
+		}
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" ||
+		!strings.HasPrefix(u.EscapedPath(), "/") || strings.HasPrefix(u.EscapedPath(), "//") {
 		return "/"
 	}
 	return next

@@ -57,6 +57,8 @@
 // Sessions live in Postgres (alexedwards/scs, pgxstore) behind an
 // HttpOnly, Secure, SameSite=Lax cookie; every state-changing request made
 // with a session carries the session's CSRF token and must come from this
-// origin. Claims are leases taken with FOR UPDATE SKIP LOCKED; every
+// origin: the same scheme, host and port (Config.PublicURL behind a
+// proxy). Request bodies are capped per route before anything reads them
+// (body_limit.go). Claims are leases taken with FOR UPDATE SKIP LOCKED; every
 // action is written to the audit log in the transaction that makes it.
 package triage

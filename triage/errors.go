@@ -51,6 +51,8 @@ var statusTable = []struct {
 	{store.ErrConflict, http.StatusConflict},
 	{ErrUnprocessable, http.StatusUnprocessableEntity},
 	{ErrTooManyRequests, http.StatusTooManyRequests},
+	{ErrTooLarge, http.StatusRequestEntityTooLarge},
+	{ErrUnsupportedMediaType, http.StatusUnsupportedMediaType},
 }
 
 // statusOf returns the HTTP status of err: the first category it wraps,
@@ -84,6 +86,10 @@ func codeOf(status int) string {
 		return "unprocessable"
 	case http.StatusTooManyRequests:
 		return "too_many_requests"
+	case http.StatusRequestEntityTooLarge:
+		return "too_large"
+	case http.StatusUnsupportedMediaType:
+		return "unsupported_media_type"
 	}
 	return "internal"
 }
@@ -139,7 +145,8 @@ func publicMessage(err error, status int) string {
 	if errors.As(err, &ve) {
 		return ve.Msg
 	}
-	for _, own := range []error{ErrInvalid, ErrUnauthenticated, ErrForbidden, ErrNotFound, ErrConflict, ErrTooManyRequests} {
+	for _, own := range []error{ErrInvalid, ErrUnauthenticated, ErrForbidden, ErrNotFound, ErrConflict, ErrTooManyRequests,
+		ErrTooLarge, ErrUnsupportedMediaType} {
 		if errors.Is(err, own) {
 			return err.Error() // written by a handler: no internal detail
 		}

@@ -1,6 +1,7 @@
 package triage_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -66,6 +67,7 @@ type bundle struct {
 	st      *store.Store
 	srv     *triage.Server
 	ts      *httptest.Server
+	origin  string // what a page of the server sends as Origin: ts.URL, or Config.PublicURL
 	schemas map[string]triage.SchemaEntry
 	batch   string
 	q       *queuetest.Bundle
@@ -76,6 +78,9 @@ type bundleOpts struct {
 	stream   bool                 // publish re-runs to a private stream
 	local    bool                 // LocalOnly: no accounts
 	registry *prometheus.Registry // Config.Registry
+	logins   int                  // Config.LoginsPerMinute; 0 for the default
+	plain    bool                 // serve plain HTTP (and InsecureCookies), not TLS
+	public   string               // Config.PublicURL
 }
 
 func loadSchemas(t testing.TB) map[string]triage.SchemaEntry {
@@ -96,7 +101,8 @@ func newBundle(t testing.TB, o bundleOpts) *bundle {
 	ctx := context.Background()
 	b := &bundle{st: storetest.NewStore(t), schemas: loadSchemas(t)}
 	cfg := triage.Config{Store: b.st, Schemas: b.schemas, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
-		LocalOnly: o.local, LocalCheckEvery: 100e6, PollInterval: 200e6, Registry: o.registry}
+		LocalOnly: o.local, LocalCheckEvery: 100e6, PollInterval: 200e6, Registry: o.registry, LoginsPerMinute: o.logins,
+		InsecureCookies: o.plain, PublicURL: o.public}
 	if o.stream {
 		b.q = queuetest.NewStream(t)
 		cfg.Publisher = queue.NewPublisher(b.q.JS, b.q.NATS)
@@ -106,7 +112,12 @@ func newBundle(t testing.TB, o bundleOpts) *bundle {
 		t.Fatal(err)
 	}
 	b.srv = srv
-	b.ts = httptest.NewTLSServer(srv.Handler())
+	if o.plain {
+		b.ts = httptest.NewServer(srv.Handler())
+	} else {
+		b.ts = httptest.NewTLSServer(srv.Handler())
+	}
+	b.origin = cmp.Or(o.public, b.ts.URL)
 	t.Cleanup(func() {
 		srv.Close()
 		b.ts.Close()
@@ -256,7 +267,7 @@ func (c *client) post(path string, form url.Values) response {
 	}
 	req, _ := http.NewRequest(http.MethodPost, c.b.ts.URL+path, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Origin", c.b.ts.URL)
+	req.Header.Set("Origin", c.b.origin)
 	return c.do(req)
 }
 

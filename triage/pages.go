@@ -220,15 +220,11 @@ func (s *Server) claimNextPage(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// maxFormBytes bounds a posted editor form.
-const maxFormBytes = 2 << 20
-
 // submittedRecord reads the record an editor form posts: the raw JSON
 // view (mode=raw) or the generated form.
 func (s *Server) submittedRecord(w http.ResponseWriter, r *http.Request, it *itemState) (any, extracttype.ErrorList, error) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-	if err := r.ParseForm(); err != nil {
-		return nil, nil, invalidf("cannot read the form: %v", err)
+	if err := r.ParseForm(); err != nil { // capped at MaxRecordBody (Install)
+		return nil, nil, bodyError(r, "form", err)
 	}
 	if r.PostForm.Get("mode") == "raw" {
 		raw := r.PostForm.Get("record")

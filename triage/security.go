@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"unicode/utf8"
 )
@@ -16,7 +17,7 @@ const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 	"connect-src 'self'; font-src 'self'; form-action 'self'; base-uri 'none'; object-src 'none'; frame-ancestors 'none'"
 
 // securityHeaders sets the headers every response carries.
-func securityHeaders(next http.Handler) http.Handler {
+func (s *Server) securityHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Content-Security-Policy", ContentSecurityPolicy)
@@ -26,21 +27,64 @@ func securityHeaders(next http.Handler) http.Handler {
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
 		h.Set("Cross-Origin-Resource-Policy", "same-origin")
 		h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=()")
-		if requestScheme(r) == "https" {
+		if s.ownOrigin(r).scheme == "https" {
 			h.Set("Strict-Transport-Security", "max-age=31536000")
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// requestScheme is the scheme the client used: https when the request
-// came over TLS or through a proxy saying so (X-Forwarded-Proto), else
-// http. It decides HSTS and the Referer check of checkCSRF.
-func requestScheme(r *http.Request) string {
-	if r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https") {
-		return "https"
+// origin is a web origin (RFC 6454): a scheme and a host with its port,
+// lower case, the port left out when it is the scheme's default.
+type origin struct {
+	scheme, host string
+}
+
+func (o origin) String() string { return o.scheme + "://" + o.host }
+
+// originOf returns the origin of an absolute http or https URL, such as
+// an Origin or Referer header; ok is false for anything else.
+func originOf(rawURL string) (o origin, ok bool) {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" || u.Opaque != "" || u.User != nil {
+		return origin{}, false
 	}
-	return "http"
+	o.scheme = strings.ToLower(u.Scheme)
+	if o.scheme != "http" && o.scheme != "https" {
+		return origin{}, false
+	}
+	return origin{o.scheme, normalHost(o.scheme, u.Host)}, true
+}
+
+// normalHost lower-cases a host[:port] and drops the port when it is the
+// scheme's default (80 for http, 443 for https), as browsers send it.
+func normalHost(scheme, hostport string) string {
+	hostport = strings.ToLower(hostport)
+	if h, port, err := net.SplitHostPort(hostport); err == nil &&
+		((scheme == "http" && port == "80") || (scheme == "https" && port == "443")) {
+		if strings.Contains(h, ":") {
+			return "[" + h + "]"
+		}
+		return h
+	}
+	return hostport
+}
+
+// ownOrigin is the origin the client reached the server at: the
+// configured PublicURL's when there is one (behind a proxy), else https
+// when the request came over TLS and http when not, with the request's
+// Host. A client's X-Forwarded-Proto is not trusted: behind a
+// TLS-terminating proxy, set PublicURL. It decides the origin checks of
+// checkCSRF and HSTS.
+func (s *Server) ownOrigin(r *http.Request) origin {
+	if s.publicOrigin != nil {
+		return *s.publicOrigin
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return origin{scheme, normalHost(scheme, r.Host)}
 }
 
 // noStore keeps pages with customer text out of caches.

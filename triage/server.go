@@ -9,6 +9,7 @@ import (
 	"html/template"
 	"net"
 	"net/http"
+	"net/url"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -57,6 +58,15 @@ type Config struct {
 	// LocalCheckEvery is how often a LocalOnly server looks for a
 	// reviewer account. Default 5s.
 	LocalCheckEvery time.Duration
+	// PublicURL is the origin reviewers open the server at, such as
+	// "https://triage.example.com": needed when it is not the one the
+	// server sees, as behind a TLS-terminating proxy, where the server
+	// sees plain HTTP. When set, a POST made with a session must come
+	// from exactly this scheme, host and port (Origin, or Referer), and
+	// HSTS is sent when it is https. Empty means the request's own
+	// origin: https when the request came over TLS, else http, with the
+	// request's Host. A client's X-Forwarded-Proto is not trusted.
+	PublicURL string
 	// InsecureCookies sends the session cookie without the Secure flag,
 	// for trials over plain HTTP on a host other than localhost. Never in
 	// production.
@@ -103,7 +113,30 @@ func (c Config) validate() error {
 			return fmt.Errorf("triage.Config: Schemas[%q] has no schema", id)
 		}
 	}
+	if c.PublicURL != "" {
+		if _, err := parsePublicURL(c.PublicURL); err != nil {
+			return fmt.Errorf("triage.Config: PublicURL: %w", err)
+		}
+	}
 	return nil
+}
+
+// parsePublicURL returns the origin of Config.PublicURL: an http or https
+// URL with a host and nothing after it but an optional "/".
+func parsePublicURL(raw string) (origin, error) {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return origin{}, fmt.Errorf("%q: %v", raw, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return origin{}, fmt.Errorf("%q: want an http:// or https:// URL, such as https://triage.example.com", raw)
+	case u.Host == "" || u.User != nil:
+		return origin{}, fmt.Errorf("%q: want a host and no user, such as https://triage.example.com", raw)
+	case (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
+		return origin{}, fmt.Errorf("%q: want only a scheme and host (and port), such as https://triage.example.com: the server serves at /", raw)
+	}
+	o, _ := originOf(raw)
+	return o, nil
 }
 
 // Server is the triage web UI and JSON API. Make one with New, register
@@ -118,6 +151,8 @@ type Server struct {
 	docs     map[string]schemaNode // schema documents by id, for the editor
 	hub      *hub
 	metrics  *metrics // nil without Config.Registry
+
+	publicOrigin *origin // Config.PublicURL's; nil without it
 
 	limMu    sync.Mutex
 	limiters map[string]*limiterEntry
@@ -175,8 +210,9 @@ func (s *Server) every(interval time.Duration, tick func() (done bool)) {
 }
 
 type limiterEntry struct {
-	lim  *rate.Limiter
-	seen time.Time
+	lim            *rate.Limiter
+	seen           time.Time
+	refusalAudited time.Time // when a refusal was last audited
 }
 
 // New returns a Server for cfg. Sessions live in Postgres (table
@@ -198,6 +234,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Registry != nil {
 		s.metrics = newMetrics(cfg.Registry, cfg.Store)
+	}
+	if cfg.PublicURL != "" {
+		o, _ := parsePublicURL(cfg.PublicURL) // checked by validate
+		s.publicOrigin = &o
 	}
 	for id, e := range cfg.Schemas {
 		var doc schemaNode
@@ -259,8 +299,9 @@ func (s *Server) Close() {
 	s.closeOnce.Do(func() { close(s.closing) })
 }
 
-// Handler returns every route behind the security headers (and, with
-// LocalOnly, the loopback host check).
+// Handler returns every route behind the security headers, the body
+// limit of the largest route (MaxRecordBody; each route has its own as
+// well, see Install) and, with LocalOnly, the loopback host check.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	s.Install(mux)
@@ -268,21 +309,24 @@ func (s *Server) Handler() http.Handler {
 	if s.cfg.LocalOnly {
 		h = loopbackOnly(h)
 	}
-	return securityHeaders(h)
+	return s.securityHeaders(s.limitBody(MaxRecordBody, h))
 }
 
 // Install registers the triage routes on outer, with Go 1.22 method
 // patterns, each counted by the server's metrics when it has a Registry. Pages need a session; the JSON API under /api/v1/ takes a
 // session or an API token, and refuses query parameters a route does not
 // take. Every state-changing request made with a session must carry the
-// session's CSRF token.
+// session's CSRF token. Every route caps its request body before anything
+// reads it (limitBody): MaxRecordBody for the routes that take the
+// editor's record, MaxLoginBody for the login, MaxBody for the others; a
+// multipart body is refused everywhere.
 func (s *Server) Install(outer *http.ServeMux) {
-	mux := instrumentedMux{outer, s.metrics}
+	mux := instrumentedMux{outer, s}
 	// Public.
 	mux.Handle("GET /static/", staticHandler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.Handle("GET /login", s.public(s.loginPage))
-	mux.Handle("POST /login", s.public(s.login))
+	mux.handleLimit("POST /login", MaxLoginBody, s.public(s.login))
 	mux.Handle("POST /logout", s.page(s.logout))
 
 	// Pages.
@@ -293,8 +337,8 @@ func (s *Server) Install(outer *http.ServeMux) {
 	mux.Handle("GET /items/{id}", s.page(s.itemPage))
 	mux.Handle("POST /items/{id}/claim", s.page(s.claimPage))
 	mux.Handle("POST /items/{id}/release", s.page(s.releasePage))
-	mux.Handle("POST /items/{id}/check", s.page(s.checkPage))
-	mux.Handle("POST /items/{id}/approve", s.page(s.approvePage))
+	mux.handleLimit("POST /items/{id}/check", MaxRecordBody, s.page(s.checkPage))
+	mux.handleLimit("POST /items/{id}/approve", MaxRecordBody, s.page(s.approvePage))
 	mux.Handle("POST /items/{id}/reject", s.page(s.rejectPage))
 	mux.Handle("POST /items/{id}/rerun", s.page(s.rerunPage))
 	mux.Handle("GET /rerun", s.page(s.bulkRerunPage))
@@ -305,6 +349,9 @@ func (s *Server) Install(outer *http.ServeMux) {
 	// JSON API. Each route takes the query parameters named here and
 	// refuses others (takes).
 	api := func(pattern string, params []string, h handlerFunc) { mux.Handle(pattern, s.api(takes(params, h))) }
+	apiRecord := func(pattern string, params []string, h handlerFunc) {
+		mux.handleLimit(pattern, MaxRecordBody, s.api(takes(params, h)))
+	}
 	api("GET /api/v1/me", nil, s.apiMe)
 	api("GET /api/v1/items", itemsParams, s.apiItems)
 	api("GET /api/v1/items/counts", filterParams, s.apiCounts)
@@ -312,8 +359,8 @@ func (s *Server) Install(outer *http.ServeMux) {
 	api("GET /api/v1/items/{id}", nil, s.apiItem)
 	api("POST /api/v1/items/{id}/claim", nil, s.apiClaim)
 	api("POST /api/v1/items/{id}/release", nil, s.apiRelease)
-	api("POST /api/v1/items/{id}/validate", nil, s.apiValidate)
-	api("POST /api/v1/items/{id}/approve", nil, s.apiApprove)
+	apiRecord("POST /api/v1/items/{id}/validate", nil, s.apiValidate)
+	apiRecord("POST /api/v1/items/{id}/approve", nil, s.apiApprove)
 	api("POST /api/v1/items/{id}/reject", nil, s.apiReject)
 	api("POST /api/v1/items/{id}/rerun", nil, s.apiRerun)
 	api("GET /api/v1/rerun/count", filterParams, s.apiBulkCount)
@@ -333,14 +380,19 @@ func (s *Server) Install(outer *http.ServeMux) {
 }
 
 // instrumentedMux registers handlers on a ServeMux, each counted and
-// timed under its pattern (metrics.instrument).
+// timed under its pattern (metrics.instrument) and with its body limit
+// (limitBody; MaxBody unless handleLimit says otherwise).
 type instrumentedMux struct {
 	*http.ServeMux
-	m *metrics
+	s *Server
 }
 
 func (im instrumentedMux) Handle(pattern string, h http.Handler) {
-	im.ServeMux.Handle(pattern, im.m.instrument(pattern, h))
+	im.handleLimit(pattern, MaxBody, h)
+}
+
+func (im instrumentedMux) handleLimit(pattern string, limit int64, h http.Handler) {
+	im.ServeMux.Handle(pattern, im.s.metrics.instrument(pattern, im.s.limitBody(limit, h)))
 }
 
 func (im instrumentedMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
@@ -426,7 +478,8 @@ func Run(ctx context.Context, addr string, cfg Config) error {
 		return fmt.Errorf("triage.Run: %w", err)
 	}
 	log.Info("triage listening", zap.String("addr", ln.Addr().String()), zap.Bool("local_only", cfg.LocalOnly),
-		zap.Int("reviewers", n), zap.Bool("publisher", cfg.Publisher != nil), zap.Strings("schemas", s.schemaIDs()))
+		zap.Int("reviewers", n), zap.Bool("publisher", cfg.Publisher != nil), zap.Strings("schemas", s.schemaIDs()),
+		zap.String("public_url", cfg.PublicURL))
 	return Serve(ctx, ln, s.Handler(), s.Close, log)
 }
 

@@ -3,7 +3,7 @@
 //
 // Usage:
 //
-//	triage [serve] [-addr ADDR] [-metrics-addr ADDR] [-config FILE] [-lease D] [-insecure-cookies] [-log-level LEVEL]
+//	triage [serve] [-addr ADDR] [-public-url URL] [-metrics-addr ADDR] [-config FILE] [-lease D] [-insecure-cookies] [-log-level LEVEL]
 //	triage admin COMMAND [flags]   (reviewer accounts and API tokens; "triage admin help")
 //	triage watch [-schema ID]      (new triage items' announcements, one JSON line each)
 //
@@ -73,6 +73,9 @@ func serve(args []string) int {
 	metricsAddr := fs.String("metrics-addr", app.GetEnv("TRIAGE_METRICS_ADDR", ""), "address of GET /metrics (Prometheus), apart from the UI's; empty for none")
 	configPath := fs.String("config", env.Config, "configuration file (default: CONFIG, else the embedded defaults)")
 	lease := fs.Duration("lease", 10*time.Minute, "how long a claim lasts (renewed while the item is open)")
+	publicURL := fs.String("public-url", app.GetEnv("TRIAGE_PUBLIC_URL", ""),
+		"the origin reviewers open the UI at, such as https://triage.example.com, when it is not what the server sees (behind a TLS proxy); "+
+			"POSTs must come from it")
 	insecure := fs.Bool("insecure-cookies", false, "send the session cookie without Secure, for plain-HTTP trials off localhost")
 	logLevel := fs.String("log-level", app.GetEnv("LOG_LEVEL", "info"), "debug, info, warn or error")
 	_ = fs.Parse(args)
@@ -137,7 +140,7 @@ func serve(args []string) int {
 		log.Info("serving /metrics", zap.String("addr", ln.Addr().String()))
 	}
 	err = triage.Run(ctx, *addr, triage.Config{
-		Store: st, Schemas: schemas, Publisher: pub, Logger: log, InsecureCookies: *insecure, Lease: *lease,
+		Store: st, Schemas: schemas, Publisher: pub, Logger: log, PublicURL: *publicURL, InsecureCookies: *insecure, Lease: *lease,
 		Registry: reg,
 	})
 	if err != nil && !errors.Is(err, context.Canceled) {

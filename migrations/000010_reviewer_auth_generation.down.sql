@@ -1,0 +1,1 @@
+ALTER TABLE reviewers DROP COLUMN auth_generation;
