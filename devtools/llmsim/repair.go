@@ -282,9 +282,8 @@ type recordSchemas struct {
 const maxRecordSchemas = 4096
 
 func (r *recordSchemas) remember(text string, d *schemaDoc) {
-	r.c.max = maxRecordSchemas
 	r.c.m.Store(text, d)
-	if r.c.n.Add(1) > r.c.max {
+	if r.c.n.Add(1) > maxRecordSchemas {
 		r.c.m.Clear()
 		r.c.n.Store(0)
 	}
