@@ -56,6 +56,11 @@ type ExtractorConfig struct {
 	Model string
 	// RequestMode is ModeResponseFormat or ModeTools.
 	RequestMode string
+	// Provider names the server (ProviderOpenAI, ...; see
+	// ProviderFeatures): it decides the token-limit field and the
+	// tool_choice form of each request. Empty or unknown means
+	// ProviderGeneric.
+	Provider string
 	// MaxCompletionTokens caps each reply, in tokens.
 	MaxCompletionTokens int
 	// ContextWindowTokens is the model's context; a request whose estimate
@@ -80,6 +85,7 @@ type ExtractorConfig struct {
 type Extractor struct {
 	client ChatClient
 	cfg    ExtractorConfig
+	feats  Features
 	log    *zap.Logger
 }
 
@@ -95,7 +101,17 @@ func NewExtractor(client ChatClient, cfg ExtractorConfig) *Extractor {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Extractor{client: client, cfg: cfg, log: log.Named("extractor")}
+	log = log.Named("extractor")
+	feats, ok := ProviderFeatures(cfg.Provider)
+	if !ok {
+		if cfg.Provider != "" {
+			log.Warn("unknown provider; sending what a generic server is sent", zap.String("provider", cfg.Provider),
+				zap.String("known", providerList()))
+		}
+		cfg.Provider = ProviderGeneric
+		feats = providerFeatures[ProviderGeneric]
+	}
+	return &Extractor{client: client, cfg: cfg, feats: feats, log: log}
 }
 
 // Input is one message run to extract.
@@ -190,8 +206,6 @@ func (e *TransportError) Error() string {
 }
 
 func (e *TransportError) Unwrap() error { return e.Err }
-
-const toolName = "record_extraction"
 
 // Process runs the contract on in. It returns a Result for every outcome
 // the message decides: succeeded, repaired, or failed with its error list.
@@ -325,28 +339,6 @@ func (e *Extractor) checkBudget(res *Result, estPrompt int) extracttype.ErrorLis
 			Message: fmt.Sprintf("next call may cost $%.6f; $%.6f of $%.6f used", nextCost, usedCost, b.MaxCostUSD)}}
 	}
 	return nil
-}
-
-func (e *Extractor) request(msgs []openai.ChatCompletionMessage, in Input) openai.ChatCompletionRequest {
-	req := openai.ChatCompletionRequest{
-		Model:               e.cfg.Model,
-		Messages:            msgs,
-		MaxCompletionTokens: e.cfg.MaxCompletionTokens,
-	}
-	schema := in.Schema.ModelSchema()
-	switch e.cfg.RequestMode {
-	case ModeTools:
-		req.Tools = []openai.Tool{{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
-			Name: toolName, Description: "Record the " + in.Schema.Title + " extracted from the message.", Parameters: schema,
-		}}}
-		req.ToolChoice = openai.ToolChoice{Type: openai.ToolTypeFunction, Function: openai.ToolFunction{Name: toolName}}
-	default:
-		req.ResponseFormat = &openai.ChatCompletionResponseFormat{
-			Type:       openai.ChatCompletionResponseFormatTypeJSONSchema,
-			JSONSchema: &openai.ChatCompletionResponseFormatJSONSchema{Name: in.Schema.ID, Schema: schema},
-		}
-	}
-	return req
 }
 
 // call makes one chat call and records it. Provider failures that are not

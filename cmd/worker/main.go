@@ -53,7 +53,7 @@ func main() {
 	if *concurrency > 0 {
 		cfg.Worker.Concurrency = *concurrency
 	}
-	log.Info("starting worker", append(env.Redacted(), zap.String("model", cfg.LLM.Model),
+	log.Info("starting worker", append(env.Redacted(), zap.String("model", cfg.LLM.Model), zap.String("provider", cfg.LLM.Provider),
 		zap.Int("concurrency", cfg.Worker.Concurrency), zap.String("stream", cfg.NATS.Stream),
 		zap.String("consumer", cfg.NATS.Consumer))...)
 
