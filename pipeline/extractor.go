@@ -222,7 +222,7 @@ func (e *Extractor) Process(ctx context.Context, in Input) (*Result, error) {
 		{Role: openai.ChatMessageRoleSystem, Content: in.Prompt.System(in.Schema.Title)},
 		{Role: openai.ChatMessageRoleUser, Content: in.Prompt.User(in.Text)},
 	}
-	est := e.estimate(msgs, in.Schema)
+	est := e.estimate(msgs, e.outputSchema(in, ""))
 	if e.cfg.ContextWindowTokens > 0 && est+e.cfg.MaxCompletionTokens > e.cfg.ContextWindowTokens {
 		return fail(res, extracttype.ErrorList{{Kind: extracttype.KindInput, Keyword: "context_window",
 			Message: fmt.Sprintf("message needs about %d prompt tokens; the model's context is %d", est, e.cfg.ContextWindowTokens)}}), nil
@@ -254,7 +254,7 @@ func (e *Extractor) Process(ctx context.Context, in Input) (*Result, error) {
 		in.Repair = RepairRegenerate
 	}
 	msgs = append(msgs, e.repairTurns(resp, errs, in)...)
-	est = e.estimate(msgs, in.Schema)
+	est = e.estimate(msgs, e.outputSchema(in, in.Repair))
 	if berrs := e.checkBudget(res, est); len(berrs) > 0 {
 		return fail(res, append(berrs, errs...)), nil
 	}
@@ -308,8 +308,10 @@ func checkInput(text string) extracttype.ErrorList {
 	return nil
 }
 
-func (e *Extractor) estimate(msgs []openai.ChatCompletionMessage, s *Schema) int {
-	n := estimateBytes(len(s.ModelSchema())) + 8
+// estimate is a call's prompt estimate: its messages and the output
+// schema it sends.
+func (e *Extractor) estimate(msgs []openai.ChatCompletionMessage, schema json.RawMessage) int {
+	n := estimateBytes(len(schema)) + 8
 	for _, m := range msgs {
 		n += EstimateTokens(m.Content) + 4
 		for _, tc := range m.ToolCalls {
@@ -352,7 +354,7 @@ func (e *Extractor) call(ctx context.Context, msgs []openai.ChatCompletionMessag
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
 	defer cancel()
 	start := time.Now()
-	resp, err := e.client.CreateChatCompletion(cctx, e.request(msgs, in))
+	resp, err := e.client.CreateChatCompletion(cctx, e.request(msgs, in, strategy))
 	c.Latency = time.Since(start)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -426,7 +428,7 @@ func (e *TransportError) Retryable() bool {
 // error list (empty when valid), what the parser stripped and the
 // evidence of the grounded values found.
 func (e *Extractor) check(resp openai.ChatCompletionResponse, in Input, text *runText) (any, extracttype.ErrorList, string, []extracttype.Evidence) {
-	content, errs := e.replyContent(resp)
+	content, errs := e.replyContent(resp, toolName)
 	if len(errs) > 0 {
 		return nil, errs, "", nil
 	}
@@ -447,8 +449,9 @@ func (e *Extractor) check(resp openai.ChatCompletionResponse, in Input, text *ru
 }
 
 // replyContent returns the JSON text of a reply, or the error that stops
-// it being parsed: truncated, refusal, or a tool-call fault.
-func (e *Extractor) replyContent(resp openai.ChatCompletionResponse) (string, extracttype.ErrorList) {
+// it being parsed: truncated, refusal, or a tool-call fault (in tools
+// mode, one call of tool is expected).
+func (e *Extractor) replyContent(resp openai.ChatCompletionResponse, tool string) (string, extracttype.ErrorList) {
 	if len(resp.Choices) == 0 {
 		return "", extracttype.ErrorList{{Kind: extracttype.KindParse, Message: "reply has no choices"}}
 	}
@@ -469,12 +472,12 @@ func (e *Extractor) replyContent(resp openai.ChatCompletionResponse) (string, ex
 	calls := ch.Message.ToolCalls
 	switch {
 	case len(calls) == 0:
-		return "", extracttype.ErrorList{{Kind: extracttype.KindTool, Keyword: "no_call", Message: "no tool call; call " + toolName + " exactly once"}}
+		return "", extracttype.ErrorList{{Kind: extracttype.KindTool, Keyword: "no_call", Message: "no tool call; call " + tool + " exactly once"}}
 	case len(calls) > 1:
 		return "", extracttype.ErrorList{{Kind: extracttype.KindTool, Keyword: "several_calls",
-			Message: fmt.Sprintf("%d tool calls; call %s exactly once", len(calls), toolName)}}
-	case calls[0].Function.Name != toolName:
-		return "", extracttype.ErrorList{{Kind: extracttype.KindTool, Keyword: "wrong_tool", Message: "wrong tool; call " + toolName + " exactly once"}}
+			Message: fmt.Sprintf("%d tool calls; call %s exactly once", len(calls), tool)}}
+	case calls[0].Function.Name != tool:
+		return "", extracttype.ErrorList{{Kind: extracttype.KindTool, Keyword: "wrong_tool", Message: "wrong tool; call " + tool + " exactly once"}}
 	}
 	args := calls[0].Function.Arguments
 	// Arguments given as a JSON string holding the object are decoded once.
