@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -57,8 +58,8 @@ type ExtractorConfig struct {
 	// RequestMode is ModeResponseFormat or ModeTools.
 	RequestMode string
 	// Provider names the server (ProviderOpenAI, ...; see
-	// ProviderFeatures): it decides the token-limit field and the
-	// tool_choice form of each request. Empty or unknown means
+	// ProviderFeatures): it decides the token-limit field, strict mode
+	// and the tool_choice form of each request. Empty or unknown means
 	// ProviderGeneric.
 	Provider string
 	// MaxCompletionTokens caps each reply, in tokens.
@@ -83,10 +84,11 @@ type ExtractorConfig struct {
 // validate, with budget checks before every call and every answered call
 // counted.
 type Extractor struct {
-	client ChatClient
-	cfg    ExtractorConfig
-	feats  Features
-	log    *zap.Logger
+	client  ChatClient
+	cfg     ExtractorConfig
+	feats   Features
+	log     *zap.Logger
+	schemas sync.Map // *Schema -> *sentSchema
 }
 
 // NewExtractor returns an Extractor calling client.
@@ -441,6 +443,9 @@ func (e *Extractor) check(resp openai.ChatCompletionResponse, in Input, text *ru
 			Message: "reply holds a lone UTF-16 surrogate escape (\\ud800-\\udfff); no text can hold one"}}, rep.Stripped, nil
 	}
 	inst := any(rep.Object)
+	if e.sent(in.Schema).addedNull {
+		dropAddedNulls(in.Schema.doc, in.Schema.doc, inst, 0)
+	}
 	verrs := checkStrings(inst, "")
 	serrs, ev := in.Schema.validate(inst, text)
 	verrs = append(verrs, serrs...)

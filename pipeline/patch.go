@@ -179,6 +179,9 @@ func (e *Extractor) checkPatch(resp openai.ChatCompletionResponse, prev any, fla
 	if len(errs) > 0 {
 		return nil, errs, nil, nil
 	}
+	if e.sent(in.Schema).addedNull {
+		dropAddedNulls(in.Schema.doc, in.Schema.doc, inst, 0)
+	}
 	verrs := checkStrings(inst, "")
 	serrs, ev := in.Schema.validate(inst, text)
 	verrs = append(verrs, serrs...)

@@ -69,7 +69,7 @@ func TestRequestByProvider(t *testing.T) {
 		strict     bool
 		toolChoice any // tools mode: what tool_choice is on the wire
 	}{
-		{ProviderOpenAI, "max_completion_tokens", false, map[string]any{"type": "function", "function": map[string]any{"name": toolName}}},
+		{ProviderOpenAI, "max_completion_tokens", true, map[string]any{"type": "function", "function": map[string]any{"name": toolName}}},
 		{ProviderVLLM, "max_completion_tokens", false, map[string]any{"type": "function", "function": map[string]any{"name": toolName}}},
 		{ProviderOllama, "max_tokens", false, nil},
 		{ProviderLlamaCpp, "max_tokens", false, "required"},
@@ -126,6 +126,7 @@ func TestPatchRepairRequest(t *testing.T) {
 			t.Parallel()
 			for _, mode := range []string{ModeResponseFormat, ModeTools} {
 				ext, in := newTestExtractor(t, provider, mode)
+				strict := ext.feats.Strict
 				m := wire(t, ext.request(nil, in, RepairPatch))
 				var sent any
 				if mode == ModeResponseFormat {
@@ -150,8 +151,8 @@ func TestPatchRepairRequest(t *testing.T) {
 						}
 					}
 				}
-				if got := mustJSON(t, sent); got != string(PatchSchema()) {
-					t.Errorf("%s: schema sent %s, want the patch schema %s", mode, got, PatchSchema())
+				if got := mustJSON(t, sent); got != string(PatchSchema(strict)) {
+					t.Errorf("%s: schema sent %s, want the patch schema %s", mode, got, PatchSchema(strict))
 				}
 				if strings.Contains(mustJSON(t, sent), "order_id") {
 					t.Errorf("%s: the patch repair sent the record schema", mode)
@@ -164,7 +165,7 @@ func TestPatchRepairRequest(t *testing.T) {
 				} else {
 					sent = dig(m["tools"].([]any)[0], "function", "parameters")
 				}
-				if got := mustJSON(t, sent); got != string(in.Schema.ModelSchema()) {
+				if got := mustJSON(t, sent); got != string(ext.sent(in.Schema).record) {
 					t.Errorf("%s: regenerate sent %s, want the record schema", mode, got)
 				}
 			}

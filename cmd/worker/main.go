@@ -102,6 +102,9 @@ func main() {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	extractor, transport := app.NewExtractor(cfg, env, reg, log)
+	for _, e := range schemas {
+		extractor.Prepare(e.Schema) // logs what strict mode drops from each schema
+	}
 	w, err := worker.New(worker.Config{
 		Store: st, Extractor: extractor, Schemas: schemas, Model: cfg.LLM.Model,
 		DBTimeout: min(cfg.Worker.AckWait/2, 15e9), Metrics: worker.NewMetrics(reg), Logger: log,
