@@ -53,6 +53,14 @@ func TestProviderTable(t *testing.T) {
 	if got, want := ProviderNames(), slices.Sorted(slices.Values(config.Providers)); !slices.Equal(got, want) {
 		t.Fatalf("pipeline knows providers %v, the configuration %v", got, want)
 	}
+	// go-openai would refuse max_tokens for a reasoning-model name before
+	// sending anything; the extractor sends max_completion_tokens instead.
+	if ext := NewExtractor(nil, ExtractorConfig{Provider: ProviderOllama, Model: "gpt-5-mini"}); ext.feats.TokenLimit != TokenLimitMaxCompletionTokens {
+		t.Fatalf("token limit %s for gpt-5-mini on ollama", ext.feats.TokenLimit)
+	}
+	if ext := NewExtractor(nil, ExtractorConfig{Provider: ProviderOllama, Model: "llama3.1"}); ext.feats.TokenLimit != TokenLimitMaxTokens {
+		t.Fatalf("token limit %s for llama3.1 on ollama", ext.feats.TokenLimit)
+	}
 	ext := NewExtractor(nil, ExtractorConfig{Provider: "nonesuch"})
 	if ext.cfg.Provider != ProviderGeneric || ext.feats != providerFeatures[ProviderGeneric] {
 		t.Fatalf("unknown provider gives %s %+v, want generic", ext.cfg.Provider, ext.feats)
