@@ -56,7 +56,17 @@ type LLM struct {
 	ContextWindowTokens int `yaml:"context_window_tokens"`
 	// Timeout bounds one call. Default 60s.
 	Timeout time.Duration `yaml:"timeout"`
+	// Provider names the server behind LLM_BASE_URL, which decides what
+	// each request carries: the token-limit field, strict mode, the
+	// tool_choice form (see pipeline.ProviderFeatures and
+	// docs/providers.md). One of Providers. Default "generic": what any
+	// OpenAI-compatible server is sent (max_completion_tokens, no strict
+	// mode, a named tool_choice).
+	Provider string `yaml:"provider"`
 }
+
+// Providers are the values of llm.provider.
+var Providers = []string{"openai", "vllm", "ollama", "llamacpp", "generic"}
 
 // Provider configures the resilience layer below the extraction contract:
 // retries of transport failures, the client-side rate limits and the
@@ -314,6 +324,7 @@ func (c Config) WithDefaults() Config {
 	c.LLM.MaxCompletionTokens = cmp.Or(c.LLM.MaxCompletionTokens, 1024)
 	c.LLM.ContextWindowTokens = cmp.Or(c.LLM.ContextWindowTokens, 32768)
 	c.LLM.Timeout = cmp.Or(c.LLM.Timeout, 60*time.Second)
+	c.LLM.Provider = cmp.Or(c.LLM.Provider, "generic")
 	if len(c.Schemas) == 0 {
 		c.Schemas = []Schema{{ID: "customer_message", File: "customer_message.v1.json"}}
 	}
@@ -355,6 +366,9 @@ func (c Config) Validate() error {
 	case "response_format", "tools":
 	default:
 		return fmt.Errorf("llm.request_mode: %q is not response_format or tools", c.LLM.RequestMode)
+	}
+	if !slices.Contains(Providers, c.LLM.Provider) {
+		return fmt.Errorf("llm.provider: %q is not one of %s", c.LLM.Provider, strings.Join(Providers, ", "))
 	}
 	if c.LLM.MaxCompletionTokens < 1 {
 		return fmt.Errorf("llm.max_completion_tokens: %d is below 1", c.LLM.MaxCompletionTokens)

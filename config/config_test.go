@@ -40,6 +40,19 @@ func TestParse(t *testing.T) {
 		}
 	})
 
+	t.Run("Provider", func(t *testing.T) {
+		t.Parallel()
+		if p := Default().LLM.Provider; p != "generic" {
+			t.Fatalf("default provider %q, want generic", p)
+		}
+		for _, name := range Providers {
+			c, err := Parse([]byte("llm:\n  provider: " + name + "\n"))
+			if err != nil || c.LLM.Provider != name {
+				t.Fatalf("provider %s: %v", name, err)
+			}
+		}
+	})
+
 	t.Run("ErrorsNameTheField", func(t *testing.T) {
 		t.Parallel()
 		for doc, want := range map[string]string{
@@ -53,6 +66,8 @@ func TestParse(t *testing.T) {
 			"ingest:\n  max_text_bytes: -5\n":                      "ingest.max_text_bytes",
 			"nats:\n  duplicate_window: -1s\n":                     "nats.duplicate_window",
 			"budget:\n  max_cost_usd: -3\n":                        "budget.max_cost_usd",
+			"llm:\n  provider: azure\n":                            `llm.provider: "azure" is not one of openai, vllm, ollama, llamacpp, generic`,
+			"llm:\n  provider: OpenAI\n":                           "llm.provider",
 		} {
 			_, err := Parse([]byte(doc))
 			if err == nil || !strings.Contains(err.Error(), want) {

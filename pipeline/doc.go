@@ -36,9 +36,16 @@
 // [Extractor.Process] makes one chat call. The system and user turns come
 // from the prompt version ([LoadPrompt], prompts/<version>.tmpl): the user
 // turn wraps the message in <message> tags, and the system turn tells the
-// model it is data, not instructions. The schema is sent as
+// model it is data, not instructions. The text goes in through
+// [NeutralizeMessage], so that it cannot close or forge those tags;
+// everything before it is the same for every message of a schema, so that
+// providers' prefix caching can serve it. The schema is sent as
 // [Schema.ModelSchema]: without the product's "x-" annotations, "$id" and
-// "$schema". [ExtractorConfig.RequestMode] chooses how:
+// "$schema"; under a provider with strict mode ([ExtractorConfig.Provider],
+// [ProviderFeatures]) it is sent strict, in the subset [StrictSchema]
+// converts it to, and the validator still checks what that drops. The
+// provider also picks the token-limit field and the tool_choice form.
+// [ExtractorConfig.RequestMode] chooses how:
 //
 //   - [ModeResponseFormat]: as response_format of type json_schema, named
 //     by the schema id. The reply's content is the JSON.
@@ -114,9 +121,13 @@
 //     is validated as a reply is. A first reply that held no object to
 //     patch is regenerated instead.
 //
-// The repair call has the first call's request shape, and sends the
-// record's schema. There is no second repair: what the repair's
-// validation finds is the final error list.
+// The repair call has the first call's request shape and sends the schema
+// of what it asks for: the record's for a regenerate repair; for a patch
+// repair [PatchSchema] (an object whose "operations" array holds the
+// operations) as response_format, or in tools mode a record_patch tool with
+// it as parameters, forced by tool_choice. The patch reply is read as that
+// object or as a bare RFC 6902 array. There is no second repair: what the
+// repair's validation finds is the final error list.
 //
 // # No repair
 //

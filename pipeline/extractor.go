@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -56,6 +57,11 @@ type ExtractorConfig struct {
 	Model string
 	// RequestMode is ModeResponseFormat or ModeTools.
 	RequestMode string
+	// Provider names the server (ProviderOpenAI, ...; see
+	// ProviderFeatures): it decides the token-limit field, strict mode
+	// and the tool_choice form of each request. Empty or unknown means
+	// ProviderGeneric.
+	Provider string
 	// MaxCompletionTokens caps each reply, in tokens.
 	MaxCompletionTokens int
 	// ContextWindowTokens is the model's context; a request whose estimate
@@ -78,9 +84,11 @@ type ExtractorConfig struct {
 // validate, with budget checks before every call and every answered call
 // counted.
 type Extractor struct {
-	client ChatClient
-	cfg    ExtractorConfig
-	log    *zap.Logger
+	client  ChatClient
+	cfg     ExtractorConfig
+	feats   Features
+	log     *zap.Logger
+	schemas sync.Map // *Schema -> *sentSchema
 }
 
 // NewExtractor returns an Extractor calling client.
@@ -95,7 +103,27 @@ func NewExtractor(client ChatClient, cfg ExtractorConfig) *Extractor {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Extractor{client: client, cfg: cfg, log: log.Named("extractor")}
+	log = log.Named("extractor")
+	feats, ok := ProviderFeatures(cfg.Provider)
+	if !ok {
+		if cfg.Provider != "" {
+			log.Warn("unknown provider; sending what a generic server is sent", zap.String("provider", cfg.Provider),
+				zap.String("known", providerList()))
+		}
+		cfg.Provider = ProviderGeneric
+		feats = providerFeatures[ProviderGeneric]
+	}
+	if feats.TokenLimit == TokenLimitMaxTokens {
+		// go-openai refuses to send max_tokens for model names it takes
+		// for reasoning models (o1, o3, o4, gpt-5...): such a request
+		// would fail before it is sent, on every delivery.
+		if err := openai.NewReasoningValidator().Validate(openai.ChatCompletionRequest{Model: cfg.Model, MaxTokens: 1}); err != nil {
+			log.Warn("the client library refuses max_tokens for this model name; sending max_completion_tokens",
+				zap.String("provider", cfg.Provider), zap.String("model", cfg.Model))
+			feats.TokenLimit = TokenLimitMaxCompletionTokens
+		}
+	}
+	return &Extractor{client: client, cfg: cfg, feats: feats, log: log}
 }
 
 // Input is one message run to extract.
@@ -191,8 +219,6 @@ func (e *TransportError) Error() string {
 
 func (e *TransportError) Unwrap() error { return e.Err }
 
-const toolName = "record_extraction"
-
 // Process runs the contract on in. It returns a Result for every outcome
 // the message decides: succeeded, repaired, or failed with its error list.
 // It returns a *TransportError (with the partial Result) when the provider
@@ -208,7 +234,7 @@ func (e *Extractor) Process(ctx context.Context, in Input) (*Result, error) {
 		{Role: openai.ChatMessageRoleSystem, Content: in.Prompt.System(in.Schema.Title)},
 		{Role: openai.ChatMessageRoleUser, Content: in.Prompt.User(in.Text)},
 	}
-	est := e.estimate(msgs, in.Schema)
+	est := e.estimate(msgs, e.outputSchema(in, ""))
 	if e.cfg.ContextWindowTokens > 0 && est+e.cfg.MaxCompletionTokens > e.cfg.ContextWindowTokens {
 		return fail(res, extracttype.ErrorList{{Kind: extracttype.KindInput, Keyword: "context_window",
 			Message: fmt.Sprintf("message needs about %d prompt tokens; the model's context is %d", est, e.cfg.ContextWindowTokens)}}), nil
@@ -240,7 +266,7 @@ func (e *Extractor) Process(ctx context.Context, in Input) (*Result, error) {
 		in.Repair = RepairRegenerate
 	}
 	msgs = append(msgs, e.repairTurns(resp, errs, in)...)
-	est = e.estimate(msgs, in.Schema)
+	est = e.estimate(msgs, e.outputSchema(in, in.Repair))
 	if berrs := e.checkBudget(res, est); len(berrs) > 0 {
 		return fail(res, append(berrs, errs...)), nil
 	}
@@ -294,8 +320,10 @@ func checkInput(text string) extracttype.ErrorList {
 	return nil
 }
 
-func (e *Extractor) estimate(msgs []openai.ChatCompletionMessage, s *Schema) int {
-	n := estimateBytes(len(s.ModelSchema())) + 8
+// estimate is a call's prompt estimate: its messages and the output
+// schema it sends.
+func (e *Extractor) estimate(msgs []openai.ChatCompletionMessage, schema json.RawMessage) int {
+	n := estimateBytes(len(schema)) + 8
 	for _, m := range msgs {
 		n += EstimateTokens(m.Content) + 4
 		for _, tc := range m.ToolCalls {
@@ -327,28 +355,6 @@ func (e *Extractor) checkBudget(res *Result, estPrompt int) extracttype.ErrorLis
 	return nil
 }
 
-func (e *Extractor) request(msgs []openai.ChatCompletionMessage, in Input) openai.ChatCompletionRequest {
-	req := openai.ChatCompletionRequest{
-		Model:               e.cfg.Model,
-		Messages:            msgs,
-		MaxCompletionTokens: e.cfg.MaxCompletionTokens,
-	}
-	schema := in.Schema.ModelSchema()
-	switch e.cfg.RequestMode {
-	case ModeTools:
-		req.Tools = []openai.Tool{{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
-			Name: toolName, Description: "Record the " + in.Schema.Title + " extracted from the message.", Parameters: schema,
-		}}}
-		req.ToolChoice = openai.ToolChoice{Type: openai.ToolTypeFunction, Function: openai.ToolFunction{Name: toolName}}
-	default:
-		req.ResponseFormat = &openai.ChatCompletionResponseFormat{
-			Type:       openai.ChatCompletionResponseFormatTypeJSONSchema,
-			JSONSchema: &openai.ChatCompletionResponseFormatJSONSchema{Name: in.Schema.ID, Schema: schema},
-		}
-	}
-	return req
-}
-
 // call makes one chat call and records it. Provider failures that are not
 // the message's fault come back as *TransportError.
 func (e *Extractor) call(ctx context.Context, msgs []openai.ChatCompletionMessage, in Input, attempt int, purpose, strategy string) (Call, openai.ChatCompletionResponse, error) {
@@ -360,7 +366,7 @@ func (e *Extractor) call(ctx context.Context, msgs []openai.ChatCompletionMessag
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
 	defer cancel()
 	start := time.Now()
-	resp, err := e.client.CreateChatCompletion(cctx, e.request(msgs, in))
+	resp, err := e.client.CreateChatCompletion(cctx, e.request(msgs, in, strategy))
 	c.Latency = time.Since(start)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -434,7 +440,7 @@ func (e *TransportError) Retryable() bool {
 // error list (empty when valid), what the parser stripped and the
 // evidence of the grounded values found.
 func (e *Extractor) check(resp openai.ChatCompletionResponse, in Input, text *runText) (any, extracttype.ErrorList, string, []extracttype.Evidence) {
-	content, errs := e.replyContent(resp)
+	content, errs := e.replyContent(resp, toolName)
 	if len(errs) > 0 {
 		return nil, errs, "", nil
 	}
@@ -447,6 +453,9 @@ func (e *Extractor) check(resp openai.ChatCompletionResponse, in Input, text *ru
 			Message: "reply holds a lone UTF-16 surrogate escape (\\ud800-\\udfff); no text can hold one"}}, rep.Stripped, nil
 	}
 	inst := any(rep.Object)
+	if e.sent(in.Schema).addedNull {
+		dropAddedNulls(in.Schema.doc, in.Schema.doc, inst, 0)
+	}
 	verrs := checkStrings(inst, "")
 	serrs, ev := in.Schema.validate(inst, text)
 	verrs = append(verrs, serrs...)
@@ -455,8 +464,9 @@ func (e *Extractor) check(resp openai.ChatCompletionResponse, in Input, text *ru
 }
 
 // replyContent returns the JSON text of a reply, or the error that stops
-// it being parsed: truncated, refusal, or a tool-call fault.
-func (e *Extractor) replyContent(resp openai.ChatCompletionResponse) (string, extracttype.ErrorList) {
+// it being parsed: truncated, refusal, or a tool-call fault (in tools
+// mode, one call of tool is expected).
+func (e *Extractor) replyContent(resp openai.ChatCompletionResponse, tool string) (string, extracttype.ErrorList) {
 	if len(resp.Choices) == 0 {
 		return "", extracttype.ErrorList{{Kind: extracttype.KindParse, Message: "reply has no choices"}}
 	}
@@ -477,12 +487,12 @@ func (e *Extractor) replyContent(resp openai.ChatCompletionResponse) (string, ex
 	calls := ch.Message.ToolCalls
 	switch {
 	case len(calls) == 0:
-		return "", extracttype.ErrorList{{Kind: extracttype.KindTool, Keyword: "no_call", Message: "no tool call; call " + toolName + " exactly once"}}
+		return "", extracttype.ErrorList{{Kind: extracttype.KindTool, Keyword: "no_call", Message: "no tool call; call " + tool + " exactly once"}}
 	case len(calls) > 1:
 		return "", extracttype.ErrorList{{Kind: extracttype.KindTool, Keyword: "several_calls",
-			Message: fmt.Sprintf("%d tool calls; call %s exactly once", len(calls), toolName)}}
-	case calls[0].Function.Name != toolName:
-		return "", extracttype.ErrorList{{Kind: extracttype.KindTool, Keyword: "wrong_tool", Message: "wrong tool; call " + toolName + " exactly once"}}
+			Message: fmt.Sprintf("%d tool calls; call %s exactly once", len(calls), tool)}}
+	case calls[0].Function.Name != tool:
+		return "", extracttype.ErrorList{{Kind: extracttype.KindTool, Keyword: "wrong_tool", Message: "wrong tool; call " + tool + " exactly once"}}
 	}
 	args := calls[0].Function.Arguments
 	// Arguments given as a JSON string holding the object are decoded once.

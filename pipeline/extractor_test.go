@@ -211,7 +211,7 @@ func TestExtractor(t *testing.T) {
 		t.Parallel()
 		b := setupExtractor(t, ModeResponseFormat, content(ungroundedJSON), content(validJSON))
 		first := b.ext.estimate([]openai.ChatCompletionMessage{
-			{Content: b.in.Prompt.System(b.in.Schema.Title)}, {Content: b.in.Prompt.User(b.in.Text)}}, b.in.Schema)
+			{Content: b.in.Prompt.System(b.in.Schema.Title)}, {Content: b.in.Prompt.User(b.in.Text)}}, b.in.Schema.ModelSchema())
 		b.ext.cfg.Budget.MaxTokens = first + 256 + 50 // the first call fits, the repair does not
 		res, _ := b.ext.Process(ctx, b.in)
 		if res.Reason() != extracttype.KindBudget || len(b.srv.requests) != 1 || len(res.Calls) != 1 {

@@ -163,7 +163,7 @@ func underFlagged(p string, flagged extracttype.ErrorList) bool {
 // instance and validates the result. It returns the instance, the errors,
 // the applied patch and the evidence of the grounded values found.
 func (e *Extractor) checkPatch(resp openai.ChatCompletionResponse, prev any, flagged extracttype.ErrorList, in Input, text *runText) (any, extracttype.ErrorList, json.RawMessage, []extracttype.Evidence) {
-	content, errs := e.replyContent(resp)
+	content, errs := e.replyContent(resp, patchToolName)
 	if len(errs) > 0 {
 		return nil, errs, nil, nil
 	}
@@ -171,13 +171,52 @@ func (e *Extractor) checkPatch(resp openai.ChatCompletionResponse, prev any, fla
 	if m := fenceBlock.FindStringSubmatch(raw); m != nil {
 		raw = strings.TrimSpace(m[1])
 	}
-	inst, errs := ApplyRepairPatch(prev, []byte(raw), flagged)
+	ops, errs := patchOperations(raw)
 	if len(errs) > 0 {
 		return nil, errs, nil, nil
+	}
+	inst, errs := ApplyRepairPatch(prev, []byte(ops), flagged)
+	if len(errs) > 0 {
+		return nil, errs, nil, nil
+	}
+	if e.sent(in.Schema).addedNull {
+		dropAddedNulls(in.Schema.doc, in.Schema.doc, inst, 0)
 	}
 	verrs := checkStrings(inst, "")
 	serrs, ev := in.Schema.validate(inst, text)
 	verrs = append(verrs, serrs...)
 	verrs.Sort()
-	return inst, verrs, json.RawMessage(raw), ev
+	return inst, verrs, json.RawMessage(ops), ev
+}
+
+// patchOperations returns the RFC 6902 array of a patch reply: the reply
+// itself when it is an array (what a model answers unconstrained), or the
+// "operations" array of an object holding only that (what PatchSchema
+// asks for, and what a server enforcing it answers). Anything else is one
+// KindPatchInvalid error.
+func patchOperations(reply string) (string, extracttype.ErrorList) {
+	bad := extracttype.ErrorList{{Kind: extracttype.KindPatchInvalid, Keyword: "patch",
+		Message: `patch is not a JSON array of operations, nor an object holding one in "operations"`}}
+	if len(reply) > MaxPatchBytes+64 {
+		return "", extracttype.ErrorList{{Kind: extracttype.KindPatchInvalid, Keyword: "patch", Message: fmt.Sprintf("patch is longer than %d bytes", MaxPatchBytes)}}
+	}
+	if !strings.HasPrefix(reply, "{") {
+		return reply, nil
+	}
+	if _, err := DecodeStrict([]byte(reply)); err != nil { // one object, no duplicate key
+		return "", bad
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(reply), &obj); err != nil || len(obj) != 1 {
+		return "", bad
+	}
+	ops, ok := obj["operations"]
+	if !ok {
+		return "", bad
+	}
+	s := strings.TrimSpace(string(ops))
+	if !strings.HasPrefix(s, "[") {
+		return "", bad
+	}
+	return s, nil
 }

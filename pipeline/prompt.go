@@ -72,8 +72,12 @@ func (p *Prompt) System(schemaTitle string) string {
 	return s
 }
 
-// User returns the extraction turn holding the customer text.
-func (p *Prompt) User(text string) string { return p.render("user", promptData{Text: text}) }
+// User returns the extraction turn holding the customer text, with
+// NeutralizeMessage applied: the text cannot close or forge the turn's
+// <message> block. Only the prompt's copy changes.
+func (p *Prompt) User(text string) string {
+	return p.render("user", promptData{Text: NeutralizeMessage(text)})
+}
 
 // Repair returns the repair turn: at most MaxRepairLines lines of
 // "path: message" from errs (in their stable sorted order), then the

@@ -53,7 +53,7 @@ func main() {
 	if *concurrency > 0 {
 		cfg.Worker.Concurrency = *concurrency
 	}
-	log.Info("starting worker", append(env.Redacted(), zap.String("model", cfg.LLM.Model),
+	log.Info("starting worker", append(env.Redacted(), zap.String("model", cfg.LLM.Model), zap.String("provider", cfg.LLM.Provider),
 		zap.Int("concurrency", cfg.Worker.Concurrency), zap.String("stream", cfg.NATS.Stream),
 		zap.String("consumer", cfg.NATS.Consumer))...)
 
@@ -102,6 +102,9 @@ func main() {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	extractor, transport := app.NewExtractor(cfg, env, reg, log)
+	for _, e := range schemas {
+		extractor.Prepare(e.Schema) // logs what strict mode drops from each schema
+	}
 	w, err := worker.New(worker.Config{
 		Store: st, Extractor: extractor, Schemas: schemas, Model: cfg.LLM.Model,
 		DBTimeout: min(cfg.Worker.AckWait/2, 15e9), Metrics: worker.NewMetrics(reg), Logger: log,

@@ -1,0 +1,69 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// TestPromptStaticPrefix checks that what a call sends is the same bytes
+// for every message up to the message text, and the same bytes after it:
+// the instructions, the schema (response_format or the tool) and the
+// request's other fields do not vary with the message, so providers'
+// automatic prefix caching can serve everything before the text.
+func TestPromptStaticPrefix(t *testing.T) {
+	t.Parallel()
+	texts := []string{
+		orderText,
+		"Order 4821300017: where is it? Account U85ALFLG2Z, czhang14@email.com, AB-123 45 x2, thanks",
+	}
+	for _, provider := range []string{ProviderGeneric, ProviderOpenAI} {
+		for _, mode := range []string{ModeResponseFormat, ModeTools} {
+			t.Run(provider+"/"+mode, func(t *testing.T) {
+				t.Parallel()
+				srv, url := newEnforcing(t, []string{validJSON}, []string{validJSON})
+				cfg := openai.DefaultConfig("k")
+				cfg.BaseURL = url
+				prompt, err := LoadPrompt("extract.v1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				ext := NewExtractor(openai.NewClientWithConfig(cfg), ExtractorConfig{
+					Model: "m", Provider: provider, RequestMode: mode, MaxCompletionTokens: 256, ContextWindowTokens: 8192,
+					Budget: Budget{MaxTokens: 8000, MaxCostUSD: 1},
+				})
+				schema := loadTestSchema(t)
+				for _, text := range texts {
+					if _, err := ext.Process(context.Background(), Input{Text: text, Schema: schema, Prompt: prompt, Repair: RepairRegenerate}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				var prefix, suffix [][]byte
+				for i, body := range srv.bodies {
+					quoted, _ := json.Marshal(texts[i])
+					esc := quoted[1 : len(quoted)-1] // the text as it appears inside a JSON string
+					at := bytes.Index(body, esc)
+					if at < 0 || bytes.Index(body[at+1:], esc) >= 0 {
+						t.Fatalf("body %d holds the text %d times, want once", i, bytes.Count(body, esc))
+					}
+					prefix = append(prefix, body[:at])
+					suffix = append(suffix, body[at+len(esc):])
+				}
+				if !bytes.Equal(prefix[0], prefix[1]) {
+					t.Fatalf("the requests differ before the message text:\n%s\n%s", prefix[0], prefix[1])
+				}
+				if !bytes.Equal(suffix[0], suffix[1]) {
+					t.Fatalf("the requests differ after the message text:\n%s\n%s", suffix[0], suffix[1])
+				}
+				// The text is in the last message, after the instructions.
+				msgs := srv.requests[0].Messages
+				if len(msgs) != 2 || msgs[0].Role != "system" || !bytes.Contains([]byte(msgs[1].Content), []byte(texts[0])) {
+					t.Fatalf("messages %+v", msgs)
+				}
+			})
+		}
+	}
+}
