@@ -113,3 +113,48 @@ func TestPipelineReadsObjectArguments(t *testing.T) {
 		t.Fatalf("outcome %s, calls %+v, errors %v", res.Outcome, res.Calls, res.Errors)
 	}
 }
+
+// TestPipelineRecordsUndecodableReply: a 200 that is not a chat
+// completion is a paid call: the pipeline records it with the status and
+// size the Transport kept, and estimated tokens, beside the retryable
+// malformed TransportError.
+func TestPipelineRecordsUndecodableReply(t *testing.T) {
+	t.Parallel()
+	schema, err := pipeline.LoadSchema(schemas.FS, "customer_message", "customer_message.v1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt, err := pipeline.LoadPrompt("extract.v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const body = `{"object":"chat.completion","choices":[{"message":{"role":"assistant","content":{"order_id":"48213"}}}]}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	tr := provider.New(config.Provider{MaxRetries: 1}, nil, nil, nil)
+	oc := openai.DefaultConfig("test-key")
+	oc.BaseURL = srv.URL + "/v1"
+	oc.HTTPClient = tr.Client()
+	ext := pipeline.NewExtractor(openai.NewClientWithConfig(oc), pipeline.ExtractorConfig{
+		Model: "m", MaxCompletionTokens: 256, ContextWindowTokens: 8192, Budget: pipeline.Budget{MaxTokens: 8000, MaxCostUSD: 1},
+		Price: pipeline.Price{InputPerMTok: 1, OutputPerMTok: 2},
+	})
+	res, err := ext.Process(context.Background(), pipeline.Input{Text: "my order 48213 never arrived", Schema: schema,
+		Prompt: prompt, Repair: pipeline.RepairRegenerate})
+	var te *pipeline.TransportError
+	if !errors.As(err, &te) || te.Class != provider.ClassMalformed || !te.Retryable() {
+		t.Fatalf("err = %v, want a retryable malformed *pipeline.TransportError", err)
+	}
+	if len(res.Calls) != 1 {
+		t.Fatalf("calls %+v, want the one answered", res.Calls)
+	}
+	c := res.Calls[0]
+	if c.FinishReason != pipeline.FinishUndecodable || c.HTTPStatus != 200 || c.ReplyBytes != len(body) || c.Reply != body ||
+		!c.UsageEstimated || c.PromptTokens <= 0 || c.CompletionTokens != pipeline.EstimateTokens(body) || c.CostUSD <= 0 || c.Valid() {
+		t.Fatalf("call %+v", c)
+	}
+}

@@ -346,15 +346,8 @@ func OutcomeParams(messageID int64, runNo int, schema *pipeline.Schema, model st
 	p := store.RunOutcomeParams{
 		MessageID: messageID, RunNo: runNo, SchemaID: schema.ID, SchemaVersion: schema.Version, Status: res.Outcome,
 	}
+	p.Calls = ledgerCalls(schema, res.Calls)
 	for i, c := range res.Calls {
-		p.Calls = append(p.Calls, store.LLMCall{
-			Attempt: c.Attempt, Purpose: c.Purpose, Model: c.Model, PromptVersion: c.PromptVersion,
-			SchemaID: schema.ID, SchemaVersion: c.SchemaVersion, RequestMode: c.RequestMode,
-			RepairStrategy: c.RepairStrategy, PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens,
-			CostUSD: c.CostUSD, PriceVersion: c.PriceVersion, LatencyMS: int(c.Latency.Milliseconds()),
-			FinishReason: c.FinishReason, Reply: c.Reply, Stripped: c.Stripped, Valid: c.Valid(), ErrorCount: len(c.Errors),
-			Patch: c.Patch,
-		})
 		for _, e := range c.Errors {
 			p.Failures = append(p.Failures, store.FailureEvent{CallIndex: i, Err: e})
 		}
@@ -391,6 +384,24 @@ func OutcomeParams(messageID int64, runNo int, schema *pipeline.Schema, model st
 		return p, fmt.Errorf("unknown outcome %q", res.Outcome)
 	}
 	return p, nil
+}
+
+// ledgerCalls maps the pipeline's calls to the ledger's rows.
+func ledgerCalls(schema *pipeline.Schema, calls []pipeline.Call) []store.LLMCall {
+	out := make([]store.LLMCall, 0, len(calls))
+	for _, c := range calls {
+		out = append(out, store.LLMCall{
+			Attempt: c.Attempt, Purpose: c.Purpose, Model: c.Model, PromptVersion: c.PromptVersion,
+			SchemaID: schema.ID, SchemaVersion: c.SchemaVersion, RequestMode: c.RequestMode,
+			RepairStrategy: c.RepairStrategy, PromptTokens: c.PromptTokens, CachedTokens: c.CachedTokens,
+			CompletionTokens: c.CompletionTokens, UsageEstimated: c.UsageEstimated,
+			CostUSD: c.CostUSD, PriceVersion: c.PriceVersion, LatencyMS: int(c.Latency.Milliseconds()),
+			FinishReason: c.FinishReason, HTTPStatus: c.HTTPStatus, ReplyBytes: c.ReplyBytes,
+			Reply: c.Reply, Stripped: c.Stripped, Valid: c.Valid(), ErrorCount: len(c.Errors),
+			Patch: c.Patch,
+		})
+	}
+	return out
 }
 
 func contains(l extracttype.ErrorList, e extracttype.Error) bool {
