@@ -492,8 +492,8 @@ func (in *Ingester) Run(ctx context.Context, r io.Reader) (Summary, error) {
 	// The start of the input is looked at first: a compressed file, or
 	// one that is not text at all, is refused whole, rather than line by
 	// line, and leaves nothing behind.
-	head, r := readHead(r)
-	if ue := sniff(head, in.cfg.Format); ue != nil {
+	head, r := ReadHead(r)
+	if ue := Sniff(head, in.cfg.Format); ue != nil {
 		return sum, &StartError{fmt.Errorf("ingest: %w", ue)}
 	}
 	var src input

@@ -1,6 +1,6 @@
 // Package app is the wiring the commands share: environment, logger,
 // configuration, and building the store, the stream and the pipeline from
-// them. Commands and their command-level code (ingest.RunCommand) import
+// them. Commands and their command-level code (cmd/ingest) import
 // it; library packages do not.
 package app
 

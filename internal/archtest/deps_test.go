@@ -17,19 +17,26 @@ import (
 // standard library.
 const nonStandard = "(non-standard)"
 
-// A rule forbids the packages matched by pkgs to depend, directly or
-// through other packages, on any package matched by forbid. Tests'
-// dependencies do not count.
+// A rule forbids the packages matched by pkgs, less those matched by
+// except, to depend, directly or through other packages, on any package
+// matched by forbid. Tests' dependencies do not count.
 //
 // A pattern is an import path, or a path ending in "/..." that matches the
 // path and every path below it. A pattern whose first element has no dot
 // (such as "store/...") is relative to the module; others (such as
-// "github.com/sony/gobreaker/v2/...") are full import paths.
+// "github.com/sony/gobreaker/v2/...") are full import paths. The pattern
+// "..." is every package of the module.
 type rule struct {
 	pkgs   []string
+	except []string
 	forbid []string
 	reason string
 }
+
+// services are the service packages: the commands and harnesses, and the
+// packages that are one service's logic (its server or its loop). A
+// library package serves them all, so it depends on none of them.
+var services = []string{"cmd/...", "devtools/...", "worker/...", "triage/...", "ingestapi/..."}
 
 var rules = []rule{
 	{
@@ -49,6 +56,22 @@ var rules = []rule{
 		forbid: []string{nonStandard},
 		reason: "extracttype is a leaf every layer may import, as river's rivertype is: " +
 			"it imports only the standard library",
+	},
+	{
+		pkgs: []string{"..."},
+		// internal/app is command wiring: it builds the worker's schema
+		// table (worker.SchemaEntry), and commands alone import it.
+		except: append(append([]string{}, services...), "internal/app/..."),
+		forbid: services,
+		reason: "a library package (every package but the commands, the harnesses and the service packages " +
+			"worker, triage and ingestapi) must not depend on a service package: the library serves the services, " +
+			"not the other way round (DESIGN.md, Layout; STYLE.md, Layout and names)",
+	},
+	{
+		pkgs:   []string{"ingest/..."},
+		forbid: []string{"internal/app/..."},
+		reason: "ingest reads, checks, records and publishes messages; the command line (cmd/ingest) and " +
+			"the HTTP API (ingestapi) call it, and their wiring stays with them",
 	},
 }
 
@@ -127,13 +150,18 @@ func (g *graph) matches(pattern, p string) bool {
 	if pattern == nonStandard {
 		return !g.pkgs[p].Standard
 	}
-	if first, _, _ := strings.Cut(pattern, "/"); !strings.Contains(first, ".") {
+	if first, _, _ := strings.Cut(pattern, "/"); pattern == "..." || !strings.Contains(first, ".") {
 		pattern = g.module + "/" + pattern
 	}
 	if base, ok := strings.CutSuffix(pattern, "/..."); ok {
 		return p == base || strings.HasPrefix(p, base+"/")
 	}
 	return p == pattern
+}
+
+// matchesAny reports whether p matches one of patterns.
+func (g *graph) matchesAny(patterns []string, p string) bool {
+	return slices.ContainsFunc(patterns, func(pat string) bool { return g.matches(pat, p) })
 }
 
 // chain returns the shortest chain of imports from one package to
@@ -170,7 +198,7 @@ func TestDependencyRules(t *testing.T) {
 		t.Run(strings.Join(r.pkgs, ","), func(t *testing.T) {
 			var checked []string
 			for _, p := range g.own {
-				if !slices.ContainsFunc(r.pkgs, func(pat string) bool { return g.matches(pat, p) }) {
+				if !g.matchesAny(r.pkgs, p) || g.matchesAny(r.except, p) {
 					continue
 				}
 				checked = append(checked, p)
@@ -214,7 +242,7 @@ func TestRulePatternsExist(t *testing.T) {
 		all = append(all, p)
 	}
 	for _, r := range rules {
-		for _, pat := range slices.Concat(r.pkgs, r.forbid) {
+		for _, pat := range slices.Concat(r.pkgs, r.except, r.forbid) {
 			if pat == nonStandard {
 				continue
 			}
@@ -242,6 +270,9 @@ func TestMatches(t *testing.T) {
 		{"store/...", "example.com/m/store/storetest", true},
 		{"store/...", "example.com/m/storeish", false},
 		{"store", "example.com/m/store/storetest", false},
+		{"...", "example.com/m/store/storetest", true},
+		{"...", "example.com/m", true},
+		{"...", "github.com/x/y/v2/sub", false},
 		{"github.com/x/y/v2/...", "github.com/x/y/v2/sub", true},
 		{"github.com/x/y/v2/...", "github.com/x/y", false},
 		{nonStandard, "fmt", false},

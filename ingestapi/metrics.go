@@ -1,10 +1,12 @@
-package ingest
+package ingestapi
 
 import (
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/extractq/extractq/ingest"
 )
 
 // serverMetrics are the HTTP ingest server's Prometheus metrics, all
@@ -45,7 +47,7 @@ func (m *serverMetrics) instrument(route string, h http.HandlerFunc) http.Handle
 }
 
 // addLines counts what one POST's ingest did.
-func (m *serverMetrics) addLines(sum *Summary) {
+func (m *serverMetrics) addLines(sum *ingest.Summary) {
 	if m == nil || sum == nil {
 		return
 	}

@@ -1,4 +1,4 @@
-package ingest_test
+package main
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/extractq/extractq/ingest"
+	"github.com/extractq/extractq/ingest/ingesttest"
 )
 
 // latin1ToUTF8 is what iconv -f latin1 -t utf-8 does: each byte is the
@@ -25,9 +26,9 @@ func latin1ToUTF8(b []byte) []byte {
 // A Latin-1 file is ingested (each bad byte run stored as U+FFFD), and the
 // summary counts those messages and warns with their first lines and the
 // conversion to run.
-func TestRunCommandInvalidUTF8(t *testing.T) {
+func TestIngestFileInvalidUTF8(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := ingesttest.NewEnv(t)
 	env, configPath, _ := commandSetup(t, e, 0)
 	dir := t.TempDir()
 
@@ -45,9 +46,9 @@ func TestRunCommandInvalidUTF8(t *testing.T) {
 	if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	o := ingest.CommandOptions{File: file, ConfigPath: configPath, Quiet: true}
+	o := fileOptions{File: file, ConfigPath: configPath, Quiet: true}
 	code, stdout, stderr := runCommand(t, o, env)
-	if code != ingest.ExitOK {
+	if code != exitOK {
 		t.Fatalf("exit %d, want 0; stderr:\n%s", code, stderr)
 	}
 	if !strings.Contains(stdout, ": 9 lines, 8 published, 0 duplicates, 1 rejected\n") ||
@@ -61,7 +62,7 @@ func TestRunCommandInvalidUTF8(t *testing.T) {
 	if !strings.Contains(stderr, wantWarning) || strings.Count(stderr, "warning") != 1 {
 		t.Errorf("stderr:\n%s\nwant the warning line\n%s", stderr, wantWarning)
 	}
-	if n := e.countSQL(t, `SELECT count(*) FROM messages WHERE 'invalid_utf8_replaced' = ANY(flags)`); n != 7 {
+	if n := e.CountSQL(t, `SELECT count(*) FROM messages WHERE 'invalid_utf8_replaced' = ANY(flags)`); n != 7 {
 		t.Errorf("%d messages flagged, want 7", n)
 	}
 
@@ -72,12 +73,12 @@ func TestRunCommandInvalidUTF8(t *testing.T) {
 	if err := os.WriteFile(conv, latin1ToUTF8([]byte(b.String())), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr = runCommand(t, ingest.CommandOptions{File: conv, ConfigPath: configPath, JSON: true, Quiet: true}, env)
+	code, stdout, stderr = runCommand(t, fileOptions{File: conv, ConfigPath: configPath, JSON: true, Quiet: true}, env)
 	var rep ingest.Report
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("stdout: %v\n%s", err, stdout)
 	}
-	if code != ingest.ExitOK || rep.InvalidUTF8 != 0 || rep.Duplicates != 2 || rep.Rejected != 7 || strings.Contains(stderr, "warning") {
+	if code != exitOK || rep.InvalidUTF8 != 0 || rep.Duplicates != 2 || rep.Rejected != 7 || strings.Contains(stderr, "warning") {
 		t.Errorf("converted copy: exit %d, report %+v, stderr:\n%s\nwant 6 conflicts, 2 duplicates, no warning", code, rep, stderr)
 	}
 	if strings.Contains(stdout, "invalid_utf8") {
@@ -85,17 +86,17 @@ func TestRunCommandInvalidUTF8(t *testing.T) {
 	}
 
 	// JSONL with -json: counted, with the lines, in the report.
-	fixture := filepath.Join("..", "testdata", "bad-input", "invalid_utf8.jsonl")
-	code, stdout, stderr = runCommand(t, ingest.CommandOptions{File: fixture, ConfigPath: configPath, JSON: true, Quiet: true}, env)
+	fixture := filepath.Join("..", "..", "testdata", "bad-input", "invalid_utf8.jsonl")
+	code, stdout, stderr = runCommand(t, fileOptions{File: fixture, ConfigPath: configPath, JSON: true, Quiet: true}, env)
 	rep = ingest.Report{}
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("stdout: %v\n%s", err, stdout)
 	}
-	if code != ingest.ExitOK || rep.Published != 4 || rep.InvalidUTF8 != 3 || !slices.Equal(rep.InvalidUTF8Lines, []int{1, 2, 3}) {
+	if code != exitOK || rep.Published != 4 || rep.InvalidUTF8 != 3 || !slices.Equal(rep.InvalidUTF8Lines, []int{1, 2, 3}) {
 		t.Errorf("invalid_utf8.jsonl: exit %d, report %+v; want 4 published, 3 with invalid UTF-8 on lines 1-3", code, rep)
 	}
 	if !strings.Contains(stderr, "ingest: warning: 3 messages held bytes that are not UTF-8, stored as U+FFFD (lines 1, 2, 3): ") ||
-		!strings.Contains(stderr, "iconv -f latin1 -t utf-8 ../testdata/bad-input/invalid_utf8.jsonl > ../testdata/bad-input/invalid_utf8.utf8.jsonl") {
+		!strings.Contains(stderr, "iconv -f latin1 -t utf-8 ../../testdata/bad-input/invalid_utf8.jsonl > ../../testdata/bad-input/invalid_utf8.utf8.jsonl") {
 		t.Errorf("invalid_utf8.jsonl: stderr:\n%s", stderr)
 	}
 }

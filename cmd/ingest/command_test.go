@@ -1,4 +1,4 @@
-package ingest_test
+package main
 
 import (
 	"bytes"
@@ -14,19 +14,21 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/extractq/extractq/ingest"
+	"github.com/extractq/extractq/ingest/ingesttest"
 	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/queue/queuetest"
 	"github.com/extractq/extractq/store/storetest"
 )
 
 // commandSetup returns an env reaching the test's private schema, a
 // configuration file naming its private stream, and a JSONL file of
 // good messages and, when good > 0, one bad line (line 2).
-func commandSetup(t *testing.T, e *testEnv, good int) (env app.Env, configPath, file string) {
+func commandSetup(t *testing.T, e *ingesttest.Env, good int) (env app.Env, configPath, file string) {
 	t.Helper()
 	dir := t.TempDir()
 	configPath = filepath.Join(dir, "config.yaml")
 	cfg := fmt.Sprintf("nats:\n  stream: %s\n  subject_prefix: %s\ningest:\n  max_text_bytes: %d\n",
-		e.nats.Stream, e.nats.SubjectPrefix, testMaxText)
+		e.NATS.Stream, e.NATS.SubjectPrefix, ingesttest.MaxText)
 	if err := os.WriteFile(configPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -41,27 +43,27 @@ func commandSetup(t *testing.T, e *testEnv, good int) (env app.Env, configPath, 
 	if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env = app.Env{DatabaseURL: storetest.SchemaURL(t, e.st), NATSURL: natsURL()}
+	env = app.Env{DatabaseURL: storetest.SchemaURL(t, e.Store), NATSURL: queuetest.URL()}
 	return env, configPath, file
 }
 
-// runCommand runs RunCommand and returns its exit status, stdout and stderr.
-func runCommand(t *testing.T, o ingest.CommandOptions, env app.Env) (int, string, string) {
+// runCommand runs ingestFile and returns its exit status, stdout and stderr.
+func runCommand(t *testing.T, o fileOptions, env app.Env) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	// A no-op logger: the NATS connection may log after the test ends.
-	code := ingest.RunCommand(t.Context(), o, env, zap.NewNop(), &stdout, &stderr)
+	code := ingestFile(t.Context(), o, env, zap.NewNop(), &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }
 
-func TestRunCommandJSON(t *testing.T) {
+func TestIngestFileJSON(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := ingesttest.NewEnv(t)
 	env, configPath, file := commandSetup(t, e, 3)
 
-	o := ingest.CommandOptions{File: file, ConfigPath: configPath, JSON: true, Quiet: true}
+	o := fileOptions{File: file, ConfigPath: configPath, JSON: true, Quiet: true}
 	code, stdout, stderr := runCommand(t, o, env)
-	if code != ingest.ExitOK {
+	if code != exitOK {
 		t.Fatalf("exit %d, want 0; stderr:\n%s", code, stderr)
 	}
 	var got map[string]any
@@ -99,49 +101,49 @@ func TestRunCommandJSON(t *testing.T) {
 	if !strings.Contains(stderr, `ingest: rejected line 2 (id "cmd-bad"): missing "text"`) {
 		t.Errorf("stderr does not report the rejected line:\n%s", stderr)
 	}
-	if n := e.countSQL(t, fmt.Sprintf(`SELECT count(*) FROM runs WHERE batch_id = '%s' AND published_at IS NOT NULL`, batchID)); n != 3 {
+	if n := e.CountSQL(t, fmt.Sprintf(`SELECT count(*) FROM runs WHERE batch_id = '%s' AND published_at IS NOT NULL`, batchID)); n != 3 {
 		t.Errorf("%d published runs in batch %s, want 3", n, batchID)
 	}
 	var source string
-	if err := e.st.Pool.QueryRow(t.Context(), `SELECT source_name FROM batches WHERE id = $1`, batchID).Scan(&source); err != nil || source != file {
+	if err := e.Store.Pool.QueryRow(t.Context(), `SELECT source_name FROM batches WHERE id = $1`, batchID).Scan(&source); err != nil || source != file {
 		t.Errorf("batch source_name = %q, %v; want %q", source, err, file)
 	}
-	if n := e.streamMsgs(t); n != 3 {
+	if n := e.StreamMsgs(t); n != 3 {
 		t.Errorf("stream holds %d messages, want 3", n)
 	}
 
 	// Again, with a named batch and text output: all duplicates.
-	o = ingest.CommandOptions{File: file, ConfigPath: configPath, BatchID: "b-again", Quiet: true}
+	o = fileOptions{File: file, ConfigPath: configPath, BatchID: "b-again", Quiet: true}
 	code, stdout, stderr = runCommand(t, o, env)
-	if code != ingest.ExitOK {
+	if code != exitOK {
 		t.Fatalf("second run: exit %d, want 0; stderr:\n%s", code, stderr)
 	}
 	if wantLine := "batch b-again: 4 lines, 0 published, 3 duplicates, 1 rejected\n"; !strings.HasPrefix(stdout, wantLine) {
 		t.Errorf("second run stdout:\n%s\nwant it to start with %q", stdout, wantLine)
 	}
-	if n := e.streamMsgs(t); n != 3 {
+	if n := e.StreamMsgs(t); n != 3 {
 		t.Errorf("stream holds %d messages after the second run, want 3", n)
 	}
 
 	// A batch id used already: refused before anything is recorded.
 	code, stdout, stderr = runCommand(t, o, env)
 	wantErr := "ingest: batch \"b-again\" already exists; a batch id is used once: leave out -batch for a new one (nothing was recorded)\n"
-	if code != ingest.ExitError || stdout != "" || !strings.Contains(stderr, wantErr) {
+	if code != exitError || stdout != "" || !strings.Contains(stderr, wantErr) {
 		t.Errorf("third run, same -batch: exit %d, stdout %q, stderr:\n%s\nwant exit 1 and %q", code, stdout, stderr, wantErr)
 	}
 }
 
-func TestRunCommandWaitTimesOut(t *testing.T) {
+func TestIngestFileWaitTimesOut(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := ingesttest.NewEnv(t)
 	env, configPath, file := commandSetup(t, e, 2)
 
 	// No worker runs, so the batch stays queued.
-	o := ingest.CommandOptions{File: file, ConfigPath: configPath, JSON: true, Quiet: true,
+	o := fileOptions{File: file, ConfigPath: configPath, JSON: true, Quiet: true,
 		Wait: true, Timeout: 200 * time.Millisecond, PollEvery: 20 * time.Millisecond}
 	code, stdout, stderr := runCommand(t, o, env)
-	if code != ingest.ExitTimeout {
-		t.Fatalf("exit %d, want %d; stderr:\n%s", code, ingest.ExitTimeout, stderr)
+	if code != exitTimeout {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitTimeout, stderr)
 	}
 	var rep ingest.Report
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
@@ -156,8 +158,8 @@ func TestRunCommandWaitTimesOut(t *testing.T) {
 
 	// Ingested again while still queued: duplicates, but still waited for.
 	code, stdout, stderr = runCommand(t, o, env)
-	if code != ingest.ExitTimeout {
-		t.Fatalf("second run: exit %d, want %d; stderr:\n%s", code, ingest.ExitTimeout, stderr)
+	if code != exitTimeout {
+		t.Fatalf("second run: exit %d, want %d; stderr:\n%s", code, exitTimeout, stderr)
 	}
 	rep = ingest.Report{}
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
@@ -168,9 +170,9 @@ func TestRunCommandWaitTimesOut(t *testing.T) {
 	}
 }
 
-func TestRunCommandWaitEmptyBatch(t *testing.T) {
+func TestIngestFileWaitEmptyBatch(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := ingesttest.NewEnv(t)
 	env, configPath, _ := commandSetup(t, e, 0)
 	file := filepath.Join(t.TempDir(), "bad.jsonl")
 	if err := os.WriteFile(file, []byte("not json\n"), 0o600); err != nil {
@@ -179,10 +181,10 @@ func TestRunCommandWaitEmptyBatch(t *testing.T) {
 
 	// Nothing queued: the batch is done at once (no timeout), and the exit
 	// status says every line was rejected.
-	o := ingest.CommandOptions{File: file, ConfigPath: configPath, JSON: true, Quiet: true, Wait: true, Timeout: time.Minute}
+	o := fileOptions{File: file, ConfigPath: configPath, JSON: true, Quiet: true, Wait: true, Timeout: time.Minute}
 	code, stdout, stderr := runCommand(t, o, env)
-	if code != ingest.ExitNothingIngested {
-		t.Fatalf("exit %d, want %d; stderr:\n%s", code, ingest.ExitNothingIngested, stderr)
+	if code != exitNothingIngested {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitNothingIngested, stderr)
 	}
 	var rep ingest.Report
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
@@ -193,17 +195,17 @@ func TestRunCommandWaitEmptyBatch(t *testing.T) {
 	}
 }
 
-func TestRunCommandAllRejected(t *testing.T) {
+func TestIngestFileAllRejected(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := ingesttest.NewEnv(t)
 	env, configPath, _ := commandSetup(t, e, 1)
 	file := filepath.Join(t.TempDir(), "wrong.jsonl")
 	if err := os.WriteFile(file, []byte("id,text\n1,where is my order\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runCommand(t, ingest.CommandOptions{File: file, ConfigPath: configPath, JSON: true, Quiet: true}, env)
-	if code != ingest.ExitNothingIngested {
-		t.Errorf("exit %d, want %d; stderr:\n%s", code, ingest.ExitNothingIngested, stderr)
+	code, stdout, stderr := runCommand(t, fileOptions{File: file, ConfigPath: configPath, JSON: true, Quiet: true}, env)
+	if code != exitNothingIngested {
+		t.Errorf("exit %d, want %d; stderr:\n%s", code, exitNothingIngested, stderr)
 	}
 	if !strings.Contains(stderr, "every one of the 2 lines was rejected") || !strings.Contains(stderr, "line 1") {
 		t.Errorf("stderr does not name the lines and the outcome:\n%s", stderr)
@@ -213,11 +215,11 @@ func TestRunCommandAllRejected(t *testing.T) {
 		t.Errorf("report = %+v (%v), want 2 rejected with their errors, and no batch", rep, err)
 	}
 	// The text report says no batch was recorded.
-	_, stdout, _ = runCommand(t, ingest.CommandOptions{File: file, ConfigPath: configPath, Quiet: true}, env)
+	_, stdout, _ = runCommand(t, fileOptions{File: file, ConfigPath: configPath, Quiet: true}, env)
 	if !strings.HasPrefix(stdout, "no batch recorded: 2 lines, 0 published, 0 duplicates, 2 rejected\n") {
 		t.Errorf("text report:\n%s", stdout)
 	}
-	if n := e.countSQL(t, `SELECT count(*) FROM batches`); n != 0 {
+	if n := e.CountSQL(t, `SELECT count(*) FROM batches`); n != 0 {
 		t.Errorf("%d batches recorded for inputs whose every line was rejected, want 0", n)
 	}
 	// One good line among bad ones is a normal ingest.
@@ -225,14 +227,14 @@ func TestRunCommandAllRejected(t *testing.T) {
 	if err := os.WriteFile(mixed, []byte("not json\n{\"id\": \"ok-1\", \"text\": \"Where is order 48213?\"}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, stderr := runCommand(t, ingest.CommandOptions{File: mixed, ConfigPath: configPath, JSON: true, Quiet: true}, env); code != ingest.ExitOK {
+	if code, _, stderr := runCommand(t, fileOptions{File: mixed, ConfigPath: configPath, JSON: true, Quiet: true}, env); code != exitOK {
 		t.Errorf("one good line: exit %d, want 0; stderr:\n%s", code, stderr)
 	}
 }
 
-func TestRunCommandErrors(t *testing.T) {
+func TestIngestFileErrors(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := ingesttest.NewEnv(t)
 	env, configPath, file := commandSetup(t, e, 1)
 	badConfig := filepath.Join(t.TempDir(), "bad.yaml")
 	if err := os.WriteFile(badConfig, []byte("nats:\n  no_such_field: 1\n"), 0o600); err != nil {
@@ -240,16 +242,16 @@ func TestRunCommandErrors(t *testing.T) {
 	}
 	tests := []struct {
 		name       string
-		o          ingest.CommandOptions
+		o          fileOptions
 		code       int
 		wantStderr string
 	}{
-		{"unknown schema", ingest.CommandOptions{File: file, ConfigPath: configPath, SchemaID: "no_such_schema", JSON: true, Quiet: true},
-			ingest.ExitUsage, `ingest: -schema "no_such_schema" is not in the configuration`},
-		{"missing file", ingest.CommandOptions{File: filepath.Join(t.TempDir(), "absent.jsonl"), ConfigPath: configPath, JSON: true, Quiet: true},
-			ingest.ExitError, "no such file or directory"},
-		{"bad configuration", ingest.CommandOptions{File: file, ConfigPath: badConfig, JSON: true, Quiet: true},
-			ingest.ExitError, "no_such_field"},
+		{"unknown schema", fileOptions{File: file, ConfigPath: configPath, SchemaID: "no_such_schema", JSON: true, Quiet: true},
+			exitUsage, `ingest: -schema "no_such_schema" is not in the configuration`},
+		{"missing file", fileOptions{File: filepath.Join(t.TempDir(), "absent.jsonl"), ConfigPath: configPath, JSON: true, Quiet: true},
+			exitError, "no such file or directory"},
+		{"bad configuration", fileOptions{File: file, ConfigPath: badConfig, JSON: true, Quiet: true},
+			exitError, "no_such_field"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { // not parallel: the check below runs after them
@@ -266,7 +268,7 @@ func TestRunCommandErrors(t *testing.T) {
 		})
 	}
 	// Nothing was ingested by any of them.
-	if n := e.countSQL(t, `SELECT count(*) FROM batches`); n != 0 {
+	if n := e.CountSQL(t, `SELECT count(*) FROM batches`); n != 0 {
 		t.Errorf("%d batches recorded, want 0", n)
 	}
 }

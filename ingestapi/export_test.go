@@ -1,4 +1,4 @@
-package ingest
+package ingestapi
 
 // Busy returns how many POSTs hold one of MaxRequests: tests wait for a
 // request to be in flight with it.

@@ -1,4 +1,4 @@
-package ingest_test
+package ingestapi_test
 
 import (
 	"encoding/json"
@@ -7,12 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/extractq/extractq/ingest"
+	"github.com/extractq/extractq/ingestapi"
 	"github.com/extractq/extractq/store"
 )
 
 // postErasure posts body to /v1/erasures with contentType and auth.
-func (se *serverEnv) postErasure(t *testing.T, contentType, auth, body string) (reply, ingest.ErasureAnswer) {
+func (se *serverEnv) postErasure(t *testing.T, contentType, auth, body string) (reply, ingestapi.ErasureAnswer) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, se.base+"/v1/erasures", strings.NewReader(body))
 	if err != nil {
@@ -20,7 +20,7 @@ func (se *serverEnv) postErasure(t *testing.T, contentType, auth, body string) (
 	}
 	req.Header.Set("Content-Type", contentType)
 	r := do(t, req, auth)
-	var ans ingest.ErasureAnswer
+	var ans ingestapi.ErasureAnswer
 	if r.status == http.StatusOK {
 		if err := json.Unmarshal(r.body, &ans); err != nil {
 			t.Fatalf("answer: %v\n%s", err, r.body)
@@ -36,11 +36,11 @@ func TestServeErasures(t *testing.T) {
 	body := `{"id": "e-1", "source": "web", "text": "Order 48213 never came; call me on 555 0100."}` + "\n" +
 		`{"id": "e-2", "source": "web", "text": "Still waiting for order 48213."}` + "\n" +
 		`{"id": "e-3", "source": "web", "text": "Where is my refund?"}` + "\n"
-	if r := se.post(t, "", ingest.ContentTypeNDJSON, body); r.status != http.StatusOK || r.ans.Published != 3 {
+	if r := se.post(t, "", ingestapi.ContentTypeNDJSON, body); r.status != http.StatusOK || r.ans.Published != 3 {
 		t.Fatalf("ingest: %d %s", r.status, r.body)
 	}
 	// No worker runs here: e-1 and e-2 are done as if one had; e-3 stays queued.
-	if _, err := se.st.Pool.Exec(ctx, `UPDATE runs SET status = 'succeeded', finished_at = now()
+	if _, err := se.Store.Pool.Exec(ctx, `UPDATE runs SET status = 'succeeded', finished_at = now()
 		WHERE message_id IN (SELECT id FROM messages WHERE external_id IN ('e-1', 'e-2'))`); err != nil {
 		t.Fatal(err)
 	}
@@ -48,21 +48,21 @@ func TestServeErasures(t *testing.T) {
 	req := `{"by": "dpo", "reason": "request 118", "messages": [{"source": "web", "id": "e-1"}, {"source": "web", "id": "e-3"},
 		{"source": "web", "id": "e-404"}, {"source": "web", "id": "e-2"}]}`
 
-	r, _ := se.postErasure(t, ingest.ContentTypeJSON, "", req)
+	r, _ := se.postErasure(t, ingestapi.ContentTypeJSON, "", req)
 	wantError(t, "no token", r, http.StatusUnauthorized, "unauthorized", "missing or wrong token")
 
 	// A dry run answers the same and erases nothing.
 	dry := strings.Replace(req, `"by": "dpo",`, `"by": "dpo", "dry_run": true,`, 1)
-	if r, ans := se.postErasure(t, ingest.ContentTypeJSON, auth, dry); r.status != http.StatusOK || !ans.DryRun || ans.WouldErase != 2 || ans.Erased != 0 ||
+	if r, ans := se.postErasure(t, ingestapi.ContentTypeJSON, auth, dry); r.status != http.StatusOK || !ans.DryRun || ans.WouldErase != 2 || ans.Erased != 0 ||
 		ans.Results[0].Status != store.ErasureWouldErase || ans.Results[0].ErasedAt != nil {
 		t.Fatalf("dry run: %d %s", r.status, r.body)
 	}
 	var n int
-	if err := se.st.Pool.QueryRow(ctx, `SELECT count(*) FROM messages WHERE erased_at IS NOT NULL`).Scan(&n); err != nil || n != 0 {
+	if err := se.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM messages WHERE erased_at IS NOT NULL`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("%d messages erased by a dry run (%v)", n, err)
 	}
 
-	r, ans := se.postErasure(t, ingest.ContentTypeJSON, auth, req)
+	r, ans := se.postErasure(t, ingestapi.ContentTypeJSON, auth, req)
 	if r.status != http.StatusOK || ans.Erased != 2 || ans.Queued != 1 || ans.NotFound != 1 || len(ans.Results) != 4 {
 		t.Fatalf("erase: %d %s", r.status, r.body)
 	}
@@ -72,7 +72,7 @@ func TestServeErasures(t *testing.T) {
 		}
 	}
 	var bodies []string
-	rows, err := se.st.Pool.Query(ctx, `SELECT body FROM messages ORDER BY external_id`)
+	rows, err := se.Store.Pool.Query(ctx, `SELECT body FROM messages ORDER BY external_id`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,31 +87,31 @@ func TestServeErasures(t *testing.T) {
 		t.Errorf("bodies after the erasure = %q; want e-1 and e-2 erased, e-3 kept", bodies)
 	}
 	var via, actor string
-	if err := se.st.Pool.QueryRow(ctx, `SELECT via, actor FROM audit_log WHERE action = 'erase' LIMIT 1`).Scan(&via, &actor); err != nil ||
+	if err := se.Store.Pool.QueryRow(ctx, `SELECT via, actor FROM audit_log WHERE action = 'erase' LIMIT 1`).Scan(&via, &actor); err != nil ||
 		via != store.ViaAPI || actor != "dpo" {
 		t.Errorf("audit entry: via %q, actor %q (%v); want api, dpo", via, actor, err)
 	}
 	// Again: already erased.
-	if _, ans := se.postErasure(t, ingest.ContentTypeJSON, auth, req); ans.AlreadyErased != 2 || ans.Erased != 0 {
+	if _, ans := se.postErasure(t, ingestapi.ContentTypeJSON, auth, req); ans.AlreadyErased != 2 || ans.Erased != 0 {
 		t.Errorf("second erasure = %+v, want 2 already erased", ans)
 	}
 
 	for _, tt := range []struct{ name, ct, body, code, msg string }{
-		{"not JSON", ingest.ContentTypeJSON, `by=dpo`, "bad_body", "the body is not one JSON object"},
-		{"unknown key", ingest.ContentTypeJSON, `{"by": "dpo", "ids": ["e-1"]}`, "bad_body", `unknown key "ids" (keys are case-sensitive)`},
-		{"key case", ingest.ContentTypeJSON, `{"BY": "dpo", "messages": [{"id": "e-1"}]}`, "bad_body", `unknown key "BY"`},
-		{"id key case", ingest.ContentTypeJSON, `{"by": "dpo", "messages": [{"ID": "e-1"}]}`, "bad_body", `messages[0]: unknown key "ID"`},
-		{"id twice", ingest.ContentTypeJSON, `{"by": "dpo", "messages": [{"id": "e-1", "id": "e-2"}]}`, "bad_body", `key /messages/0/id occurs twice`},
-		{"messages twice", ingest.ContentTypeJSON, `{"by": "dpo", "messages": [{"id": "e-1"}], "messages": [{"id": "e-2"}]}`, "bad_body", `key /messages occurs twice`},
-		{"no by", ingest.ContentTypeJSON, `{"messages": [{"id": "e-1"}]}`, "bad_body", `"by" is required`},
-		{"NUL in by", ingest.ContentTypeJSON, `{"by": "d\u0000po", "messages": [{"id": "e-1"}]}`, "bad_body", `"by" holds a NUL character`},
-		{"NUL in id", ingest.ContentTypeJSON, `{"by": "dpo", "messages": [{"id": "e\u0000"}]}`, "bad_body", `messages[0]: "id" contains a NUL character`},
-		{"no messages", ingest.ContentTypeJSON, `{"by": "dpo", "messages": []}`, "bad_body", `"messages" names no message`},
-		{"no id", ingest.ContentTypeJSON, `{"by": "dpo", "messages": [{"source": "web"}]}`, "bad_body", `messages[0]: the object has no "id"`},
-		{"float id", ingest.ContentTypeJSON, `{"by": "dpo", "messages": [{"id": 1.5}]}`, "bad_body", `"id" must be a string or an integer, not 1.5`},
-		{"two values", ingest.ContentTypeJSON, `{"by": "dpo", "messages": [{"id": "x"}]} {}`, "bad_body", "data after the JSON value"},
-		{"JSONL", ingest.ContentTypeNDJSON, req, "unsupported_media_type", "takes application/json"},
-		{"latin1", ingest.ContentTypeJSON + "; charset=latin1", req, "unsupported_media_type", `charset "latin1": only UTF-8 is read`},
+		{"not JSON", ingestapi.ContentTypeJSON, `by=dpo`, "bad_body", "the body is not one JSON object"},
+		{"unknown key", ingestapi.ContentTypeJSON, `{"by": "dpo", "ids": ["e-1"]}`, "bad_body", `unknown key "ids" (keys are case-sensitive)`},
+		{"key case", ingestapi.ContentTypeJSON, `{"BY": "dpo", "messages": [{"id": "e-1"}]}`, "bad_body", `unknown key "BY"`},
+		{"id key case", ingestapi.ContentTypeJSON, `{"by": "dpo", "messages": [{"ID": "e-1"}]}`, "bad_body", `messages[0]: unknown key "ID"`},
+		{"id twice", ingestapi.ContentTypeJSON, `{"by": "dpo", "messages": [{"id": "e-1", "id": "e-2"}]}`, "bad_body", `key /messages/0/id occurs twice`},
+		{"messages twice", ingestapi.ContentTypeJSON, `{"by": "dpo", "messages": [{"id": "e-1"}], "messages": [{"id": "e-2"}]}`, "bad_body", `key /messages occurs twice`},
+		{"no by", ingestapi.ContentTypeJSON, `{"messages": [{"id": "e-1"}]}`, "bad_body", `"by" is required`},
+		{"NUL in by", ingestapi.ContentTypeJSON, `{"by": "d\u0000po", "messages": [{"id": "e-1"}]}`, "bad_body", `"by" holds a NUL character`},
+		{"NUL in id", ingestapi.ContentTypeJSON, `{"by": "dpo", "messages": [{"id": "e\u0000"}]}`, "bad_body", `messages[0]: "id" contains a NUL character`},
+		{"no messages", ingestapi.ContentTypeJSON, `{"by": "dpo", "messages": []}`, "bad_body", `"messages" names no message`},
+		{"no id", ingestapi.ContentTypeJSON, `{"by": "dpo", "messages": [{"source": "web"}]}`, "bad_body", `messages[0]: the object has no "id"`},
+		{"float id", ingestapi.ContentTypeJSON, `{"by": "dpo", "messages": [{"id": 1.5}]}`, "bad_body", `"id" must be a string or an integer, not 1.5`},
+		{"two values", ingestapi.ContentTypeJSON, `{"by": "dpo", "messages": [{"id": "x"}]} {}`, "bad_body", "data after the JSON value"},
+		{"JSONL", ingestapi.ContentTypeNDJSON, req, "unsupported_media_type", "takes application/json"},
+		{"latin1", ingestapi.ContentTypeJSON + "; charset=latin1", req, "unsupported_media_type", `charset "latin1": only UTF-8 is read`},
 	} {
 		r, _ := se.postErasure(t, tt.ct, auth, tt.body)
 		status := http.StatusBadRequest
@@ -124,10 +124,10 @@ func TestServeErasures(t *testing.T) {
 	for i := range store.MaxErasureKeys + 1 {
 		fmt.Fprintf(&many, `{"id": "x-%d"},`, i)
 	}
-	r, _ = se.postErasure(t, ingest.ContentTypeJSON, auth, `{"by": "dpo", "messages": [`+strings.TrimSuffix(many.String(), ",")+`]}`)
+	r, _ = se.postErasure(t, ingestapi.ContentTypeJSON, auth, `{"by": "dpo", "messages": [`+strings.TrimSuffix(many.String(), ",")+`]}`)
 	wantError(t, "too many", r, http.StatusBadRequest, "bad_body", "names 1001 distinct messages; at most 1000")
 	// Repeats count once: 1,001 copies of one key are one key.
-	r, ans = se.postErasure(t, ingest.ContentTypeJSON, auth, `{"by": "dpo", "messages": [`+strings.Repeat(`{"id": 7},`, store.MaxErasureKeys)+`{"id": 7}]}`)
+	r, ans = se.postErasure(t, ingestapi.ContentTypeJSON, auth, `{"by": "dpo", "messages": [`+strings.Repeat(`{"id": 7},`, store.MaxErasureKeys)+`{"id": 7}]}`)
 	if r.status != http.StatusOK || len(ans.Results) != 1 || ans.Results[0].ExternalID != "7" {
 		t.Errorf("1,001 copies of the integer id 7: %d %s", r.status, r.body)
 	}
@@ -136,7 +136,7 @@ func TestServeErasures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req2.Header.Set("Content-Type", ingest.ContentTypeJSON)
+	req2.Header.Set("Content-Type", ingestapi.ContentTypeJSON)
 	wantError(t, "query", do(t, req2, auth), http.StatusBadRequest, "bad_parameter", `unknown query parameter "dry_run": POST /v1/erasures takes no query parameters`)
 
 	r = se.get(t, "/v1/erasures")

@@ -1,4 +1,4 @@
-package ingest_test
+package ingestapi_test
 
 import (
 	"bufio"
@@ -15,7 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/extractq/extractq/ingest"
+	"github.com/extractq/extractq/ingestapi"
 )
 
 // hostRequest is a request to se's listener with Host host ("" keeps the
@@ -40,7 +40,7 @@ func (se *serverEnv) hostRequest(t *testing.T, method, path, host, contentType, 
 // own name and is answered 421 on every route, with nothing stored.
 func TestServeNoTokenLoopbackHostOnly(t *testing.T) {
 	t.Parallel()
-	se := newServerEnv(t, nil, func(c *ingest.ServerConfig) { c.Token = ""; c.Registry = prometheus.NewRegistry() })
+	se := newServerEnv(t, nil, func(c *ingestapi.ServerConfig) { c.Token = ""; c.Registry = prometheus.NewRegistry() })
 	u, err := url.Parse(se.base)
 	if err != nil {
 		t.Fatal(err)
@@ -49,10 +49,10 @@ func TestServeNoTokenLoopbackHostOnly(t *testing.T) {
 	line := `{"id": "h-1", "text": "Where is order 48213?"}` + "\n"
 	erase := `{"by": "dpo", "messages": [{"source": "web", "id": "h-1"}]}`
 	routes := []struct{ method, path, ctype, body string }{
-		{"POST", "/v1/messages", ingest.ContentTypeNDJSON, line},
+		{"POST", "/v1/messages", ingestapi.ContentTypeNDJSON, line},
 		{"GET", "/v1/batches/b-1", "", ""},
 		{"GET", "/v1/batches/b-1/results", "", ""},
-		{"POST", "/v1/erasures", ingest.ContentTypeJSON, erase},
+		{"POST", "/v1/erasures", ingestapi.ContentTypeJSON, erase},
 		{"GET", "/healthz", "", ""},
 		{"GET", "/readyz", "", ""},
 		{"GET", "/metrics", "", ""},
@@ -66,17 +66,17 @@ func TestServeNoTokenLoopbackHostOnly(t *testing.T) {
 				"answers only requests to a loopback host", "set a token")
 		}
 	}
-	if n := se.countSQL(t, `SELECT count(*) FROM batches`); n != 0 {
+	if n := se.CountSQL(t, `SELECT count(*) FROM batches`); n != 0 {
 		t.Errorf("%d batches recorded, want 0", n)
 	}
-	if n := se.streamMsgs(t); n != 0 {
+	if n := se.StreamMsgs(t); n != 0 {
 		t.Errorf("stream holds %d messages, want 0", n)
 	}
 
 	// Loopback names are answered.
 	for i, host := range []string{"", "127.0.0.1:" + port, "localhost:" + port, "LOCALHOST", "api.localhost:" + port, "127.0.0.2:" + port, "[::1]:" + port} {
 		id := "h-" + string(rune('a'+i))
-		r := do(t, se.hostRequest(t, "POST", "/v1/messages", host, ingest.ContentTypeNDJSON, strings.Replace(line, "h-1", id, 1)), "")
+		r := do(t, se.hostRequest(t, "POST", "/v1/messages", host, ingestapi.ContentTypeNDJSON, strings.Replace(line, "h-1", id, 1)), "")
 		if r.status != http.StatusOK || r.ans.Published != 1 {
 			t.Errorf("POST with Host %q: %d %s, want 200 with 1 published", host, r.status, r.body)
 		}
@@ -90,11 +90,11 @@ func TestServeNoTokenLoopbackHostOnly(t *testing.T) {
 func TestServeTokenAnyHost(t *testing.T) {
 	t.Parallel()
 	se := newServerEnv(t, nil, nil)
-	req := se.hostRequest(t, "POST", "/v1/messages", "ingest.example.com", ingest.ContentTypeNDJSON, `{"id": "t-1", "text": "Where is order 48213?"}`)
+	req := se.hostRequest(t, "POST", "/v1/messages", "ingest.example.com", ingestapi.ContentTypeNDJSON, `{"id": "t-1", "text": "Where is order 48213?"}`)
 	if r := do(t, req, "Bearer "+testToken); r.status != http.StatusOK || r.ans.Published != 1 {
 		t.Errorf("POST with the token and Host ingest.example.com: %d %s", r.status, r.body)
 	}
-	req = se.hostRequest(t, "POST", "/v1/messages", "ingest.example.com", ingest.ContentTypeNDJSON, `{"id": "t-2", "text": "x"}`)
+	req = se.hostRequest(t, "POST", "/v1/messages", "ingest.example.com", ingestapi.ContentTypeNDJSON, `{"id": "t-2", "text": "x"}`)
 	wantError(t, "POST without the token", do(t, req, ""), http.StatusUnauthorized, "unauthorized")
 }
 
@@ -103,12 +103,12 @@ func TestServeTokenAnyHost(t *testing.T) {
 // limit before reading any of it; and no route takes a multipart body.
 func TestServeBodyLimits(t *testing.T) {
 	t.Parallel()
-	se := newServerEnv(t, nil, func(c *ingest.ServerConfig) { c.Registry = prometheus.NewRegistry() })
+	se := newServerEnv(t, nil, func(c *ingestapi.ServerConfig) { c.Registry = prometheus.NewRegistry() })
 	auth := "Bearer " + testToken
 
 	t.Run("NoBodyRoutes", func(t *testing.T) {
 		for _, path := range []string{"/v1/batches/b-1", "/v1/batches/b-1/results", "/healthz", "/readyz", "/metrics"} {
-			r := do(t, se.hostRequest(t, "GET", path, "", ingest.ContentTypeJSON, `{"x": 1}`), auth)
+			r := do(t, se.hostRequest(t, "GET", path, "", ingestapi.ContentTypeJSON, `{"x": 1}`), auth)
 			wantError(t, "GET "+path+" with a body", r, http.StatusRequestEntityTooLarge, "body_too_large", "GET "+strings.Replace(path, "b-1", "{id}", 1)+" takes no body")
 		}
 	})
@@ -121,8 +121,8 @@ func TestServeBodyLimits(t *testing.T) {
 			path, ctype   string
 			length, limit int
 		}{
-			{"/v1/erasures", ingest.ContentTypeJSON, 2 << 20, 1 << 20},
-			{"/v1/messages", ingest.ContentTypeNDJSON, ingest.DefaultMaxBodyBytes + 1, ingest.DefaultMaxBodyBytes},
+			{"/v1/erasures", ingestapi.ContentTypeJSON, 2 << 20, 1 << 20},
+			{"/v1/messages", ingestapi.ContentTypeNDJSON, ingestapi.DefaultMaxBodyBytes + 1, ingestapi.DefaultMaxBodyBytes},
 		} {
 			conn, err := net.Dial("tcp", strings.TrimPrefix(se.base, "http://"))
 			if err != nil {
@@ -150,7 +150,7 @@ func TestServeBodyLimits(t *testing.T) {
 
 	t.Run("ErasureChunkedTooLong", func(t *testing.T) {
 		big := `{"by": "dpo", "reason": "` + strings.Repeat("x", 1<<20) + `", "messages": []}`
-		req := se.hostRequest(t, "POST", "/v1/erasures", "", ingest.ContentTypeJSON, "")
+		req := se.hostRequest(t, "POST", "/v1/erasures", "", ingestapi.ContentTypeJSON, "")
 		req.Body, req.ContentLength = io.NopCloser(strings.NewReader(big)), 0 // sent chunked
 		wantError(t, "chunked erasure body over 1 MiB", do(t, req, auth), http.StatusRequestEntityTooLarge, "body_too_large", "longer than the limit of 1048576 bytes")
 	})
@@ -177,11 +177,11 @@ func TestServeBodyLimits(t *testing.T) {
 		wantError(t, "multipart/mixed", r, http.StatusUnsupportedMediaType, "unsupported_media_type", `Content-Type "multipart/mixed"`)
 	})
 
-	if n := se.countSQL(t, `SELECT count(*) FROM batches`); n != 0 {
+	if n := se.CountSQL(t, `SELECT count(*) FROM batches`); n != 0 {
 		t.Errorf("%d batches recorded, want 0", n)
 	}
 	// A route's own body is still taken.
-	if r := se.post(t, "", ingest.ContentTypeNDJSON, `{"id": "ok-1", "text": "Where is order 48213?"}`); r.status != http.StatusOK || r.ans.Published != 1 {
+	if r := se.post(t, "", ingestapi.ContentTypeNDJSON, `{"id": "ok-1", "text": "Where is order 48213?"}`); r.status != http.StatusOK || r.ans.Published != 1 {
 		t.Errorf("POST /v1/messages: %d %s", r.status, r.body)
 	}
 }
@@ -194,7 +194,7 @@ func TestServeCrossOrigin(t *testing.T) {
 	for _, token := range []string{"", testToken} {
 		t.Run(map[string]string{"": "NoToken", testToken: "Token"}[token], func(t *testing.T) {
 			t.Parallel()
-			se := newServerEnv(t, nil, func(c *ingest.ServerConfig) { c.Token = token })
+			se := newServerEnv(t, nil, func(c *ingestapi.ServerConfig) { c.Token = token })
 			auth := ""
 			if token != "" {
 				auth = "Bearer " + token
@@ -225,7 +225,7 @@ func TestServeCrossOrigin(t *testing.T) {
 				{"Origin": self, "X-Forwarded-Proto": "https"}, // behind a TLS proxy, the origin is https
 			}
 			for _, hdr := range refused {
-				wantError(t, fmt.Sprintf("POST with %v", hdr), post(hdr, ingest.ContentTypeNDJSON), http.StatusForbidden, "cross_origin",
+				wantError(t, fmt.Sprintf("POST with %v", hdr), post(hdr, ingestapi.ContentTypeNDJSON), http.StatusForbidden, "cross_origin",
 					"from a page of another", "the API answers programs")
 			}
 			// The form a page can post without asking: text/plain.
@@ -236,10 +236,10 @@ func TestServeCrossOrigin(t *testing.T) {
 				req.Header.Set("Origin", "http://evil.example")
 				wantError(t, "GET "+path+" from another origin", do(t, req, auth), http.StatusForbidden, "cross_origin")
 			}
-			req := se.hostRequest(t, "POST", "/v1/erasures", "", ingest.ContentTypeJSON, `{"by": "x", "messages": [{"id": "o-1"}]}`)
+			req := se.hostRequest(t, "POST", "/v1/erasures", "", ingestapi.ContentTypeJSON, `{"by": "x", "messages": [{"id": "o-1"}]}`)
 			req.Header.Set("Origin", "http://evil.example")
 			wantError(t, "POST /v1/erasures from another origin", do(t, req, auth), http.StatusForbidden, "cross_origin")
-			if n := se.countSQL(t, `SELECT count(*) FROM batches`); n != 0 {
+			if n := se.CountSQL(t, `SELECT count(*) FROM batches`); n != 0 {
 				t.Errorf("%d batches recorded, want 0", n)
 			}
 
@@ -253,7 +253,7 @@ func TestServeCrossOrigin(t *testing.T) {
 				{"Sec-Fetch-Site": "none"},
 				{"Referer": self + "/v1/batches/b-1"},
 			} {
-				if r := post(hdr, ingest.ContentTypeNDJSON); r.status != http.StatusOK || r.ans.Published != 1 {
+				if r := post(hdr, ingestapi.ContentTypeNDJSON); r.status != http.StatusOK || r.ans.Published != 1 {
 					t.Errorf("POST with %v: %d %s, want 200", hdr, r.status, r.body)
 				}
 			}

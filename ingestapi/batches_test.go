@@ -1,4 +1,4 @@
-package ingest_test
+package ingestapi_test
 
 import (
 	"encoding/json"
@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extractq/extractq/ingest"
+	"github.com/extractq/extractq/ingest/ingesttest"
+	"github.com/extractq/extractq/ingestapi"
 	"github.com/extractq/extractq/store"
 )
 
@@ -36,10 +37,10 @@ func (se *serverEnv) batchStatus(t *testing.T, path string) (reply, batchAnswer)
 
 // finishRuns writes a first-pass success as the outcome of every queued
 // run of batch, as a worker would.
-func finishRuns(t *testing.T, e *testEnv, batch string) {
+func finishRuns(t *testing.T, e *ingesttest.Env, batch string) {
 	t.Helper()
 	ctx := t.Context()
-	rows, err := e.st.Pool.Query(ctx, `SELECT message_id, run_no FROM runs WHERE batch_id = $1 AND status = 'queued'`, batch)
+	rows, err := e.Store.Pool.Query(ctx, `SELECT message_id, run_no FROM runs WHERE batch_id = $1 AND status = 'queued'`, batch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,8 +60,8 @@ func finishRuns(t *testing.T, e *testEnv, batch string) {
 		t.Fatal(err)
 	}
 	for _, r := range refs {
-		if err := e.st.RunOutcomeInsert(ctx, e.st.Pool, store.RunOutcomeParams{
-			MessageID: r.id, RunNo: r.run, SchemaID: testSchema, SchemaVersion: "1", Status: store.RunSucceeded,
+		if err := e.Store.RunOutcomeInsert(ctx, e.Store.Pool, store.RunOutcomeParams{
+			MessageID: r.id, RunNo: r.run, SchemaID: ingesttest.Schema, SchemaVersion: "1", Status: store.RunSucceeded,
 			Calls:      []store.LLMCall{{Attempt: 1, Model: "sim", PromptTokens: 100, CompletionTokens: 10, CostUSD: 0.001, FinishReason: "stop", Reply: `{}`, Valid: true}},
 			Extraction: &store.ExtractionParams{Data: []byte(`{}`)},
 		}); err != nil {
@@ -101,7 +102,7 @@ func TestServeBatchStatus(t *testing.T) {
 		got <- result{r, b}
 	}()
 	time.Sleep(300 * time.Millisecond) // the wait has begun: it polls
-	finishRuns(t, se.testEnv, batch)
+	finishRuns(t, se.Env, batch)
 	select {
 	case res := <-got:
 		if res.r.status != http.StatusOK || !res.b.Done || res.b.Succeeded != 2 || res.b.Queued != 0 || res.b.LLMCalls != 2 {
@@ -152,7 +153,7 @@ func (se *serverEnv) resultLines(t *testing.T, path string) (int, []map[string]a
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if ct := resp.Header.Get("Content-Type"); resp.StatusCode == http.StatusOK && ct != ingest.ContentTypeNDJSON {
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode == http.StatusOK && ct != ingestapi.ContentTypeNDJSON {
 		t.Errorf("GET %s: Content-Type %q", path, ct)
 	}
 	var lines []map[string]any
@@ -169,7 +170,7 @@ func (se *serverEnv) resultLines(t *testing.T, path string) (int, []map[string]a
 
 func TestServeBatchResults(t *testing.T) {
 	t.Parallel()
-	se := newServerEnv(t, nil, func(c *ingest.ServerConfig) { c.ResultsPage = 2 })
+	se := newServerEnv(t, nil, func(c *ingestapi.ServerConfig) { c.ResultsPage = 2 })
 	var body strings.Builder
 	const n = 5 // pages of 2, 2 and 1
 	for i := range n {
@@ -196,14 +197,14 @@ func TestServeBatchResults(t *testing.T) {
 		t.Errorf("%d distinct ids in %d lines: a page boundary repeated or lost one", len(seen), n)
 	}
 
-	finishRuns(t, se.testEnv, p.ans.BatchID)
+	finishRuns(t, se.Env, p.ans.BatchID)
 	status, lines = se.resultLines(t, path)
 	if status != http.StatusOK || len(lines) != n {
 		t.Fatalf("done batch: %d, %d lines", status, len(lines))
 	}
 	for _, l := range lines {
 		res, _ := l["result"].(map[string]any)
-		if l["status"] != "succeeded" || res == nil || res["outcome"] != "succeeded" || res["schema_id"] != testSchema || res["human_made"] != false {
+		if l["status"] != "succeeded" || res == nil || res["outcome"] != "succeeded" || res["schema_id"] != ingesttest.Schema || res["human_made"] != false {
 			t.Errorf("succeeded message: %v", l)
 		}
 	}

@@ -1,4 +1,4 @@
-package ingest_test
+package ingestapi_test
 
 import (
 	"io"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/extractq/extractq/ingest"
+	"github.com/extractq/extractq/ingestapi"
 )
 
 // GET /metrics serves the requests by route and status, and the lines of
@@ -16,7 +16,7 @@ import (
 func TestServeMetrics(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	se := newServerEnv(t, nil, func(c *ingest.ServerConfig) { c.Registry = reg })
+	se := newServerEnv(t, nil, func(c *ingestapi.ServerConfig) { c.Registry = reg })
 	p := se.post(t, "", "application/x-ndjson",
 		`{"id":"m-1","text":"Where is order 48213?"}`+"\n"+`{"id":"m-2","text":"Refund please"}`+"\n"+`{"id":"m-3"}`+"\n")
 	if p.status != http.StatusOK || p.ans.Published != 2 || p.ans.Rejected != 1 {

@@ -1,7 +1,6 @@
-package ingest
+package ingestapi
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,13 +11,14 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/extractq/extractq/ingest"
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/store"
 )
 
-// ErasureRequest is the body of POST /v1/erasures: the messages whose
+// erasureRequest is the body of POST /v1/erasures: the messages whose
 // text a customer asked to have erased, and who asks.
-type ErasureRequest struct {
+type erasureRequest struct {
 	// By names who asks for the erasure, for the audit log; required.
 	By string `json:"by"`
 	// Reason is the request's reference (a ticket number), for the audit
@@ -50,7 +50,7 @@ const maxErasureBody = 1 << 20
 // erasures is POST /v1/erasures: it erases the text of the messages named
 // (store.MessagesErase, one transaction) and answers 200 with a result
 // per key, whatever each one's status. A body that is not the JSON of an
-// ErasureRequest, or names no message, or more than store.MaxErasureKeys,
+// erasureRequest, or names no message, or more than store.MaxErasureKeys,
 // is 400; one over maxErasureBody 413 (at once when its Content-Length
 // says so); Postgres failing is 503, and nothing is erased then.
 func (s *Server) erasures(w http.ResponseWriter, r *http.Request) {
@@ -118,8 +118,8 @@ const erasureWant = `want {"by": NAME, "reason": TEXT, "messages": [{"source": S
 // as strictly as ingest reads a line: keys are case-sensitive and given
 // once, nothing follows the object, text holds no NUL. A key given twice
 // in messages counts once. The error names what is wrong, and where.
-func readErasureRequest(r io.Reader) (ErasureRequest, error) {
-	var req ErasureRequest
+func readErasureRequest(r io.Reader) (erasureRequest, error) {
+	var req erasureRequest
 	body, err := io.ReadAll(r)
 	if err != nil {
 		return req, err
@@ -169,7 +169,7 @@ func readErasureRequest(r io.Reader) (ErasureRequest, error) {
 	}
 	seen := map[store.MessageKey]bool{}
 	for i, m := range list {
-		k, err := ErasureKey(m, "")
+		k, err := ingest.ErasureKey(m, "")
 		if err != nil {
 			return req, fmt.Errorf("messages[%d]: %v", i, err)
 		}
@@ -187,52 +187,4 @@ func readErasureRequest(r io.Reader) (ErasureRequest, error) {
 		return req, fmt.Errorf(`"messages" names %d distinct messages; at most %d in one request`, len(req.Messages), store.MaxErasureKeys)
 	}
 	return req, nil
-}
-
-// ErasureKey reads a message key to erase from v, a JSON object decoded
-// by pipeline.DecodeStrict: {"source": S, "id": ID}, keys case-sensitive,
-// "source" optional (defaultSource then), "id" a string or an integer
-// (kept as its decimal text) that passes ingest's checks of an id. The
-// error names what is wrong.
-func ErasureKey(v any, defaultSource string) (store.MessageKey, error) {
-	key := store.MessageKey{Source: defaultSource}
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return key, errors.New(`not a JSON object; want {"source": S, "id": ID}`)
-	}
-	for k := range obj {
-		if k != "source" && k != "id" {
-			return key, fmt.Errorf(`unknown key %q (keys are case-sensitive); want {"source": S, "id": ID}`, k)
-		}
-	}
-	if src, ok := obj["source"]; ok {
-		s, isString := src.(string)
-		if !isString || strings.ContainsRune(s, 0) {
-			return key, errors.New(`"source" must be a string without NUL`)
-		}
-		key.Source = s
-	}
-	var id string
-	switch t := obj["id"].(type) {
-	case nil:
-		if _, given := obj["id"]; !given {
-			return key, errors.New(`the object has no "id"`)
-		}
-		return key, errors.New(`"id" must be a string or an integer`)
-	case string:
-		id = t
-	case json.Number:
-		if !isInteger(t.String()) {
-			return key, fmt.Errorf(`"id" must be a string or an integer, not %s`, t)
-		}
-		id = t.String()
-	default:
-		return key, errors.New(`"id" must be a string or an integer`)
-	}
-	var in Input
-	if err := in.setID(id); err != nil {
-		return key, err
-	}
-	key.ExternalID = in.ID
-	return key, nil
 }

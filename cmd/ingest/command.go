@@ -1,4 +1,4 @@
-package ingest
+package main
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"go.uber.org/zap"
 
+	"github.com/extractq/extractq/ingest"
 	"github.com/extractq/extractq/internal/app"
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/queue"
@@ -23,8 +24,8 @@ import (
 	"github.com/extractq/extractq/store"
 )
 
-// CommandOptions are cmd/ingest's flags.
-type CommandOptions struct {
+// fileOptions are the flags of the file mode (ingest FILE).
+type fileOptions struct {
 	File       string
 	ConfigPath string
 	SchemaID   string
@@ -42,63 +43,33 @@ type CommandOptions struct {
 	PollEvery time.Duration
 }
 
-// Report is cmd/ingest's -json output.
-type Report struct {
-	BatchID          string  `json:"batch_id,omitempty"` // left out when every line was rejected: no batch was recorded
-	Lines            int     `json:"lines"`
-	Published        int     `json:"published"`
-	Duplicates       int     `json:"duplicates"`
-	Rejected         int     `json:"rejected"`
-	Queued           int     `json:"queued"`
-	Succeeded        int     `json:"succeeded"`
-	Repaired         int     `json:"repaired"`
-	Failed           int     `json:"failed"`
-	LLMCalls         int     `json:"llm_calls"`
-	PromptTokens     int     `json:"prompt_tokens"`
-	CompletionTokens int     `json:"completion_tokens"`
-	CostUSD          float64 `json:"cost_usd"`
-	// QueuedDuplicates counts duplicates whose earlier run is still queued;
-	// they are in Queued and a wait covers them.
-	QueuedDuplicates int `json:"queued_duplicates,omitempty"`
-	// InvalidUTF8 counts the messages stored with U+FFFD in place of bytes
-	// that are not UTF-8, and InvalidUTF8Lines gives the first of their
-	// line numbers (Summary's fields of the same names).
-	InvalidUTF8      int         `json:"invalid_utf8,omitempty"`
-	InvalidUTF8Lines []int       `json:"invalid_utf8_lines,omitempty"`
-	TimedOut         bool        `json:"timed_out,omitempty"`
-	Errors           []LineError `json:"errors,omitempty"`
-	// Hint says what the input probably is when every line was rejected
-	// for a reason the input's format explains, such as "the input looks
-	// like CSV: use -format csv".
-	Hint string `json:"hint,omitempty"`
-}
-
-// Exit statuses of RunCommand.
+// Exit statuses of the command.
 const (
-	ExitOK      = 0
-	ExitError   = 1
-	ExitUsage   = 2
-	ExitTimeout = 3
-	// ExitNothingIngested: nothing of the input is stored or queued,
+	exitOK      = 0
+	exitError   = 1
+	exitUsage   = 2
+	exitTimeout = 3
+	// exitNothingIngested: nothing of the input is stored or queued,
 	// because it had lines and every one was rejected (the reasons are on
 	// stderr and in the report's errors), or because it holds no messages
 	// at all (no byte, only blank lines, or only a CSV header row; no batch
 	// is recorded and no report printed). A script feeding the wrong file
 	// notices.
-	ExitNothingIngested = 4
+	exitNothingIngested = 4
 )
 
-// RunCommand is cmd/ingest: it ingests o.File, optionally waits for the
-// batch, and prints the report. It returns the exit status.
-func RunCommand(ctx context.Context, o CommandOptions, env app.Env, log *zap.Logger, stdout, stderr io.Writer) int {
+// ingestFile is the file mode of the command: it ingests o.File,
+// optionally waits for the batch, and prints the report. It returns the
+// exit status.
+func ingestFile(ctx context.Context, o fileOptions, env app.Env, log *zap.Logger, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "ingest: "+format+"\n", a...)
-		return ExitError
+		return exitError
 	}
-	format, err := FormatFor(o.Format, o.File)
+	format, err := ingest.FormatFor(o.Format, o.File)
 	if err != nil {
 		fmt.Fprintf(stderr, "ingest: -format: %v\n", err)
-		return ExitUsage
+		return exitUsage
 	}
 	cfg, err := app.LoadConfig(o.ConfigPath, env)
 	if err != nil {
@@ -114,7 +85,7 @@ func RunCommand(ctx context.Context, o CommandOptions, env app.Env, log *zap.Log
 			ids = append(ids, s.ID)
 		}
 		fmt.Fprintf(stderr, "ingest: -schema %q is not in the configuration; it has: %s\n", o.SchemaID, strings.Join(ids, ", "))
-		return ExitUsage
+		return exitUsage
 	}
 	// The schema must load here, or its messages would wait for a worker
 	// that cannot load it either.
@@ -140,8 +111,8 @@ func RunCommand(ctx context.Context, o CommandOptions, env app.Env, log *zap.Log
 	}
 	// A compressed file, or one that is not text, is refused before
 	// connecting: Run would refuse it too, having connected.
-	head, in := readHead(in)
-	if ue := sniff(head, format); ue != nil {
+	head, in := ingest.ReadHead(in)
+	if ue := ingest.Sniff(head, format); ue != nil {
 		return refuseUnreadable(stderr, ue, name, o.File, format)
 	}
 
@@ -150,7 +121,7 @@ func RunCommand(ctx context.Context, o CommandOptions, env app.Env, log *zap.Log
 		return fail("opening Postgres: %v", err)
 	}
 	defer st.Close()
-	if err := store.Retry(ctx, DBRetryTime, func() error { return st.RequireMigrated(ctx) }); err != nil {
+	if err := store.Retry(ctx, ingest.DBRetryTime, func() error { return st.RequireMigrated(ctx) }); err != nil {
 		return fail("%v", err)
 	}
 	nc, js, err := queue.Connect(ctx, env.NATSURL, "extractq-ingest", log)
@@ -173,7 +144,7 @@ func RunCommand(ctx context.Context, o CommandOptions, env app.Env, log *zap.Log
 			progressbar.OptionClearOnFinish())
 		in = io.TeeReader(in, bar)
 	}
-	ing, err := New(Config{
+	ing, err := ingest.New(ingest.Config{
 		Store: st, Publisher: queue.NewPublisher(js, cfg.NATS), SchemaID: o.SchemaID,
 		MaxTextBytes: cfg.Ingest.MaxTextBytes, BatchID: o.BatchID, SourceName: name, Format: format, Parallel: o.Parallel, Logger: log,
 	})
@@ -187,14 +158,14 @@ func RunCommand(ctx context.Context, o CommandOptions, env app.Env, log *zap.Log
 	for _, le := range sum.Errors {
 		fmt.Fprintf(stderr, "ingest: rejected %v\n", le)
 	}
-	if ee, ok := errors.AsType[*EmptyInputError](runErr); ok {
+	if ee, ok := errors.AsType[*ingest.EmptyInputError](runErr); ok {
 		fmt.Fprintf(stderr, "ingest: %s holds no messages (%s); no batch was recorded\n", name, ee.Reason)
-		return ExitNothingIngested
+		return exitNothingIngested
 	}
-	if ue, ok := errors.AsType[*UnreadableInputError](runErr); ok {
+	if ue, ok := errors.AsType[*ingest.UnreadableInputError](runErr); ok {
 		return refuseUnreadable(stderr, ue, name, o.File, format)
 	}
-	_, started := errors.AsType[*StartError](runErr)
+	_, started := errors.AsType[*ingest.StartError](runErr)
 	switch {
 	case started && errors.Is(runErr, store.ErrConflict):
 		fmt.Fprintf(stderr, "ingest: batch %q already exists; a batch id is used once: leave out -batch for a new one (nothing was recorded)\n", o.BatchID)
@@ -202,17 +173,17 @@ func RunCommand(ctx context.Context, o CommandOptions, env app.Env, log *zap.Log
 		fmt.Fprintf(stderr, "ingest: stopped: %s\n", strings.TrimPrefix(runErr.Error(), "ingest: "))
 	}
 	if started {
-		return ExitError // no batch of its own to report
+		return exitError // no batch of its own to report
 	}
 
-	rep := newReport(sum)
-	code := ExitOK
+	rep := ingest.NewReport(sum)
+	code := exitOK
 	switch {
 	case runErr != nil:
-		code = ExitError
+		code = exitError
 	case sum.Lines > 0 && sum.Rejected == sum.Lines:
-		code = ExitNothingIngested
-		if sum.csvReadAsJSONL() {
+		code = exitNothingIngested
+		if sum.CSVReadAsJSONL() {
 			rep.Hint = "the input looks like CSV: use -format csv"
 		}
 	}
@@ -220,12 +191,12 @@ func RunCommand(ctx context.Context, o CommandOptions, env app.Env, log *zap.Log
 	if o.Wait && runErr == nil && recorded {
 		if !waitBatch(ctx, st, sum, o, stderr) {
 			rep.TimedOut = true
-			code = ExitTimeout
+			code = exitTimeout
 		}
 	}
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := addOutcomes(bctx, st, sum, &rep); err != nil {
+	if err := ingest.AddOutcomes(bctx, st, sum, &rep); err != nil {
 		return fail("reading batch %s: %v", sum.BatchID, err)
 	}
 
@@ -245,7 +216,7 @@ func RunCommand(ctx context.Context, o CommandOptions, env app.Env, log *zap.Log
 			rep.LLMCalls, rep.PromptTokens, rep.CompletionTokens, rep.CostUSD)
 		if rep.InvalidUTF8 > 0 {
 			fmt.Fprintf(stdout, "invalid UTF-8: %s stored with U+FFFD in place of bytes that are not UTF-8 (flag %s)\n",
-				plural(rep.InvalidUTF8, "message", "messages"), FlagInvalidUTF8)
+				plural(rep.InvalidUTF8, "message", "messages"), ingest.FlagInvalidUTF8)
 		}
 	}
 	if sum.InvalidUTF8 > 0 {
@@ -255,46 +226,46 @@ func RunCommand(ctx context.Context, o CommandOptions, env app.Env, log *zap.Log
 			plural(sum.InvalidUTF8, "message", "messages"), lineList(sum.InvalidUTF8, sum.InvalidUTF8Lines), name, iconvHint(o.File))
 	}
 	switch code {
-	case ExitTimeout:
+	case exitTimeout:
 		fmt.Fprintf(stderr, "ingest: timed out after %v with %d of the batch's messages still queued\n", o.Timeout, rep.Queued)
-	case ExitNothingIngested:
+	case exitNothingIngested:
 		fmt.Fprintf(stderr, "ingest: %s rejected; nothing was queued%s\n", allLinesWere(sum.Lines), optional("; %s", rep.Hint))
 	}
 	return code
 }
 
 // refuseUnreadable says on stderr that the input (name, of file) is ue,
-// and how to ingest it, and returns the exit status: ExitError, as for a
+// and how to ingest it, and returns the exit status: exitError, as for a
 // bad CSV header.
-func refuseUnreadable(stderr io.Writer, ue *UnreadableInputError, name, file string, format Format) int {
+func refuseUnreadable(stderr io.Writer, ue *ingest.UnreadableInputError, name, file string, format ingest.Format) int {
 	fmt.Fprintf(stderr, "ingest: %s %s; nothing was read and no batch was recorded%s\n", name, ue.Describe(), unpackHint(ue, file, format))
-	return ExitError
+	return exitError
 }
 
 // unpackHint is the rest of the message refusing file (the input that
 // was to be read as format), ue: how to turn it into text and ingest it
 // from stdin ("-"), with -format csv when it is CSV (asked for, or named
 // so under its compression: "in.csv.gz"). "" for binary data.
-func unpackHint(ue *UnreadableInputError, file string, format Format) string {
+func unpackHint(ue *ingest.UnreadableInputError, file string, format ingest.Format) string {
 	unpack := ue.Unpack(file)
 	if unpack == "" {
 		return ": is it the file you meant?"
 	}
-	if format != FormatCSV {
+	if format != ingest.FormatCSV {
 		inner := strings.TrimSuffix(file, filepath.Ext(file))
-		if ue.Kind != KindUTF16 && strings.EqualFold(filepath.Ext(inner), ".csv") {
-			format = FormatCSV
+		if ue.Kind != ingest.KindUTF16 && strings.EqualFold(filepath.Ext(inner), ".csv") {
+			format = ingest.FormatCSV
 		}
 	}
 	to := "ingest -"
-	if format == FormatCSV {
+	if format == ingest.FormatCSV {
 		to = "ingest -format csv -"
 	}
 	verb := "decompress it into ingest"
 	switch ue.Kind {
-	case KindZip, KindTar:
+	case ingest.KindZip, ingest.KindTar:
 		verb = "extract the file from it into ingest"
-	case KindUTF16:
+	case ingest.KindUTF16:
 		verb = "convert it into ingest"
 	}
 	if file == "-" {
@@ -371,7 +342,7 @@ func shellQuote(s string) string {
 
 // waitBatch polls the batch until no run is queued. It reports false on
 // timeout or when ctx ends.
-func waitBatch(ctx context.Context, st *store.Store, sum Summary, o CommandOptions, stderr io.Writer) bool {
+func waitBatch(ctx context.Context, st *store.Store, sum ingest.Summary, o fileOptions, stderr io.Writer) bool {
 	poll := o.PollEvery
 	if poll <= 0 {
 		poll = 250 * time.Millisecond

@@ -1,4 +1,4 @@
-package ingest_test
+package ingestapi_test
 
 import (
 	"bytes"
@@ -8,8 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -22,10 +20,10 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/extractq/extractq/ingest"
-	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/ingest/ingesttest"
+	"github.com/extractq/extractq/ingestapi"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/store"
-	"github.com/extractq/extractq/store/storetest"
 )
 
 // testToken is the bearer token of the test servers.
@@ -34,8 +32,8 @@ const testToken = "test-token-0123456789abcdef"
 // serverEnv is a Server on a private schema and stream (newEnv), serving
 // on a loopback port until the test ends.
 type serverEnv struct {
-	*testEnv
-	srv  *ingest.Server
+	*ingesttest.Env
+	srv  *ingestapi.Server
 	base string // http://127.0.0.1:PORT
 	// cancel ends Serve; done has its result.
 	cancel context.CancelFunc
@@ -48,28 +46,28 @@ type serverEnv struct {
 // customer_message and return_request, and the test text limit; edit may
 // change its config. The server stops when the test ends, with a
 // shutdown grace of 5s.
-func newServerEnv(t *testing.T, e *testEnv, edit func(*ingest.ServerConfig)) *serverEnv {
+func newServerEnv(t *testing.T, e *ingesttest.Env, edit func(*ingestapi.ServerConfig)) *serverEnv {
 	t.Helper()
 	return newServerEnvGrace(t, e, 5*time.Second, edit)
 }
 
 // newServerEnvGrace is newServerEnv with the given shutdown grace. A test
 // that reads se.done itself puts the result back for the cleanup.
-func newServerEnvGrace(t *testing.T, e *testEnv, grace time.Duration, edit func(*ingest.ServerConfig)) *serverEnv {
+func newServerEnvGrace(t *testing.T, e *ingesttest.Env, grace time.Duration, edit func(*ingestapi.ServerConfig)) *serverEnv {
 	t.Helper()
 	if e == nil {
-		e = newEnv(t)
+		e = ingesttest.NewEnv(t)
 	}
 	core, logs := observer.New(zapcore.InfoLevel)
-	cfg := ingest.ServerConfig{
-		Store: e.st, Publisher: e.pub, Conn: e.js.Conn(), Schemas: []string{testSchema, "return_request"},
-		MaxTextBytes: testMaxText, Token: testToken,
+	cfg := ingestapi.ServerConfig{
+		Store: e.Store, Publisher: e.Pub, Conn: e.JS.Conn(), Schemas: []string{ingesttest.Schema, "return_request"},
+		MaxTextBytes: ingesttest.MaxText, Token: testToken,
 		Logger: zap.New(zapcore.NewTee(core, zaptest.NewLogger(t, zaptest.Level(zapcore.WarnLevel)).Core())),
 	}
 	if edit != nil {
 		edit(&cfg)
 	}
-	srv, err := ingest.NewServer(cfg)
+	srv, err := ingestapi.NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +76,7 @@ func newServerEnvGrace(t *testing.T, e *testEnv, grace time.Duration, edit func(
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	se := &serverEnv{testEnv: e, srv: srv, base: "http://" + ln.Addr().String(), cancel: cancel, done: make(chan error, 1), logs: logs}
+	se := &serverEnv{Env: e, srv: srv, base: "http://" + ln.Addr().String(), cancel: cancel, done: make(chan error, 1), logs: logs}
 	go func() { se.done <- srv.Serve(ctx, ln, grace) }()
 	t.Cleanup(func() {
 		cancel()
@@ -177,7 +175,7 @@ func wantError(t *testing.T, what string, r reply, status int, code string, want
 func (se *serverEnv) sourceName(t *testing.T, batchID string) string {
 	t.Helper()
 	var s string
-	if err := se.st.Pool.QueryRow(t.Context(), `SELECT source_name FROM batches WHERE id = $1`, batchID).Scan(&s); err != nil {
+	if err := se.Store.Pool.QueryRow(t.Context(), `SELECT source_name FROM batches WHERE id = $1`, batchID).Scan(&s); err != nil {
 		t.Fatalf("batch %s: %v", batchID, err)
 	}
 	return s
@@ -218,16 +216,16 @@ func TestServeJSONL(t *testing.T) {
 			t.Errorf("report has no %q: %s", k, r.body)
 		}
 	}
-	msgs := se.messages(t)
+	msgs := se.Messages(t)
 	if len(msgs) != 3 {
 		t.Errorf("stored messages %v, want h-1, h-2, 3", msgs)
 	}
-	se.assertStream(t, rep.BatchID, msgs)
+	se.AssertStream(t, rep.BatchID, msgs)
 	if got := se.sourceName(t, rep.BatchID); got != "http:127.0.0.1" {
 		t.Errorf("batch source_name %q, want http:127.0.0.1", got)
 	}
 	var meta string
-	if err := se.st.Pool.QueryRow(t.Context(), `SELECT metadata::text FROM messages WHERE external_id = 'h-2'`).Scan(&meta); err != nil || meta != `{"channel": "chat"}` {
+	if err := se.Store.Pool.QueryRow(t.Context(), `SELECT metadata::text FROM messages WHERE external_id = 'h-2'`).Scan(&meta); err != nil || meta != `{"channel": "chat"}` {
 		t.Errorf("h-2 metadata %s (%v), want channel chat", meta, err)
 	}
 
@@ -240,7 +238,7 @@ func TestServeJSONL(t *testing.T) {
 	if rep2.Published != 0 || rep2.Duplicates != 3 || rep2.Rejected != 1 || rep2.QueuedDuplicates != 3 || rep2.BatchID == rep.BatchID {
 		t.Errorf("again: report %s, want a new batch with 3 duplicates (still queued), 1 rejected", r.body)
 	}
-	if n := se.streamMsgs(t); n != 3 {
+	if n := se.StreamMsgs(t); n != 3 {
 		t.Errorf("stream holds %d messages after the second post, want 3", n)
 	}
 	if got := se.sourceName(t, rep2.BatchID); got != "http:crm-sync" {
@@ -292,22 +290,22 @@ func TestServeCSV(t *testing.T) {
 		t.Errorf("errors %+v, want line 4 (the record after a two-line one) with 4 fields", rep.Errors)
 	}
 	var text, meta string
-	if err := se.st.Pool.QueryRow(t.Context(), `SELECT body, metadata::text FROM messages WHERE external_id = 'c-1'`).Scan(&text, &meta); err != nil {
+	if err := se.Store.Pool.QueryRow(t.Context(), `SELECT body, metadata::text FROM messages WHERE external_id = 'c-1'`).Scan(&text, &meta); err != nil {
 		t.Fatal(err)
 	}
 	if text != "Hi, where is order 48213?\nIt is late." || meta != `{"channel": "chat"}` {
 		t.Errorf("c-1 stored as %q %s", text, meta)
 	}
-	if n := se.countSQL(t, `SELECT count(*) FROM runs WHERE batch_id = 'b-http-csv' AND schema_id = 'return_request' AND published_at IS NOT NULL`); n != 2 {
+	if n := se.CountSQL(t, `SELECT count(*) FROM runs WHERE batch_id = 'b-http-csv' AND schema_id = 'return_request' AND published_at IS NOT NULL`); n != 2 {
 		t.Errorf("%d published return_request runs, want 2", n)
 	}
-	if n := se.streamMsgs(t); n != 2 {
+	if n := se.StreamMsgs(t); n != 2 {
 		t.Errorf("stream holds %d messages, want 2", n)
 	}
 	// A batch id is used once.
 	r = se.post(t, "batch=b-http-csv", "text/csv", body)
 	wantError(t, "batch again", r, http.StatusConflict, "batch_exists", `batch "b-http-csv" already exists`)
-	if n := se.streamMsgs(t); n != 2 {
+	if n := se.StreamMsgs(t); n != 2 {
 		t.Errorf("stream holds %d messages after the refused post, want 2", n)
 	}
 }
@@ -331,7 +329,7 @@ func TestServeJSON(t *testing.T) {
 	if fmt.Sprint(r.ans.Errors) != fmt.Sprint(want) {
 		t.Errorf("array errors %+v, want %+v", r.ans.Errors, want)
 	}
-	if n := se.streamMsgs(t); n != 3 {
+	if n := se.StreamMsgs(t); n != 3 {
 		t.Errorf("stream holds %d messages, want 3", n)
 	}
 
@@ -366,14 +364,14 @@ func TestServeNothingAccepted(t *testing.T) {
 	if r.ans.Hint == "" {
 		t.Errorf("no hint in %s", r.body)
 	}
-	if n := se.streamMsgs(t); n != 0 {
+	if n := se.StreamMsgs(t); n != 0 {
 		t.Errorf("stream holds %d messages, want 0", n)
 	}
 }
 
 func TestServeRequestErrors(t *testing.T) {
 	t.Parallel()
-	se := newServerEnv(t, nil, func(c *ingest.ServerConfig) { c.MaxBodyBytes = 1024 })
+	se := newServerEnv(t, nil, func(c *ingestapi.ServerConfig) { c.MaxBodyBytes = 1024 })
 	good := `{"id": "e-1", "text": "Where is order 48213?"}` + "\n"
 	big := strings.Repeat(good, 30) // over 1024 bytes
 	tests := []struct {
@@ -462,10 +460,10 @@ func TestServeRequestErrors(t *testing.T) {
 	})
 
 	// None of them stored or published anything.
-	if n := se.countSQL(t, `SELECT count(*) FROM batches`); n != 0 {
+	if n := se.CountSQL(t, `SELECT count(*) FROM batches`); n != 0 {
 		t.Errorf("%d batches recorded, want 0", n)
 	}
-	if n := se.streamMsgs(t); n != 0 {
+	if n := se.StreamMsgs(t); n != 0 {
 		t.Errorf("stream holds %d messages, want 0", n)
 	}
 	// Within the limit it is taken.
@@ -491,7 +489,7 @@ func TestServeHealthAndReadiness(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	bad := newServerEnv(t, se.testEnv, func(c *ingest.ServerConfig) { c.Store = &store.Store{Pool: pool} })
+	bad := newServerEnv(t, se.Env, func(c *ingestapi.ServerConfig) { c.Store = &store.Store{Pool: pool} })
 	if r := bad.get(t, "/healthz"); r.status != 200 {
 		t.Errorf("healthz with the database down: %d %s, want 200 (the process is up)", r.status, r.body)
 	}
@@ -509,13 +507,13 @@ func TestServeHealthAndReadiness(t *testing.T) {
 // by the next post of the same body (as by the worker's sweeper).
 func TestServePublishFails(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	nowhere := e.nats
-	nowhere.Stream = e.nats.Stream + "_NONE"
-	nowhere.SubjectPrefix = e.nats.SubjectPrefix + "_none"
-	pub := queue.NewPublisher(e.js, nowhere)
+	e := ingesttest.NewEnv(t)
+	nowhere := e.NATS
+	nowhere.Stream = e.NATS.Stream + "_NONE"
+	nowhere.SubjectPrefix = e.NATS.SubjectPrefix + "_none"
+	pub := queue.NewPublisher(e.JS, nowhere)
 	pub.MaxRetries = 0
-	broken := newServerEnv(t, e, func(c *ingest.ServerConfig) { c.Publisher, c.Parallel = pub, 1 })
+	broken := newServerEnv(t, e, func(c *ingestapi.ServerConfig) { c.Publisher, c.Parallel = pub, 1 })
 	body := `{"id": "p-1", "text": "Where is order 48213?"}` + "\n" + `{"id": "p-2", "text": "Refund 48214"}` + "\n"
 
 	r := broken.post(t, "", "application/x-ndjson", body)
@@ -526,7 +524,7 @@ func TestServePublishFails(t *testing.T) {
 	if r.header.Get("Retry-After") == "" {
 		t.Error("503 without Retry-After")
 	}
-	if n := e.countSQL(t, `SELECT count(*) FROM runs WHERE published_at IS NULL`); n != 1 {
+	if n := e.CountSQL(t, `SELECT count(*) FROM runs WHERE published_at IS NULL`); n != 1 {
 		t.Fatalf("%d runs recorded but not published, want 1 (kept for the sweeper)", n)
 	}
 
@@ -537,10 +535,10 @@ func TestServePublishFails(t *testing.T) {
 	if r.status != http.StatusOK || r.ans.Published != 1 || r.ans.Duplicates != 1 || r.ans.Queued != 2 || r.ans.QueuedDuplicates != 1 {
 		t.Fatalf("second post: %d %s, want 200 with 1 published and 1 queued duplicate", r.status, r.body)
 	}
-	if n := e.countSQL(t, `SELECT count(*) FROM runs WHERE published_at IS NULL`); n != 0 {
+	if n := e.CountSQL(t, `SELECT count(*) FROM runs WHERE published_at IS NULL`); n != 0 {
 		t.Errorf("%d runs still unpublished, want 0", n)
 	}
-	if n := e.streamMsgs(t); n != 2 {
+	if n := e.StreamMsgs(t); n != 2 {
 		t.Errorf("stream holds %d messages, want 2", n)
 	}
 }
@@ -585,7 +583,7 @@ func (se *serverEnv) waitBusy(t *testing.T, n int) {
 
 func TestServeBusy(t *testing.T) {
 	t.Parallel()
-	se := newServerEnv(t, nil, func(c *ingest.ServerConfig) { c.MaxRequests, c.BusyWait = 1, 100*time.Millisecond })
+	se := newServerEnv(t, nil, func(c *ingestapi.ServerConfig) { c.MaxRequests, c.BusyWait = 1, 100*time.Millisecond })
 	pw, replies, errs := se.pipePost(t)
 	if _, err := pw.Write([]byte(`{"id": "b-1", "text": "Where is order 48213?"}` + "\n")); err != nil {
 		t.Fatal(err)
@@ -662,7 +660,7 @@ func TestServeGracefulShutdown(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Serve did not return after the request in flight finished")
 	}
-	if n := se.streamMsgs(t); n != 2 {
+	if n := se.StreamMsgs(t); n != 2 {
 		t.Errorf("stream holds %d messages, want 2", n)
 	}
 }
@@ -670,7 +668,7 @@ func TestServeGracefulShutdown(t *testing.T) {
 func TestServeGraceOver(t *testing.T) {
 	t.Parallel()
 	se := newServerEnvGrace(t, nil, 200*time.Millisecond, nil)
-	e := se.testEnv
+	e := se.Env
 	pw, replies, errs := se.pipePost(t)
 	if _, err := pw.Write([]byte(`{"id": "o-1", "text": "Where is order 48213?"}` + "\n")); err != nil {
 		t.Fatal(err)
@@ -697,7 +695,7 @@ func TestServeGraceOver(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Error("the cut-off request never ended")
 	}
-	if n := e.countSQL(t, `SELECT count(*) FROM batches`); n != 0 {
+	if n := e.CountSQL(t, `SELECT count(*) FROM batches`); n != 0 {
 		t.Errorf("%d batches recorded from a body never read to its end, want 0", n)
 	}
 }
@@ -706,8 +704,8 @@ func TestServeGraceOver(t *testing.T) {
 // stopped, and its client still gets the 503 with the report so far.
 func TestServeGraceOverAnswersTheStoppedRequest(t *testing.T) {
 	t.Parallel()
-	se := newServerEnvGrace(t, nil, 100*time.Millisecond, func(c *ingest.ServerConfig) { c.Parallel = 1 })
-	e := se.testEnv
+	se := newServerEnvGrace(t, nil, 100*time.Millisecond, func(c *ingestapi.ServerConfig) { c.Parallel = 1 })
+	e := se.Env
 	var body strings.Builder
 	const lines = 50000
 	for i := range lines {
@@ -716,7 +714,7 @@ func TestServeGraceOverAnswersTheStoppedRequest(t *testing.T) {
 	replies := make(chan reply, 1)
 	go func() { replies <- se.post(t, "", "application/x-ndjson", body.String()) }()
 	// Wait until the ingest is under way, then shut down.
-	for deadline := time.Now().Add(60 * time.Second); e.countSQL(t, `SELECT count(*) FROM messages`) < 10; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); e.CountSQL(t, `SELECT count(*) FROM messages`) < 10; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the ingest did not start")
 		}
@@ -731,124 +729,11 @@ func TestServeGraceOverAnswersTheStoppedRequest(t *testing.T) {
 	if r.status != http.StatusServiceUnavailable || r.ans.Error == nil || r.ans.BatchID == "" || r.ans.Lines == 0 || r.ans.Lines >= lines {
 		t.Fatalf("answer %d %s, want 503 with the report so far", r.status, r.body)
 	}
-	if n := e.countSQL(t, `SELECT count(*) FROM messages`); n < r.ans.Published {
+	if n := e.CountSQL(t, `SELECT count(*) FROM messages`); n < r.ans.Published {
 		t.Errorf("%d messages stored, but the report says %d published", n, r.ans.Published)
 	}
 	// What was stored is queued, published or not, and the report says so.
-	if n := e.countSQL(t, `SELECT count(*) FROM runs WHERE status = 'queued'`); r.ans.Queued != n || n < r.ans.Published {
+	if n := e.CountSQL(t, `SELECT count(*) FROM runs WHERE status = 'queued'`); r.ans.Queued != n || n < r.ans.Published {
 		t.Errorf("report queued %d, %d runs queued in the database (%d published)", r.ans.Queued, n, r.ans.Published)
-	}
-}
-
-// serveConfig writes a configuration file naming e's stream.
-func serveConfig(t *testing.T, e *testEnv) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "config.yaml")
-	cfg := fmt.Sprintf("nats:\n  stream: %s\n  subject_prefix: %s\ningest:\n  max_text_bytes: %d\n", e.nats.Stream, e.nats.SubjectPrefix, testMaxText)
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-func TestServeCommandRefuses(t *testing.T) {
-	t.Parallel()
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	emptyFile := filepath.Join(t.TempDir(), "empty")
-	if err := os.WriteFile(emptyFile, []byte(" \n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// None reaches Postgres or NATS: the env points nowhere.
-	env := app.Env{DatabaseURL: "postgres://postgres@127.0.0.1:1/none?sslmode=disable", NATSURL: "nats://127.0.0.1:1"}
-	tests := []struct {
-		name string
-		o    ingest.ServeOptions
-		want string
-	}{
-		{"no token, all interfaces", ingest.ServeOptions{Addr: "0.0.0.0:0"},
-			"no token is set (INGEST_TOKEN or -token-file), so it serves on a loopback address only, and -addr 0.0.0.0:0 listens on "},
-		{"no token, empty host", ingest.ServeOptions{Addr: ":0"}, "no token is set"},
-		{"short token", ingest.ServeOptions{Addr: "127.0.0.1:0", Token: "secret"}, "the token of INGEST_TOKEN is 6 bytes; use at least 16"},
-		{"token with a space", ingest.ServeOptions{Addr: "127.0.0.1:0", Token: "0123456789 abcdef"}, "holds white space"},
-		{"both tokens", ingest.ServeOptions{Addr: "127.0.0.1:0", Token: testToken, TokenFile: tokenFile}, "both INGEST_TOKEN and -token-file are set"},
-		{"empty token file", ingest.ServeOptions{Addr: "127.0.0.1:0", TokenFile: emptyFile}, "is empty"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			var stderr bytes.Buffer
-			code := ingest.ServeCommand(t.Context(), tt.o, env, zap.NewNop(), &stderr)
-			if code != ingest.ExitUsage {
-				t.Errorf("exit %d, want %d; stderr %s", code, ingest.ExitUsage, stderr.String())
-			}
-			if !strings.Contains(stderr.String(), tt.want) {
-				t.Errorf("stderr %q does not contain %q", stderr.String(), tt.want)
-			}
-			if strings.Contains(stderr.String(), testToken) || (tt.o.Token != "" && strings.Contains(stderr.String(), tt.o.Token)) {
-				t.Errorf("stderr shows the token: %s", stderr.String())
-			}
-		})
-	}
-}
-
-// ServeCommand end to end: a token from a file, a POST, then a shutdown
-// as by SIGTERM; and without a token, on a loopback address.
-func TestServeCommand(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	configPath := serveConfig(t, e)
-	env := app.Env{DatabaseURL: storetest.SchemaURL(t, e.st), NATSURL: natsURL()}
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	run := func(o ingest.ServeOptions, auth string, id string) {
-		t.Helper()
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		addrc := make(chan net.Addr, 1)
-		o.Addr, o.ConfigPath, o.Listening = "127.0.0.1:0", configPath, func(a net.Addr) { addrc <- a }
-		var stderr bytes.Buffer
-		codec := make(chan int, 1)
-		go func() { codec <- ingest.ServeCommand(ctx, o, env, zap.NewNop(), &stderr) }()
-		var addr net.Addr
-		select {
-		case addr = <-addrc:
-		case code := <-codec:
-			t.Fatalf("ServeCommand exited %d before listening: %s", code, stderr.String())
-		case <-time.After(time.Minute):
-			t.Fatal("ServeCommand did not listen within a minute")
-		}
-		req, err := http.NewRequest(http.MethodPost, "http://"+addr.String()+"/v1/messages?name=cmd", strings.NewReader(`{"id": "`+id+`", "text": "Where is order 48213?"}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/x-ndjson")
-		r := do(t, req, auth)
-		if r.status != http.StatusOK || r.ans.Published != 1 {
-			t.Errorf("POST: %d %s, want 200 with 1 published", r.status, r.body)
-		}
-		if auth != "" {
-			req, _ := http.NewRequest(http.MethodPost, "http://"+addr.String()+"/v1/messages", strings.NewReader("{}"))
-			req.Header.Set("Content-Type", "application/x-ndjson")
-			wantError(t, "POST without the token", do(t, req, ""), http.StatusUnauthorized, "unauthorized")
-		}
-		cancel()
-		select {
-		case code := <-codec:
-			if code != ingest.ExitOK {
-				t.Errorf("exit %d after the shutdown, want 0; stderr %s", code, stderr.String())
-			}
-		case <-time.After(time.Minute):
-			t.Fatal("ServeCommand did not return after its context ended")
-		}
-	}
-	run(ingest.ServeOptions{TokenFile: tokenFile}, "Bearer "+testToken, "cmd-1")
-	run(ingest.ServeOptions{}, "", "cmd-2")
-	if n := e.streamMsgs(t); n != 2 {
-		t.Errorf("stream holds %d messages, want 2", n)
 	}
 }
