@@ -2,7 +2,6 @@ package ingestapi
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/extractq/extractq/internal/httperr"
 	"github.com/extractq/extractq/store"
 )
 
@@ -32,34 +32,33 @@ type batchStatus struct {
 // has passed, whichever comes first, and done says which; polling
 // Postgres from every 250ms up to every 2s. An unknown batch is 404, a
 // bad wait 400, and Postgres unreachable 503.
-func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
-	q, ok := s.readRequest(w, r, "GET /v1/batches/{id}", batchParams)
-	if !ok {
-		return
+func (s *Server) batch(w http.ResponseWriter, r *http.Request) error {
+	q, err := s.readRequest(w, r, "GET /v1/batches/{id}", batchParams)
+	if err != nil {
+		return err
 	}
 	var wait time.Duration
 	if v := q.Get("wait"); v != "" {
 		var err error
 		if wait, err = time.ParseDuration(v); err != nil || wait < 0 || wait > maxBatchWait {
-			writeError(w, http.StatusBadRequest, "bad_parameter", fmt.Sprintf("wait %q: want a duration such as 30s, at most %v", v, maxBatchWait))
-			return
+			return httperr.Errorf(httperr.Invalid, "wait %q: want a duration such as 30s, at most %v", v, maxBatchWait)
 		}
 	}
 	id, ctx := r.PathValue("id"), r.Context()
 	deadline, poll := time.Now().Add(wait), 250*time.Millisecond
 	for {
-		bs, ok := s.readBatch(w, r, id)
-		if !ok {
-			return
+		bs, err := s.readBatch(w, r, id)
+		if err != nil {
+			return err
 		}
 		left := time.Until(deadline)
 		if bs.Done() || left <= 0 || s.draining.Load() || s.stop.Err() != nil {
 			writeJSON(w, http.StatusOK, batchStatus{BatchSummary: bs, Done: bs.Done()})
-			return
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return errClientGone
 		case <-s.stop.Done():
 		case <-time.After(min(poll, left)):
 		}
@@ -67,27 +66,24 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// readBatch reads where batch id stands. It answers 404 for an unknown
-// batch and 503 when Postgres fails (nothing when the client went away),
-// and returns false then.
-func (s *Server) readBatch(w http.ResponseWriter, r *http.Request, id string) (store.BatchSummary, bool) {
+// readBatch reads where batch id stands. The error is not_found for an
+// unknown batch, unavailable when Postgres fails, and errClientGone when
+// the client went away.
+func (s *Server) readBatch(w http.ResponseWriter, r *http.Request, id string) (store.BatchSummary, error) {
 	if !utf8.ValidString(id) || strings.ContainsRune(id, 0) {
 		// No batch id holds such bytes, and Postgres would refuse them.
-		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("there is no batch %q: a batch id is UTF-8 text without NUL", id))
-		return store.BatchSummary{}, false
+		return store.BatchSummary{}, httperr.Errorf(httperr.NotFound, "there is no batch %q: a batch id is UTF-8 text without NUL", id)
 	}
 	bs, err := s.cfg.Store.BatchSummary(r.Context(), s.cfg.Store.Pool, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("there is no batch %q", id))
+		return bs, httperr.Errorf(httperr.NotFound, "there is no batch %q", id)
 	case err != nil && r.Context().Err() != nil:
-		// the client went away
+		return bs, errClientGone
 	case err != nil:
 		s.log.Warn("reading a batch", zap.String("batch_id", id), zap.Error(err))
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the batch cannot be read now (is Postgres down?)")
-	default:
-		return bs, true
+		return bs, &httperr.Error{Code: httperr.Unavailable, Message: "the batch cannot be read now (is Postgres down?)", Err: err}
 	}
-	return bs, false
+	return bs, nil
 }

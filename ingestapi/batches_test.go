@@ -121,14 +121,14 @@ func TestServeBatchStatus(t *testing.T) {
 		{"/v1/batches/no-such-batch", http.StatusNotFound, "not_found", []string{`there is no batch "no-such-batch"`}},
 		{"/v1/batches/%ff", http.StatusNotFound, "not_found", []string{`there is no batch "\xff": a batch id is UTF-8 text without NUL`}},
 		{"/v1/batches/a%00", http.StatusNotFound, "not_found", []string{`there is no batch "a\x00"`}},
-		{"/v1/batches/" + batch + "?wait=2m", http.StatusBadRequest, "bad_parameter", []string{`wait "2m": want a duration such as 30s, at most 1m0s`}},
-		{"/v1/batches/" + batch + "?wait=soon", http.StatusBadRequest, "bad_parameter", []string{`wait "soon"`}},
-		{"/v1/batches/" + batch + "?wiat=30s", http.StatusBadRequest, "bad_parameter", []string{`unknown query parameter "wiat": GET /v1/batches/{id} takes wait`}},
+		{"/v1/batches/" + batch + "?wait=2m", http.StatusBadRequest, "invalid", []string{`wait "2m": want a duration such as 30s, at most 1m0s`}},
+		{"/v1/batches/" + batch + "?wait=soon", http.StatusBadRequest, "invalid", []string{`wait "soon"`}},
+		{"/v1/batches/" + batch + "?wiat=30s", http.StatusBadRequest, "invalid", []string{`unknown query parameter "wiat": GET /v1/batches/{id} takes wait`}},
 	} {
 		r, _ := se.batchStatus(t, tc.path)
 		wantError(t, "GET "+tc.path, r, tc.status, tc.code, tc.want...)
 	}
-	wantError(t, "GET without the token", se.get(t, "/v1/batches/"+batch), http.StatusUnauthorized, "unauthorized")
+	wantError(t, "GET without the token", se.get(t, "/v1/batches/"+batch), http.StatusUnauthorized, "unauthenticated")
 	req, err := http.NewRequest(http.MethodDelete, se.base+"/v1/batches/"+batch, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -221,12 +221,12 @@ func TestServeBatchResults(t *testing.T) {
 	}{
 		{"/v1/batches/no-such-batch/results", http.StatusNotFound, "not_found", `there is no batch "no-such-batch"`},
 		{"/v1/batches/a%00/results", http.StatusNotFound, "not_found", `there is no batch "a\x00"`},
-		{path + "?after=-1", http.StatusBadRequest, "bad_parameter", `after "-1": want a message id`},
-		{path + "?after=x", http.StatusBadRequest, "bad_parameter", `after "x"`},
-		{path + "?limit=5", http.StatusBadRequest, "bad_parameter", `unknown query parameter "limit": GET /v1/batches/{id}/results takes after`},
+		{path + "?after=-1", http.StatusBadRequest, "invalid", `after "-1": want a message id`},
+		{path + "?after=x", http.StatusBadRequest, "invalid", `after "x"`},
+		{path + "?limit=5", http.StatusBadRequest, "invalid", `unknown query parameter "limit": GET /v1/batches/{id}/results takes after`},
 	} {
 		r, _ := se.batchStatus(t, tc.path)
 		wantError(t, "GET "+tc.path, r, tc.status, tc.code, tc.want)
 	}
-	wantError(t, "GET without the token", se.get(t, path), http.StatusUnauthorized, "unauthorized")
+	wantError(t, "GET without the token", se.get(t, path), http.StatusUnauthorized, "unauthenticated")
 }

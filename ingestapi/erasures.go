@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/extractq/extractq/ingest"
+	"github.com/extractq/extractq/internal/httperr"
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/store"
 )
@@ -53,33 +54,27 @@ const maxErasureBody = 1 << 20
 // erasureRequest, or names no message, or more than store.MaxErasureKeys,
 // is 400; one over maxErasureBody 413 (at once when its Content-Length
 // says so); Postgres failing is 503, and nothing is erased then.
-func (s *Server) erasures(w http.ResponseWriter, r *http.Request) {
-	if _, ok := s.readRequest(w, r, "POST /v1/erasures", nil); !ok {
-		return
+func (s *Server) erasures(w http.ResponseWriter, r *http.Request) error {
+	if _, err := s.readRequest(w, r, "POST /v1/erasures", nil); err != nil {
+		return err
 	}
 	// JSON only and, as for POST /v1/messages, UTF-8 and not compressed.
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != ContentTypeJSON {
-		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type",
-			fmt.Sprintf("Content-Type %q: POST /v1/erasures takes %s", r.Header.Get("Content-Type"), ContentTypeJSON))
-		return
+		return httperr.Errorf(httperr.UnsupportedMediaType, "Content-Type %q: POST /v1/erasures takes %s", r.Header.Get("Content-Type"), ContentTypeJSON)
 	}
 	if _, _, err := bodyFormat(r.Header); err != nil {
-		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", err.Error())
-		return
+		return httperr.New(httperr.UnsupportedMediaType, err.Error())
 	}
 	// Refused before it is read when it says it is too long.
 	if r.ContentLength > maxErasureBody {
-		writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", tooLarge(r.ContentLength, maxErasureBody))
-		return
+		return httperr.New(httperr.TooLarge, tooLarge(r.ContentLength, maxErasureBody))
 	}
 	req, err := readErasureRequest(http.MaxBytesReader(w, r.Body, maxErasureBody))
 	if err != nil {
 		if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", tooLarge(-1, mbe.Limit))
-			return
+			return httperr.New(httperr.TooLarge, tooLarge(-1, mbe.Limit))
 		}
-		writeError(w, http.StatusBadRequest, "bad_body", err.Error())
-		return
+		return httperr.New(httperr.Invalid, err.Error())
 	}
 	st := s.cfg.Store
 	res, err := st.MessagesErase(r.Context(), st.Pool, req.Messages, store.ErasureParams{Actor: req.By, Via: store.ViaAPI, Reason: req.Reason, DryRun: req.DryRun})
@@ -88,8 +83,7 @@ func (s *Server) erasures(w http.ResponseWriter, r *http.Request) {
 			s.log.Warn("POST /v1/erasures", zap.Int("messages", len(req.Messages)), zap.Error(err))
 		}
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "nothing was erased (is Postgres down?); post the same body again later")
-		return
+		return &httperr.Error{Code: httperr.Unavailable, Message: "nothing was erased (is Postgres down?); post the same body again later", Err: err}
 	}
 	ans := ErasureAnswer{DryRun: req.DryRun, Results: res}
 	for _, e := range res {
@@ -109,6 +103,7 @@ func (s *Server) erasures(w http.ResponseWriter, r *http.Request) {
 	s.log.Info("POST /v1/erasures", zap.String("by", req.By), zap.Bool("dry_run", req.DryRun), zap.Int("messages", len(res)), zap.Int("erased", ans.Erased), zap.Int("would_erase", ans.WouldErase),
 		zap.Int("already_erased", ans.AlreadyErased), zap.Int("not_found", ans.NotFound), zap.Int("queued", ans.Queued))
 	writeJSON(w, http.StatusOK, ans)
+	return nil
 }
 
 // erasureWant is the shape of the body of POST /v1/erasures, for errors.

@@ -49,7 +49,7 @@ func TestServeErasures(t *testing.T) {
 		{"source": "web", "id": "e-404"}, {"source": "web", "id": "e-2"}]}`
 
 	r, _ := se.postErasure(t, ingestapi.ContentTypeJSON, "", req)
-	wantError(t, "no token", r, http.StatusUnauthorized, "unauthorized", "missing or wrong token")
+	wantError(t, "no token", r, http.StatusUnauthorized, "unauthenticated", "missing or wrong token")
 
 	// A dry run answers the same and erases nothing.
 	dry := strings.Replace(req, `"by": "dpo",`, `"by": "dpo", "dry_run": true,`, 1)
@@ -97,19 +97,19 @@ func TestServeErasures(t *testing.T) {
 	}
 
 	for _, tt := range []struct{ name, ct, body, code, msg string }{
-		{"not JSON", ingestapi.ContentTypeJSON, `by=dpo`, "bad_body", "the body is not one JSON object"},
-		{"unknown key", ingestapi.ContentTypeJSON, `{"by": "dpo", "ids": ["e-1"]}`, "bad_body", `unknown key "ids" (keys are case-sensitive)`},
-		{"key case", ingestapi.ContentTypeJSON, `{"BY": "dpo", "messages": [{"id": "e-1"}]}`, "bad_body", `unknown key "BY"`},
-		{"id key case", ingestapi.ContentTypeJSON, `{"by": "dpo", "messages": [{"ID": "e-1"}]}`, "bad_body", `messages[0]: unknown key "ID"`},
-		{"id twice", ingestapi.ContentTypeJSON, `{"by": "dpo", "messages": [{"id": "e-1", "id": "e-2"}]}`, "bad_body", `key /messages/0/id occurs twice`},
-		{"messages twice", ingestapi.ContentTypeJSON, `{"by": "dpo", "messages": [{"id": "e-1"}], "messages": [{"id": "e-2"}]}`, "bad_body", `key /messages occurs twice`},
-		{"no by", ingestapi.ContentTypeJSON, `{"messages": [{"id": "e-1"}]}`, "bad_body", `"by" is required`},
-		{"NUL in by", ingestapi.ContentTypeJSON, `{"by": "d\u0000po", "messages": [{"id": "e-1"}]}`, "bad_body", `"by" holds a NUL character`},
-		{"NUL in id", ingestapi.ContentTypeJSON, `{"by": "dpo", "messages": [{"id": "e\u0000"}]}`, "bad_body", `messages[0]: "id" contains a NUL character`},
-		{"no messages", ingestapi.ContentTypeJSON, `{"by": "dpo", "messages": []}`, "bad_body", `"messages" names no message`},
-		{"no id", ingestapi.ContentTypeJSON, `{"by": "dpo", "messages": [{"source": "web"}]}`, "bad_body", `messages[0]: the object has no "id"`},
-		{"float id", ingestapi.ContentTypeJSON, `{"by": "dpo", "messages": [{"id": 1.5}]}`, "bad_body", `"id" must be a string or an integer, not 1.5`},
-		{"two values", ingestapi.ContentTypeJSON, `{"by": "dpo", "messages": [{"id": "x"}]} {}`, "bad_body", "data after the JSON value"},
+		{"not JSON", ingestapi.ContentTypeJSON, `by=dpo`, "invalid", "the body is not one JSON object"},
+		{"unknown key", ingestapi.ContentTypeJSON, `{"by": "dpo", "ids": ["e-1"]}`, "invalid", `unknown key "ids" (keys are case-sensitive)`},
+		{"key case", ingestapi.ContentTypeJSON, `{"BY": "dpo", "messages": [{"id": "e-1"}]}`, "invalid", `unknown key "BY"`},
+		{"id key case", ingestapi.ContentTypeJSON, `{"by": "dpo", "messages": [{"ID": "e-1"}]}`, "invalid", `messages[0]: unknown key "ID"`},
+		{"id twice", ingestapi.ContentTypeJSON, `{"by": "dpo", "messages": [{"id": "e-1", "id": "e-2"}]}`, "invalid", `key /messages/0/id occurs twice`},
+		{"messages twice", ingestapi.ContentTypeJSON, `{"by": "dpo", "messages": [{"id": "e-1"}], "messages": [{"id": "e-2"}]}`, "invalid", `key /messages occurs twice`},
+		{"no by", ingestapi.ContentTypeJSON, `{"messages": [{"id": "e-1"}]}`, "invalid", `"by" is required`},
+		{"NUL in by", ingestapi.ContentTypeJSON, `{"by": "d\u0000po", "messages": [{"id": "e-1"}]}`, "invalid", `"by" holds a NUL character`},
+		{"NUL in id", ingestapi.ContentTypeJSON, `{"by": "dpo", "messages": [{"id": "e\u0000"}]}`, "invalid", `messages[0]: "id" contains a NUL character`},
+		{"no messages", ingestapi.ContentTypeJSON, `{"by": "dpo", "messages": []}`, "invalid", `"messages" names no message`},
+		{"no id", ingestapi.ContentTypeJSON, `{"by": "dpo", "messages": [{"source": "web"}]}`, "invalid", `messages[0]: the object has no "id"`},
+		{"float id", ingestapi.ContentTypeJSON, `{"by": "dpo", "messages": [{"id": 1.5}]}`, "invalid", `"id" must be a string or an integer, not 1.5`},
+		{"two values", ingestapi.ContentTypeJSON, `{"by": "dpo", "messages": [{"id": "x"}]} {}`, "invalid", "data after the JSON value"},
 		{"JSONL", ingestapi.ContentTypeNDJSON, req, "unsupported_media_type", "takes application/json"},
 		{"latin1", ingestapi.ContentTypeJSON + "; charset=latin1", req, "unsupported_media_type", `charset "latin1": only UTF-8 is read`},
 	} {
@@ -125,7 +125,7 @@ func TestServeErasures(t *testing.T) {
 		fmt.Fprintf(&many, `{"id": "x-%d"},`, i)
 	}
 	r, _ = se.postErasure(t, ingestapi.ContentTypeJSON, auth, `{"by": "dpo", "messages": [`+strings.TrimSuffix(many.String(), ",")+`]}`)
-	wantError(t, "too many", r, http.StatusBadRequest, "bad_body", "names 1001 distinct messages; at most 1000")
+	wantError(t, "too many", r, http.StatusBadRequest, "invalid", "names 1001 distinct messages; at most 1000")
 	// Repeats count once: 1,001 copies of one key are one key.
 	r, ans = se.postErasure(t, ingestapi.ContentTypeJSON, auth, `{"by": "dpo", "messages": [`+strings.Repeat(`{"id": 7},`, store.MaxErasureKeys)+`{"id": 7}]}`)
 	if r.status != http.StatusOK || len(ans.Results) != 1 || ans.Results[0].ExternalID != "7" {
@@ -137,7 +137,7 @@ func TestServeErasures(t *testing.T) {
 		t.Fatal(err)
 	}
 	req2.Header.Set("Content-Type", ingestapi.ContentTypeJSON)
-	wantError(t, "query", do(t, req2, auth), http.StatusBadRequest, "bad_parameter", `unknown query parameter "dry_run": POST /v1/erasures takes no query parameters`)
+	wantError(t, "query", do(t, req2, auth), http.StatusBadRequest, "invalid", `unknown query parameter "dry_run": POST /v1/erasures takes no query parameters`)
 
 	r = se.get(t, "/v1/erasures")
 	wantError(t, "GET", r, http.StatusMethodNotAllowed, "method_not_allowed", "takes POST")

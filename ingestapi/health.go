@@ -7,11 +7,14 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/extractq/extractq/internal/httperr"
 )
 
 // healthz is GET /healthz: 200 while the process is up.
-func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
 }
 
 // ready reports why the server cannot ingest now ("" when it can):
@@ -32,13 +35,15 @@ func (s *Server) ready(ctx context.Context) (string, error) {
 	return "", nil
 }
 
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+// readyz is GET /readyz: 200 while the server can ingest (ready), else
+// 503 saying why.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	why, err := s.ready(r.Context())
 	if why != "" {
 		s.log.Debug("not ready", zap.String("why", why), zap.Error(err))
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
-		writeError(w, http.StatusServiceUnavailable, "unavailable", why)
-		return
+		return &httperr.Error{Code: httperr.Unavailable, Message: why, Err: err}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	return nil
 }

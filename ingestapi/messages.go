@@ -16,16 +16,16 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/extractq/extractq/ingest"
+	"github.com/extractq/extractq/internal/httperr"
 	"github.com/extractq/extractq/store"
 )
 
 // messagesParams are the query parameters POST /v1/messages takes.
 var messagesParams = []string{"schema", "batch", "name"}
 
-// requestLog is what the one log line of a POST says.
+// requestLog is what the one log line of a POST says, besides the
+// status and code of its answer.
 type requestLog struct {
-	status   int
-	code     string
 	err      error
 	bytes    int
 	format   ingest.Format
@@ -34,60 +34,46 @@ type requestLog struct {
 	canceled bool
 }
 
-// messages is POST /v1/messages.
-func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
+// messages is POST /v1/messages. It logs one line (logRequest) before it
+// returns.
+func (s *Server) messages(w http.ResponseWriter, r *http.Request) (err error) {
 	start := time.Now()
 	var rl requestLog
-	fail := func(status int, code, message string) {
-		rl.status, rl.code = status, code
-		writeError(w, status, code, message)
-	}
-	if !s.enter() {
-		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
-		fail(http.StatusServiceUnavailable, "unavailable", "the server is shutting down")
-		s.logRequest(r, start, rl)
-		return
-	}
-	// Logged before it leaves, so before Serve returns.
-	defer s.leave()
-	defer func() { s.logRequest(r, start, rl) }()
+	// Logged before the answer is written, so before it leaves (gated)
+	// and before Serve returns.
+	defer func() { s.logRequest(r, start, rl, err) }()
 	if !s.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="extractq-ingest"`)
-		fail(http.StatusUnauthorized, "unauthorized", "missing or wrong token: send Authorization: Bearer TOKEN")
-		return
+		return httperr.New(httperr.Unauthenticated, "missing or wrong token: send Authorization: Bearer TOKEN")
 	}
 	q, err := checkQuery(r.URL.RawQuery, "POST /v1/messages", messagesParams)
 	if err != nil {
-		fail(http.StatusBadRequest, "bad_parameter", err.Error())
-		return
+		return httperr.New(httperr.Invalid, err.Error())
 	}
 	schema := q.Get("schema")
 	if schema == "" {
 		schema = s.cfg.Schemas[0]
 	} else if !slices.Contains(s.cfg.Schemas, schema) {
-		fail(http.StatusBadRequest, "unknown_schema", fmt.Sprintf("schema %q is not configured; the configured schemas are %s", schema, strings.Join(s.cfg.Schemas, ", ")))
-		return
+		return httperr.Errorf(httperr.Invalid, "schema %q is not configured; the configured schemas are %s", schema, strings.Join(s.cfg.Schemas, ", "))
 	}
 	rl.schema = schema
 	format, isJSON, err := bodyFormat(r.Header)
 	if err != nil {
-		fail(http.StatusUnsupportedMediaType, "unsupported_media_type", err.Error())
-		return
+		return httperr.New(httperr.UnsupportedMediaType, err.Error())
 	}
 	rl.format = format
 	if isJSON {
 		rl.format = "json" // read as JSONL once turned into lines; logged as sent
 	}
 	if r.ContentLength > s.cfg.MaxBodyBytes {
-		fail(http.StatusRequestEntityTooLarge, "body_too_large", tooLarge(r.ContentLength, s.cfg.MaxBodyBytes))
-		return
+		return httperr.New(httperr.TooLarge, tooLarge(r.ContentLength, s.cfg.MaxBodyBytes))
 	}
 
 	// Bodies are held in memory: at most MaxRequests of them.
 	if !s.acquire(r.Context()) {
 		w.Header().Set("Retry-After", "1")
-		fail(http.StatusTooManyRequests, "busy", fmt.Sprintf("the server handles %s at once (-max-requests) and all are taken; try again shortly", plural(s.cfg.MaxRequests, "request", "requests")))
-		return
+		return httperr.Errorf(httperr.TooManyRequests, "the server handles %s at once (-max-requests) and all are taken; try again shortly",
+			plural(s.cfg.MaxRequests, "request", "requests"))
 	}
 	defer func() { <-s.sem }()
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
@@ -98,27 +84,22 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	if why, err := s.ready(ctx); why != "" {
 		rl.err = err
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
-		fail(http.StatusServiceUnavailable, "unavailable", why+"; nothing was stored: post the body again later")
-		return
+		return httperr.New(httperr.Unavailable, why+"; nothing was stored: post the body again later")
 	}
 	body, err := s.readBody(w, r)
 	rl.bytes = len(body)
 	if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
-		fail(http.StatusRequestEntityTooLarge, "body_too_large", tooLarge(-1, mbe.Limit))
-		return
+		return httperr.New(httperr.TooLarge, tooLarge(-1, mbe.Limit))
 	}
 	if err != nil {
 		rl.err, rl.canceled = err, r.Context().Err() != nil
 		if s.stop.Err() != nil {
-			fail(http.StatusServiceUnavailable, "unavailable", "the server is shutting down; nothing was stored: post the body again later")
-			return
+			return httperr.New(httperr.Unavailable, "the server is shutting down; nothing was stored: post the body again later")
 		}
-		fail(http.StatusBadRequest, "bad_body", fmt.Sprintf("reading the body: %v", err))
-		return
+		return httperr.Errorf(httperr.Invalid, "reading the body: %v", err)
 	}
 	if len(body) == 0 {
-		fail(http.StatusBadRequest, "empty_body", "the body is empty; send messages as JSONL, CSV or JSON")
-		return
+		return httperr.New(httperr.Invalid, "the body is empty; send messages as JSONL, CSV or JSON")
 	}
 	// Refused whole, before it is read as lines: a compressed body sent
 	// without Content-Encoding, an archive, UTF-16, binary data.
@@ -126,16 +107,14 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		if isJSON {
 			ue.Format = ingest.FormatJSON
 		}
-		fail(http.StatusBadRequest, bodyCode(ue), bodyMessage(ue))
-		return
+		return unreadableBody(ue)
 	}
 	input := body
 	switch {
 	case isJSON:
 		lines, err := jsonToLines(body)
 		if err != nil {
-			fail(http.StatusBadRequest, "invalid_json", err.Error())
-			return
+			return httperr.New(httperr.Invalid, err.Error())
 		}
 		input = lines
 	case format == ingest.FormatCSV:
@@ -143,15 +122,13 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		// failure to record the batch.
 		if err := ingest.CheckCSVHeader(bytes.NewReader(body)); err != nil {
 			if ee, ok := errors.AsType[*ingest.EmptyInputError](err); ok {
-				fail(http.StatusBadRequest, "no_messages", fmt.Sprintf("the body holds no messages (%s); no batch was recorded", ee.Reason))
-				return
+				return noMessages(ee)
 			}
 			msg := err.Error()
 			if first := bytes.TrimLeft(body, "\xef\xbb\xbf \t\r\n"); len(first) > 0 && first[0] == '{' {
 				msg += "; the body looks like JSONL: send it with Content-Type: " + ContentTypeNDJSON
 			}
-			fail(http.StatusBadRequest, "bad_csv_header", msg)
-			return
+			return httperr.New(httperr.Invalid, msg)
 		}
 	}
 
@@ -162,62 +139,53 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil {
 		rl.err = err
-		fail(http.StatusInternalServerError, "internal", "internal error; it has been logged")
-		return
+		return httperr.Internalf(err)
 	}
 	sum, runErr := ing.Run(ctx, bytes.NewReader(input))
 	rl.sum, rl.err = &sum, runErr
 	rl.canceled = r.Context().Err() != nil
 	if runErr != nil {
-		s.runFailed(ctx, w, r, sum, runErr, &rl)
-		return
+		return s.runFailed(ctx, w, r, sum, runErr)
 	}
 
 	rep := ingest.NewReport(sum)
-	status := http.StatusOK
-	if sum.Lines > 0 && sum.Rejected == sum.Lines {
-		status = http.StatusUnprocessableEntity
-		if !isJSON && sum.CSVReadAsJSONL() {
-			rep.Hint = "the body looks like CSV: send it with Content-Type: " + ContentTypeCSV
-		}
+	nothing := sum.Lines > 0 && sum.Rejected == sum.Lines
+	if nothing && !isJSON && sum.CSVReadAsJSONL() {
+		rep.Hint = "the body looks like CSV: send it with Content-Type: " + ContentTypeCSV
 	}
 	octx, ocancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer ocancel()
 	if err := ingest.AddOutcomes(octx, s.cfg.Store, sum, &rep); err != nil {
 		rl.err = fmt.Errorf("reading batch %s: %w", sum.BatchID, err)
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
-		rl.status, rl.code = http.StatusServiceUnavailable, "unavailable"
-		writeReportError(w, rl.status, rl.code, "the body was ingested (the counts are in this answer) but the batch's outcomes could not be read "+
-			"(queued and the rest read 0); posting it again without a batch id is safe: its messages are duplicates", &rep)
-		return
+		return &httperr.Error{Code: httperr.Unavailable, Beside: &rep,
+			Message: "the body was ingested (the counts are in this answer) but the batch's outcomes could not be read " +
+				"(queued and the rest read 0); posting it again without a batch id is safe: its messages are duplicates"}
 	}
-	rl.status = status
-	if status == http.StatusUnprocessableEntity {
-		rl.code = "nothing_accepted"
-		writeReportError(w, status, rl.code, fmt.Sprintf("%s rejected (see errors); nothing was queued%s", allLinesWere(sum.Lines), optional("; %s", rep.Hint)), &rep)
-		return
+	if nothing {
+		return &httperr.Error{Code: httperr.Unprocessable, Beside: &rep,
+			Message: fmt.Sprintf("%s rejected (see errors); nothing was queued%s", allLinesWere(sum.Lines), optional("; %s", rep.Hint))}
 	}
-	writeJSON(w, status, rep)
+	writeJSON(w, http.StatusOK, rep)
+	return nil
 }
 
-// runFailed answers a Run that returned err.
-func (s *Server) runFailed(ctx context.Context, w http.ResponseWriter, r *http.Request, sum ingest.Summary, err error, rl *requestLog) {
-	fail := func(status int, code, message string, rep *ingest.Report) {
-		rl.status, rl.code = status, code
-		writeReportError(w, status, code, message, rep)
-	}
+// noMessages is the error of a body that holds no messages (ee).
+func noMessages(ee *ingest.EmptyInputError) error {
+	return httperr.Errorf(httperr.Invalid, "the body holds no messages (%s); no batch was recorded", ee.Reason)
+}
+
+// runFailed returns the error of a Run that returned err.
+func (s *Server) runFailed(ctx context.Context, w http.ResponseWriter, r *http.Request, sum ingest.Summary, err error) error {
 	_, started := errors.AsType[*ingest.StartError](err)
 	if ee, ok := errors.AsType[*ingest.EmptyInputError](err); ok {
-		fail(http.StatusBadRequest, "no_messages", fmt.Sprintf("the body holds no messages (%s); no batch was recorded", ee.Reason), nil)
-		return
+		return noMessages(ee)
 	}
 	if ue, ok := errors.AsType[*ingest.UnreadableInputError](err); ok {
-		fail(http.StatusBadRequest, bodyCode(ue), bodyMessage(ue), nil)
-		return
+		return unreadableBody(ue)
 	}
 	if started && errors.Is(err, store.ErrConflict) {
-		fail(http.StatusConflict, "batch_exists", fmt.Sprintf("batch %q already exists; a batch id is used once: leave out batch for a new one", sum.BatchID), nil)
-		return
+		return httperr.Errorf(httperr.Conflict, "batch %q already exists; a batch id is used once: leave out batch for a new one", sum.BatchID)
 	}
 	why := "Postgres or NATS failed"
 	switch {
@@ -230,8 +198,7 @@ func (s *Server) runFailed(ctx context.Context, w http.ResponseWriter, r *http.R
 	}
 	w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
 	if started {
-		fail(http.StatusServiceUnavailable, "unavailable", why+"; nothing was stored: post the body again later", nil)
-		return
+		return httperr.New(httperr.Unavailable, why+"; nothing was stored: post the body again later")
 	}
 	rep := ingest.NewReport(sum)
 	// Where the batch stands, if Postgres answers at once: what it
@@ -239,22 +206,29 @@ func (s *Server) runFailed(ctx context.Context, w http.ResponseWriter, r *http.R
 	octx, ocancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	_ = ingest.AddOutcomes(octx, s.cfg.Store, sum, &rep)
 	ocancel()
-	fail(http.StatusServiceUnavailable, "unavailable", fmt.Sprintf("%s; batch %s stopped after %s: the report counts what was done. "+
+	return &httperr.Error{Code: httperr.Unavailable, Beside: &rep, Message: fmt.Sprintf("%s; batch %s stopped after %s: the report counts what was done. "+
 		"A message stored but not yet published is queued all the same (the worker's sweeper publishes it). "+
 		"Post the same body again, without a batch id, to go on: the messages stored already count as duplicates",
-		why, sum.BatchID, plural(sum.Lines, "line", "lines")), &rep)
+		why, sum.BatchID, plural(sum.Lines, "line", "lines"))}
 }
 
 // logRequest logs one POST, never a message's text or the token, and
 // counts its lines.
-func (s *Server) logRequest(r *http.Request, start time.Time, rl requestLog) {
+func (s *Server) logRequest(r *http.Request, start time.Time, rl requestLog, answer error) {
 	s.metrics.addLines(rl.sum)
+	status, code := http.StatusOK, ""
+	if answer != nil {
+		status, code = http.StatusInternalServerError, string(httperr.Internal)
+		if e, ok := httperr.As(answer); ok {
+			status, code = e.Status(), string(e.Code)
+		}
+	}
 	fields := []zap.Field{
-		zap.Int("status", rl.status), zap.Duration("duration", time.Since(start)),
+		zap.Int("status", status), zap.Duration("duration", time.Since(start)),
 		zap.String("remote", r.RemoteAddr), zap.Int("body_bytes", rl.bytes),
 	}
-	if rl.code != "" {
-		fields = append(fields, zap.String("code", rl.code))
+	if code != "" {
+		fields = append(fields, zap.String("code", code))
 	}
 	if rl.format != "" {
 		fields = append(fields, zap.String("format", string(rl.format)), zap.String("schema", rl.schema))
@@ -269,11 +243,27 @@ func (s *Server) logRequest(r *http.Request, start time.Time, rl requestLog) {
 	if rl.canceled {
 		fields = append(fields, zap.Bool("client_gone", true))
 	}
-	if rl.status >= 500 {
+	if status >= 500 {
 		s.log.Warn("POST /v1/messages", fields...)
 		return
 	}
 	s.log.Info("POST /v1/messages", fields...)
+}
+
+// gated counts h's requests in flight (enter, leave), so Serve returns
+// once they have answered; once the server stops, it answers 503 itself.
+func (s *Server) gated(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.enter() {
+			w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+			err := httperr.New(httperr.Unavailable, "the server is shutting down")
+			s.logRequest(r, time.Now(), requestLog{}, err)
+			s.serveError(w, r, err)
+			return
+		}
+		defer s.leave()
+		h.ServeHTTP(w, r)
+	})
 }
 
 // acquire takes one of MaxRequests, waiting up to BusyWait; false when
@@ -380,29 +370,20 @@ func jsonToLines(body []byte) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// bodyCode is the error code of a POST whose body is ue: compressed_body
-// for a compressed format or an archive, not_text for UTF-16 and binary
-// data.
-func bodyCode(ue *ingest.UnreadableInputError) string {
-	if ue.Kind == ingest.KindUTF16 || ue.Kind == ingest.KindBinary {
-		return "not_text"
-	}
-	return "compressed_body"
-}
-
-// bodyMessage is the error message of a POST whose body is ue, with how
-// to send it as text.
-func bodyMessage(ue *ingest.UnreadableInputError) string {
+// unreadableBody is the error of a POST whose body is ue, saying how to
+// send it as text: compressed_body for a compressed format or an
+// archive, not_text for UTF-16 and binary data.
+func unreadableBody(ue *ingest.UnreadableInputError) error {
 	msg := "the body " + ue.Describe() + "; no batch was recorded"
 	switch ue.Kind {
 	case ingest.KindBinary:
-		return msg
+		return httperr.New(httperr.NotText, msg)
 	case ingest.KindUTF16:
-		return msg + ": convert it to UTF-8 before sending it (" + ue.Unpack("FILE") + " | curl --data-binary @- ...)"
+		return httperr.New(httperr.NotText, msg+": convert it to UTF-8 before sending it ("+ue.Unpack("FILE")+" | curl --data-binary @- ...)")
 	case ingest.KindZip, ingest.KindTar:
-		return msg + ": send the file inside it (" + ue.Unpack("FILE") + " | curl --data-binary @- ...)"
+		return httperr.New(httperr.CompressedBody, msg+": send the file inside it ("+ue.Unpack("FILE")+" | curl --data-binary @- ...)")
 	}
-	return msg + ": send it uncompressed (" + ue.Unpack("FILE") + " | curl --data-binary @- ...); Content-Encoding is not supported either"
+	return httperr.New(httperr.CompressedBody, msg+": send it uncompressed ("+ue.Unpack("FILE")+" | curl --data-binary @- ...); Content-Encoding is not supported either")
 }
 
 // optional formats v into format, or returns "" for an empty v.

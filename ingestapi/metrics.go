@@ -36,7 +36,7 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 
 // instrument counts and times h's requests under route, with the
 // client_golang handler middleware. A nil m returns h.
-func (m *serverMetrics) instrument(route string, h http.HandlerFunc) http.Handler {
+func (m *serverMetrics) instrument(route string, h http.Handler) http.Handler {
 	if m == nil {
 		return h
 	}

@@ -3,12 +3,12 @@ package ingestapi
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 
 	"go.uber.org/zap"
 
+	"github.com/extractq/extractq/internal/httperr"
 	"github.com/extractq/extractq/store"
 )
 
@@ -22,22 +22,20 @@ var resultsParams = []string{"after"}
 // at a time. after=ID starts past message ID, to resume a download that
 // was cut. An unknown batch is 404. If Postgres fails part way, the last
 // line is {"error": {...}} naming the after= to resume with.
-func (s *Server) results(w http.ResponseWriter, r *http.Request) {
-	q, ok := s.readRequest(w, r, "GET /v1/batches/{id}/results", resultsParams)
-	if !ok {
-		return
+func (s *Server) results(w http.ResponseWriter, r *http.Request) error {
+	q, err := s.readRequest(w, r, "GET /v1/batches/{id}/results", resultsParams)
+	if err != nil {
+		return err
 	}
-	var err error
 	var after int64
 	if v := q.Get("after"); v != "" {
 		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after < 0 {
-			writeError(w, http.StatusBadRequest, "bad_parameter", fmt.Sprintf("after %q: want a message id (an integer, 0 or more)", v))
-			return
+			return httperr.Errorf(httperr.Invalid, "after %q: want a message id (an integer, 0 or more)", v)
 		}
 	}
 	id, ctx, st := r.PathValue("id"), r.Context(), s.cfg.Store
-	if _, ok := s.readBatch(w, r, id); !ok {
-		return
+	if _, err := s.readBatch(w, r, id); err != nil {
+		return err
 	}
 	w.Header().Set("Content-Type", ContentTypeNDJSON)
 	w.Header().Set("Cache-Control", "no-store")
@@ -63,10 +61,10 @@ func (s *Server) results(w http.ResponseWriter, r *http.Request) {
 		s.log.Debug("results sent", zap.String("batch_id", id), zap.Int("messages", n))
 	case errors.Is(err, errGone) || ctx.Err() != nil:
 	default:
+		// The status (200) is sent: the error is the stream's last line.
 		s.log.Warn("reading a batch's results", zap.String("batch_id", id), zap.Int("written", n), zap.Error(err))
-		var e apiError
-		e.Error.Code = "unavailable"
-		e.Error.Message = fmt.Sprintf("the results could not be read past message %d (is Postgres down?): ask again with after=%d", last, last)
-		_ = enc.Encode(e)
+		_ = enc.Encode(httperr.Errorf(httperr.Unavailable,
+			"the results could not be read past message %d (is Postgres down?): ask again with after=%d", last, last))
 	}
+	return nil
 }

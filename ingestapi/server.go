@@ -7,8 +7,10 @@
 // /v1/erasures erases the text of the messages a customer asked to have
 // erased. GET /healthz answers while the process is up, GET /readyz while
 // Postgres and NATS are reachable. Errors are {"error": {"code",
-// "message"}}; a 422, and a 503 that stopped part way, carry the report's
-// fields beside it. Before any route: a request from a web page of another
+// "message"}}, of the product's one error table (internal/httperr,
+// docs/http-errors.md); a 422, and a 503 that stopped part way, carry the
+// report's fields beside it. Handlers return their errors (handlerFunc);
+// one place, serveError, answers them. Before any route: a request from a web page of another
 // origin is 403, and, without a token, one whose Host is not a loopback
 // name 421.
 //
@@ -43,6 +45,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/extractq/extractq/ingest"
+	"github.com/extractq/extractq/internal/httperr"
 	"github.com/extractq/extractq/internal/httpguard"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/store"
@@ -187,31 +190,65 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	// takes none refuses one, the others read at most their limit.
 	if cfg.Registry != nil {
 		s.metrics = newServerMetrics(cfg.Registry)
-		mux.Handle("GET /metrics", limitBody("GET /metrics", 0, promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})))
+		mux.Handle("GET /metrics", s.limitBody("GET /metrics", 0, promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})))
 	}
 	// Each API route, instrumented, and a 405 for its other methods.
 	var routes []string
-	route := func(method, path string, maxBody int64, h http.HandlerFunc) {
+	route := func(method, path string, maxBody int64, h http.Handler) {
 		routes = append(routes, method+" "+path)
-		mux.Handle(method+" "+path, limitBody(method+" "+path, maxBody, s.metrics.instrument(path, h)))
-		mux.Handle(path, limitBody("", 0, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mux.Handle(method+" "+path, s.limitBody(method+" "+path, maxBody, s.metrics.instrument(path, h)))
+		mux.Handle(path, s.limitBody("", 0, s.handle(func(w http.ResponseWriter, r *http.Request) error {
 			w.Header().Set("Allow", method)
-			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" "+path+": the route takes "+method)
+			return httperr.New(httperr.MethodNotAllowed, r.Method+" "+path+": the route takes "+method)
 		})))
 	}
-	route("POST", "/v1/messages", cfg.MaxBodyBytes, s.messages)
-	route("GET", "/v1/batches/{id}", 0, s.batch)
-	route("GET", "/v1/batches/{id}/results", 0, s.results)
-	route("POST", "/v1/erasures", maxErasureBody, s.erasures)
+	route("POST", "/v1/messages", cfg.MaxBodyBytes, s.gated(s.handle(s.messages)))
+	route("GET", "/v1/batches/{id}", 0, s.handle(s.batch))
+	route("GET", "/v1/batches/{id}/results", 0, s.handle(s.results))
+	route("POST", "/v1/erasures", maxErasureBody, s.handle(s.erasures))
 	routes = append(routes, "GET /healthz", "GET /readyz", "GET /metrics")
-	mux.Handle("GET /healthz", limitBody("GET /healthz", 0, http.HandlerFunc(s.healthz)))
-	mux.Handle("GET /readyz", limitBody("GET /readyz", 0, http.HandlerFunc(s.readyz)))
-	mux.Handle("/", limitBody("", 0, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s; the routes are %s and %s",
-			r.Method, r.URL.Path, strings.Join(routes[:len(routes)-1], ", "), routes[len(routes)-1]))
+	mux.Handle("GET /healthz", s.limitBody("GET /healthz", 0, s.handle(s.healthz)))
+	mux.Handle("GET /readyz", s.limitBody("GET /readyz", 0, s.handle(s.readyz)))
+	mux.Handle("/", s.limitBody("", 0, s.handle(func(w http.ResponseWriter, r *http.Request) error {
+		return httperr.Errorf(httperr.NotFound, "no route %s %s; the routes are %s and %s",
+			r.Method, r.URL.Path, strings.Join(routes[:len(routes)-1], ", "), routes[len(routes)-1])
 	})))
 	s.mux = mux
 	return s, nil
+}
+
+// errClientGone is a handler's error when the client went away: nothing
+// is answered.
+var errClientGone = errors.New("the client went away")
+
+// handlerFunc is a route's handler: it answers, or returns the error
+// that handle answers for it.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// handle runs h and answers its error, the one place errors become
+// answers (serveError).
+func (s *Server) handle(h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.serveError(w, r, err)
+		}
+	})
+}
+
+// serveError answers err as httperr.Write does: the *httperr.Error it
+// is or wraps, else 500 with a generic message, its detail logged. A
+// handler sets the headers an error needs (Retry-After, Allow,
+// WWW-Authenticate) before it returns the error.
+func (s *Server) serveError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, errClientGone) {
+		return // nobody reads the answer
+	}
+	e, ok := httperr.As(err)
+	if !ok {
+		s.log.Error("request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
+		e = httperr.Internalf(err)
+	}
+	httperr.Write(w, e)
 }
 
 // ServeHTTP serves the routes. Without a token it answers only requests
@@ -224,7 +261,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Token == "" && !httpguard.IsLoopbackHost(r.Host) {
 		s.log.Warn("refused a request naming a Host that is not loopback: no token is set", zap.String("host", r.Host),
 			zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.String("remote", r.RemoteAddr))
-		writeError(w, http.StatusMisdirectedRequest, "misdirected_request", fmt.Sprintf("Host %q: without a token this server answers only "+
+		s.serveError(w, r, httperr.Errorf(httperr.MisdirectedRequest, "Host %q: without a token this server answers only "+
 			"requests to a loopback host (localhost, 127.0.0.1, [::1]); to serve other names, set a token (INGEST_TOKEN or -token-file)", r.Host))
 		return
 	}
@@ -232,13 +269,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.log.Warn("refused a request from a page of another origin", zap.String("origin", r.Header.Get("Origin")),
 			zap.String("sec_fetch_site", r.Header.Get("Sec-Fetch-Site")), zap.String("host", r.Host),
 			zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.String("remote", r.RemoteAddr))
-		writeError(w, http.StatusForbidden, "cross_origin", why+": the API answers programs, not web pages of other origins")
+		s.serveError(w, r, httperr.New(httperr.CrossOrigin, why+": the API answers programs, not web pages of other origins"))
 		return
 	}
 	// No route takes a form or a file upload (nor parses one): refused
 	// before routing, so none is ever read as one.
 	if mt, _, _ := strings.Cut(strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Type"))), ";"); strings.HasPrefix(mt, "multipart/") {
-		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", fmt.Sprintf("Content-Type %q: no route takes a multipart body "+
+		s.serveError(w, r, httperr.Errorf(httperr.UnsupportedMediaType, "Content-Type %q: no route takes a multipart body "+
 			"(a form or file upload, as curl -F sends); POST /v1/messages takes the messages as the body itself (curl --data-binary @FILE), "+
 			"as %s; POST /v1/erasures takes %s", strings.TrimSpace(mt), supportedTypes, ContentTypeJSON))
 		return
@@ -279,10 +316,10 @@ func crossOrigin(r *http.Request) string {
 // that wraps w, so the limit reaches the connection. h gets a shallow copy
 // of r: the server keeps r's own body, to skip what h left unread (or
 // close the connection when that is long) before it answers.
-func limitBody(route string, maxBody int64, h http.Handler) http.HandlerFunc {
+func (s *Server) limitBody(route string, maxBody int64, h http.Handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if maxBody == 0 && route != "" && r.ContentLength > 0 {
-			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("%s takes no body; this one is %d bytes", route, r.ContentLength))
+			s.serveError(w, r, httperr.Errorf(httperr.TooLarge, "%s takes no body; this one is %d bytes", route, r.ContentLength))
 			return
 		}
 		capped := r.WithContext(r.Context())
@@ -367,31 +404,19 @@ func (s *Server) closeGate() {
 	s.flights.Wait()
 }
 
-// readRequest checks a GET's token and query string against params
-// (checkQuery), answering 401 or 400 and returning false when one is
-// wrong.
-func (s *Server) readRequest(w http.ResponseWriter, r *http.Request, route string, params []string) (url.Values, bool) {
+// readRequest checks a request's token and its query string against
+// params (checkQuery). The error is unauthenticated (401) or invalid
+// (400).
+func (s *Server) readRequest(w http.ResponseWriter, r *http.Request, route string, params []string) (url.Values, error) {
 	if !s.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="extractq-ingest"`)
-		writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong token: send Authorization: Bearer TOKEN")
-		return nil, false
+		return nil, httperr.New(httperr.Unauthenticated, "missing or wrong token: send Authorization: Bearer TOKEN")
 	}
 	q, err := checkQuery(r.URL.RawQuery, route, params)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_parameter", err.Error())
-		return nil, false
+		return nil, httperr.New(httperr.Invalid, err.Error())
 	}
-	return q, true
-}
-
-// apiError is the body of an error answer; Report, when set, adds the
-// report's fields beside "error" (a 422, a 503 part way).
-type apiError struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-	*ingest.Report
+	return q, nil
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -400,16 +425,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeError(w http.ResponseWriter, status int, code, message string) {
-	writeReportError(w, status, code, message, nil)
-}
-
-func writeReportError(w http.ResponseWriter, status int, code, message string, rep *ingest.Report) {
-	var e apiError
-	e.Error.Code, e.Error.Message, e.Report = code, message, rep
-	writeJSON(w, status, e)
 }
 
 // authorized reports whether r carries the token, compared in constant

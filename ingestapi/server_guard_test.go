@@ -95,7 +95,7 @@ func TestServeTokenAnyHost(t *testing.T) {
 		t.Errorf("POST with the token and Host ingest.example.com: %d %s", r.status, r.body)
 	}
 	req = se.hostRequest(t, "POST", "/v1/messages", "ingest.example.com", ingestapi.ContentTypeNDJSON, `{"id": "t-2", "text": "x"}`)
-	wantError(t, "POST without the token", do(t, req, ""), http.StatusUnauthorized, "unauthorized")
+	wantError(t, "POST without the token", do(t, req, ""), http.StatusUnauthorized, "unauthenticated")
 }
 
 // Every route caps its body before it is read: one that takes none
@@ -109,7 +109,7 @@ func TestServeBodyLimits(t *testing.T) {
 	t.Run("NoBodyRoutes", func(t *testing.T) {
 		for _, path := range []string{"/v1/batches/b-1", "/v1/batches/b-1/results", "/healthz", "/readyz", "/metrics"} {
 			r := do(t, se.hostRequest(t, "GET", path, "", ingestapi.ContentTypeJSON, `{"x": 1}`), auth)
-			wantError(t, "GET "+path+" with a body", r, http.StatusRequestEntityTooLarge, "body_too_large", "GET "+strings.Replace(path, "b-1", "{id}", 1)+" takes no body")
+			wantError(t, "GET "+path+" with a body", r, http.StatusRequestEntityTooLarge, "too_large", "GET "+strings.Replace(path, "b-1", "{id}", 1)+" takes no body")
 		}
 	})
 
@@ -152,7 +152,7 @@ func TestServeBodyLimits(t *testing.T) {
 		big := `{"by": "dpo", "reason": "` + strings.Repeat("x", 1<<20) + `", "messages": []}`
 		req := se.hostRequest(t, "POST", "/v1/erasures", "", ingestapi.ContentTypeJSON, "")
 		req.Body, req.ContentLength = io.NopCloser(strings.NewReader(big)), 0 // sent chunked
-		wantError(t, "chunked erasure body over 1 MiB", do(t, req, auth), http.StatusRequestEntityTooLarge, "body_too_large", "longer than the limit of 1048576 bytes")
+		wantError(t, "chunked erasure body over 1 MiB", do(t, req, auth), http.StatusRequestEntityTooLarge, "too_large", "longer than the limit of 1048576 bytes")
 	})
 
 	t.Run("Multipart", func(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 	"github.com/extractq/extractq/ingest"
 	"github.com/extractq/extractq/ingest/ingesttest"
 	"github.com/extractq/extractq/ingestapi"
+	"github.com/extractq/extractq/internal/httperr/httperrtest"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/store"
 )
@@ -170,6 +171,9 @@ func wantError(t *testing.T, what string, r reply, status int, code string, want
 			t.Errorf("%s: error message %q does not contain %q", what, r.ans.Error.Message, w)
 		}
 	}
+	// The one shape, with a documented code (docs/http-errors.md): a 422,
+	// and a 503 part way, carry the report beside the error.
+	httperrtest.Check(t, what, r.status, r.body, httperrtest.Extras{Beside: status == 422 || status == 503})
 }
 
 func (se *serverEnv) sourceName(t *testing.T, batchID string) string {
@@ -304,7 +308,7 @@ func TestServeCSV(t *testing.T) {
 	}
 	// A batch id is used once.
 	r = se.post(t, "batch=b-http-csv", "text/csv", body)
-	wantError(t, "batch again", r, http.StatusConflict, "batch_exists", `batch "b-http-csv" already exists`)
+	wantError(t, "batch again", r, http.StatusConflict, "conflict", `batch "b-http-csv" already exists`)
 	if n := se.StreamMsgs(t); n != 2 {
 		t.Errorf("stream holds %d messages after the refused post, want 2", n)
 	}
@@ -334,11 +338,11 @@ func TestServeJSON(t *testing.T) {
 	}
 
 	for _, tt := range []struct{ name, body, code, msg string }{
-		{"invalid JSON", `[{"id": "x", "text": }]`, "invalid_json", "invalid JSON at byte 22"},
-		{"JSONL sent as JSON", "{\"id\": \"a\", \"text\": \"x\"}\n{\"id\": \"b\", \"text\": \"y\"}\n", "invalid_json",
+		{"invalid JSON", `[{"id": "x", "text": }]`, "invalid", "invalid JSON at byte 22"},
+		{"JSONL sent as JSON", "{\"id\": \"a\", \"text\": \"x\"}\n{\"id\": \"b\", \"text\": \"y\"}\n", "invalid",
 			"invalid JSON at byte 26: more after the first JSON value; send one object or an array, or JSONL with Content-Type: application/x-ndjson"},
-		{"a string", `"hello"`, "invalid_json", "one JSON object or an array of objects"},
-		{"empty array", ` [ ] `, "invalid_json", "empty JSON array"},
+		{"a string", `"hello"`, "invalid", "one JSON object or an array of objects"},
+		{"empty array", ` [ ] `, "invalid", "empty JSON array"},
 	} {
 		r := se.post(t, "", "application/json", tt.body)
 		wantError(t, tt.name, r, http.StatusBadRequest, tt.code, tt.msg)
@@ -349,7 +353,7 @@ func TestServeNothingAccepted(t *testing.T) {
 	t.Parallel()
 	se := newServerEnv(t, nil, nil)
 	r := se.post(t, "", "application/x-ndjson", "not json\n{\"id\": \"x\"}\n")
-	wantError(t, "every line bad", r, http.StatusUnprocessableEntity, "nothing_accepted", "every one of the 2 lines was rejected (see errors); nothing was queued")
+	wantError(t, "every line bad", r, http.StatusUnprocessableEntity, "unprocessable", "every one of the 2 lines was rejected (see errors); nothing was queued")
 	if r.ans.Lines != 2 || r.ans.Rejected != 2 || r.ans.Published != 0 || len(r.ans.Errors) != 2 || r.ans.Errors[1].Line != 2 || r.ans.BatchID != "" {
 		t.Errorf("422 report %s, want 2 lines rejected with their errors, and no batch", r.body)
 	}
@@ -357,10 +361,10 @@ func TestServeNothingAccepted(t *testing.T) {
 		t.Errorf("422 report %s names a batch; none was recorded", r.body)
 	}
 	r = se.post(t, "", "application/x-ndjson", "nope\n")
-	wantError(t, "one bad line", r, http.StatusUnprocessableEntity, "nothing_accepted", "the one line was rejected (see errors)")
+	wantError(t, "one bad line", r, http.StatusUnprocessableEntity, "unprocessable", "the one line was rejected (see errors)")
 	// CSV sent as JSONL: the hint says so.
 	r = se.post(t, "", "application/x-ndjson", "id,text\n1,where is my order\n")
-	wantError(t, "CSV as JSONL", r, http.StatusUnprocessableEntity, "nothing_accepted", "the body looks like CSV: send it with Content-Type: text/csv")
+	wantError(t, "CSV as JSONL", r, http.StatusUnprocessableEntity, "unprocessable", "the body looks like CSV: send it with Content-Type: text/csv")
 	if r.ans.Hint == "" {
 		t.Errorf("no hint in %s", r.body)
 	}
@@ -381,13 +385,13 @@ func TestServeRequestErrors(t *testing.T) {
 		code                     string
 		msg                      []string
 	}{
-		{name: "empty body", ctype: "application/x-ndjson", status: 400, code: "empty_body", msg: []string{"the body is empty"}},
-		{name: "blank lines only", ctype: "application/x-ndjson", body: "\n \n", status: 400, code: "no_messages", msg: []string{"(it has only blank lines)"}},
-		{name: "CSV header only", ctype: "text/csv", body: "id,text\n", status: 400, code: "no_messages", msg: []string{"only the CSV header row"}},
-		{name: "bad CSV header", ctype: "text/csv", body: "id,body\n1,hello\n", status: 400, code: "bad_csv_header",
+		{name: "empty body", ctype: "application/x-ndjson", status: 400, code: "invalid", msg: []string{"the body is empty"}},
+		{name: "blank lines only", ctype: "application/x-ndjson", body: "\n \n", status: 400, code: "invalid", msg: []string{"(it has only blank lines)"}},
+		{name: "CSV header only", ctype: "text/csv", body: "id,text\n", status: 400, code: "invalid", msg: []string{"only the CSV header row"}},
+		{name: "bad CSV header", ctype: "text/csv", body: "id,body\n1,hello\n", status: 400, code: "invalid",
 			msg: []string{`CSV header: no "text" column (the columns are "id", "body")`}},
-		{name: "JSONL sent as CSV", ctype: "text/csv", body: good, status: 400, code: "bad_csv_header", msg: []string{"the body looks like JSONL"}},
-		{name: "too large, declared", ctype: "application/x-ndjson", body: big, status: 413, code: "body_too_large",
+		{name: "JSONL sent as CSV", ctype: "text/csv", body: good, status: 400, code: "invalid", msg: []string{"the body looks like JSONL"}},
+		{name: "too large, declared", ctype: "application/x-ndjson", body: big, status: 413, code: "too_large",
 			msg: []string{fmt.Sprintf("the body is %d bytes; the limit is 1024 bytes", len(big))}},
 		{name: "wrong content type", ctype: "text/plain", body: good, status: 415, code: "unsupported_media_type",
 			msg: []string{`Content-Type "text/plain" is not supported; send application/x-ndjson or application/jsonl (JSONL), text/csv`}},
@@ -396,21 +400,21 @@ func TestServeRequestErrors(t *testing.T) {
 			msg: []string{`charset "latin1": only UTF-8 is read`}},
 		{name: "compressed", ctype: "application/x-ndjson", body: good, hdr: map[string]string{"Content-Encoding": "gzip"}, status: 415,
 			code: "unsupported_media_type", msg: []string{`Content-Encoding "gzip" is not supported`}},
-		{name: "unknown schema", query: "schema=invoice", ctype: "application/x-ndjson", body: good, status: 400, code: "unknown_schema",
+		{name: "unknown schema", query: "schema=invoice", ctype: "application/x-ndjson", body: good, status: 400, code: "invalid",
 			msg: []string{`schema "invoice" is not configured; the configured schemas are customer_message, return_request`}},
-		{name: "unknown parameter", query: "format=csv", ctype: "application/x-ndjson", body: good, status: 400, code: "bad_parameter",
+		{name: "unknown parameter", query: "format=csv", ctype: "application/x-ndjson", body: good, status: 400, code: "invalid",
 			msg: []string{`unknown query parameter "format": POST /v1/messages takes schema, batch, name`}},
-		{name: "parameter twice", query: "batch=a&batch=b", ctype: "application/x-ndjson", body: good, status: 400, code: "bad_parameter",
+		{name: "parameter twice", query: "batch=a&batch=b", ctype: "application/x-ndjson", body: good, status: 400, code: "invalid",
 			msg: []string{"query parameter batch is given 2 times"}},
-		{name: "empty parameter", query: "schema=", ctype: "application/x-ndjson", body: good, status: 400, code: "bad_parameter",
+		{name: "empty parameter", query: "schema=", ctype: "application/x-ndjson", body: good, status: 400, code: "invalid",
 			msg: []string{"query parameter schema is empty"}},
-		{name: "control character in batch", query: "batch=a%00b", ctype: "application/x-ndjson", body: good, status: 400, code: "bad_parameter",
+		{name: "control character in batch", query: "batch=a%00b", ctype: "application/x-ndjson", body: good, status: 400, code: "invalid",
 			msg: []string{"query parameter batch contains a control character"}},
-		{name: "no token", ctype: "application/x-ndjson", body: good, hdr: map[string]string{"Authorization": ""}, status: 401, code: "unauthorized"},
+		{name: "no token", ctype: "application/x-ndjson", body: good, hdr: map[string]string{"Authorization": ""}, status: 401, code: "unauthenticated"},
 		{name: "wrong token", ctype: "application/x-ndjson", body: good, hdr: map[string]string{"Authorization": "Bearer " + testToken + "x"},
-			status: 401, code: "unauthorized"},
+			status: 401, code: "unauthenticated"},
 		{name: "token as Basic", ctype: "application/x-ndjson", body: good, hdr: map[string]string{"Authorization": "Basic " + testToken},
-			status: 401, code: "unauthorized"},
+			status: 401, code: "unauthenticated"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -448,7 +452,7 @@ func TestServeRequestErrors(t *testing.T) {
 			t.Fatalf("request has Content-Length %d; the test needs none", req.ContentLength)
 		}
 		r := do(t, req, "Bearer "+testToken)
-		wantError(t, "chunked", r, http.StatusRequestEntityTooLarge, "body_too_large", "longer than the limit of 1024 bytes")
+		wantError(t, "chunked", r, http.StatusRequestEntityTooLarge, "too_large", "longer than the limit of 1024 bytes")
 	})
 	t.Run("routes", func(t *testing.T) {
 		r := se.get(t, "/v1/messages")
@@ -590,7 +594,7 @@ func TestServeBusy(t *testing.T) {
 	}
 	se.waitBusy(t, 1)
 	r := se.post(t, "", "application/x-ndjson", `{"id": "b-2", "text": "Refund 48214"}`+"\n")
-	wantError(t, "second request", r, http.StatusTooManyRequests, "busy", "the server handles 1 request at once")
+	wantError(t, "second request", r, http.StatusTooManyRequests, "too_many_requests", "the server handles 1 request at once")
 	if r.header.Get("Retry-After") != "1" {
 		t.Errorf("429 Retry-After %q, want 1", r.header.Get("Retry-After"))
 	}

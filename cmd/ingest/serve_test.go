@@ -117,7 +117,7 @@ func TestServeCommand(t *testing.T) {
 		if auth != "" {
 			req, _ := http.NewRequest(http.MethodPost, "http://"+addr.String()+"/v1/messages", strings.NewReader("{}"))
 			req.Header.Set("Content-Type", "application/x-ndjson")
-			wantError(t, "POST without the token", do(t, req, ""), http.StatusUnauthorized, "unauthorized")
+			wantError(t, "POST without the token", do(t, req, ""), http.StatusUnauthorized, "unauthenticated")
 		}
 		cancel()
 		select {
