@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/extractq/extractq/ingest"
+	"github.com/extractq/extractq/erasure"
 	"github.com/extractq/extractq/internal/httperr"
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/store"
@@ -25,23 +25,11 @@ type erasureRequest struct {
 	// Reason is the request's reference (a ticket number), for the audit
 	// log; it must not hold customer text.
 	Reason string `json:"reason"`
-	// Messages are the keys, at most store.MaxErasureKeys; a key given
-	// twice counts once.
+	// Messages are the keys, at most store.MaxErasureKeys distinct ones
+	// (erasure.Service counts a key given twice once).
 	Messages []store.MessageKey `json:"messages"`
 	// DryRun answers what the erasure would do, and erases nothing.
 	DryRun bool `json:"dry_run"`
-}
-
-// ErasureAnswer is the answer of POST /v1/erasures: one result per
-// distinct key, in the order first given, and the counts by status.
-type ErasureAnswer struct {
-	DryRun        bool                  `json:"dry_run"`
-	WouldErase    int                   `json:"would_erase"` // a dry run's: erased, were it not a dry run
-	Erased        int                   `json:"erased"`
-	AlreadyErased int                   `json:"already_erased"`
-	NotFound      int                   `json:"not_found"`
-	Queued        int                   `json:"queued"` // not erased: a run is being extracted; ask again once it is done
-	Results       []store.ErasureResult `json:"results"`
 }
 
 // maxErasureBody bounds the body of POST /v1/erasures: 1,000 keys of
@@ -49,11 +37,12 @@ type ErasureAnswer struct {
 const maxErasureBody = 1 << 20
 
 // erasures is POST /v1/erasures: it erases the text of the messages named
-// (store.MessagesErase, one transaction) and answers 200 with a result
-// per key, whatever each one's status. A body that is not the JSON of an
-// erasureRequest, or names no message, or more than store.MaxErasureKeys,
-// is 400; one over maxErasureBody 413 (at once when its Content-Length
-// says so); Postgres failing is 503, and nothing is erased then.
+// (erasure.Service.Erase, one transaction) and answers 200 with the
+// erasure.Result: a result per distinct key, whatever each one's status,
+// and the counts. A body that is not the JSON of an erasureRequest, or
+// names no message, or more than store.MaxErasureKeys distinct ones, is
+// 400; one over maxErasureBody 413 (at once when its Content-Length says
+// so); Postgres failing is 503, and nothing is erased then.
 func (s *Server) erasures(w http.ResponseWriter, r *http.Request) error {
 	if _, err := s.readRequest(w, r, "POST /v1/erasures", nil); err != nil {
 		return err
@@ -76,8 +65,11 @@ func (s *Server) erasures(w http.ResponseWriter, r *http.Request) error {
 		}
 		return httperr.New(httperr.Invalid, err.Error())
 	}
-	st := s.cfg.Store
-	res, err := st.MessagesErase(r.Context(), st.Pool, req.Messages, store.ErasureParams{Actor: req.By, Via: store.ViaAPI, Reason: req.Reason, DryRun: req.DryRun})
+	res, err := s.erasure.Erase(r.Context(), erasure.Request{Keys: req.Messages, Actor: req.By, Via: store.ViaAPI, Reason: req.Reason,
+		DryRun: req.DryRun, MaxKeys: store.MaxErasureKeys})
+	if tm, ok := errors.AsType[*erasure.TooManyKeysError](err); ok {
+		return httperr.Errorf(httperr.Invalid, `"messages" names %d distinct messages; at most %d in one request`, tm.Keys, tm.Max)
+	}
 	if err != nil {
 		if r.Context().Err() == nil {
 			s.log.Warn("POST /v1/erasures", zap.Int("messages", len(req.Messages)), zap.Error(err))
@@ -85,24 +77,10 @@ func (s *Server) erasures(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
 		return &httperr.Error{Code: httperr.Unavailable, Message: "nothing was erased (is Postgres down?); post the same body again later", Err: err}
 	}
-	ans := ErasureAnswer{DryRun: req.DryRun, Results: res}
-	for _, e := range res {
-		switch e.Status {
-		case store.ErasureWouldErase:
-			ans.WouldErase++
-		case store.ErasureErased:
-			ans.Erased++
-		case store.ErasureAlreadyErased:
-			ans.AlreadyErased++
-		case store.ErasureNotFound:
-			ans.NotFound++
-		case store.ErasureQueued:
-			ans.Queued++
-		}
-	}
-	s.log.Info("POST /v1/erasures", zap.String("by", req.By), zap.Bool("dry_run", req.DryRun), zap.Int("messages", len(res)), zap.Int("erased", ans.Erased), zap.Int("would_erase", ans.WouldErase),
-		zap.Int("already_erased", ans.AlreadyErased), zap.Int("not_found", ans.NotFound), zap.Int("queued", ans.Queued))
-	writeJSON(w, http.StatusOK, ans)
+	s.log.Info("POST /v1/erasures", zap.String("by", req.By), zap.Bool("dry_run", req.DryRun), zap.Int("messages", len(res.Results)),
+		zap.Int("erased", res.Erased), zap.Int("would_erase", res.WouldErase), zap.Int("already_erased", res.AlreadyErased),
+		zap.Int("not_found", res.NotFound), zap.Int("queued", res.Queued))
+	writeJSON(w, http.StatusOK, res)
 	return nil
 }
 
@@ -111,8 +89,8 @@ const erasureWant = `want {"by": NAME, "reason": TEXT, "messages": [{"source": S
 
 // readErasureRequest decodes and checks the body of POST /v1/erasures,
 // as strictly as ingest reads a line: keys are case-sensitive and given
-// once, nothing follows the object, text holds no NUL. A key given twice
-// in messages counts once. The error names what is wrong, and where.
+// once, nothing follows the object, text holds no NUL; each message's key
+// is read by erasure.ParseKey. The error names what is wrong, and where.
 func readErasureRequest(r io.Reader) (erasureRequest, error) {
 	var req erasureRequest
 	body, err := io.ReadAll(r)
@@ -162,24 +140,18 @@ func readErasureRequest(r io.Reader) (erasureRequest, error) {
 	if _, given := obj["messages"]; given && !ok {
 		return req, errors.New(`"messages" must be an array of {"source": S, "id": ID}`)
 	}
-	seen := map[store.MessageKey]bool{}
 	for i, m := range list {
-		k, err := ingest.ErasureKey(m, "")
+		k, err := erasure.ParseKey(m, "")
 		if err != nil {
 			return req, fmt.Errorf("messages[%d]: %v", i, err)
 		}
-		if !seen[k] {
-			seen[k] = true
-			req.Messages = append(req.Messages, k)
-		}
+		req.Messages = append(req.Messages, k)
 	}
 	switch {
 	case req.By == "":
 		return req, errors.New(`"by" is required: who asks for the erasure, for the audit log`)
 	case len(req.Messages) == 0:
 		return req, errors.New(`"messages" names no message`)
-	case len(req.Messages) > store.MaxErasureKeys:
-		return req, fmt.Errorf(`"messages" names %d distinct messages; at most %d in one request`, len(req.Messages), store.MaxErasureKeys)
 	}
 	return req, nil
 }

@@ -7,12 +7,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/extractq/extractq/erasure"
 	"github.com/extractq/extractq/ingestapi"
 	"github.com/extractq/extractq/store"
 )
 
 // postErasure posts body to /v1/erasures with contentType and auth.
-func (se *serverEnv) postErasure(t *testing.T, contentType, auth, body string) (reply, ingestapi.ErasureAnswer) {
+func (se *serverEnv) postErasure(t *testing.T, contentType, auth, body string) (reply, erasure.Result) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, se.base+"/v1/erasures", strings.NewReader(body))
 	if err != nil {
@@ -20,7 +21,7 @@ func (se *serverEnv) postErasure(t *testing.T, contentType, auth, body string) (
 	}
 	req.Header.Set("Content-Type", contentType)
 	r := do(t, req, auth)
-	var ans ingestapi.ErasureAnswer
+	var ans erasure.Result
 	if r.status == http.StatusOK {
 		if err := json.Unmarshal(r.body, &ans); err != nil {
 			t.Fatalf("answer: %v\n%s", err, r.body)

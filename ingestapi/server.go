@@ -44,6 +44,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
+	"github.com/extractq/extractq/erasure"
 	"github.com/extractq/extractq/ingest"
 	"github.com/extractq/extractq/internal/httperr"
 	"github.com/extractq/extractq/internal/httpguard"
@@ -139,6 +140,7 @@ type Server struct {
 	tokenHash [sha256.Size]byte
 	mux       *http.ServeMux
 	metrics   *serverMetrics // nil without a Registry
+	erasure   *erasure.Service
 	// sem holds one token per POST being handled (MaxRequests).
 	sem chan struct{}
 	// stop ends the ingests still running when the shutdown grace is over.
@@ -180,7 +182,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	s := &Server{cfg: cfg, log: log.Named("http"), sem: make(chan struct{}, cfg.MaxRequests)}
+	s := &Server{cfg: cfg, log: log.Named("http"), sem: make(chan struct{}, cfg.MaxRequests), erasure: erasure.New(cfg.Store)}
 	if cfg.Token != "" {
 		s.tokenHash = sha256.Sum256([]byte(cfg.Token))
 	}

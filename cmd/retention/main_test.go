@@ -73,22 +73,6 @@ func TestUsage(t *testing.T) {
 	}
 }
 
-func TestReadKeys(t *testing.T) {
-	t.Parallel()
-	// A byte order mark is dropped; "#..." is an id like any other (ingest
-	// takes it); an integer id is its decimal text.
-	in := "\ufeffm-1\n\n  m-2  \n#hash-1\n{\"source\": \"chat\", \"id\": \"c-9\"}\n{\"id\": \"m-3\"}\n{\"id\": 12}\n"
-	got, err := readKeys(strings.NewReader(in), "mail")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []store.MessageKey{{Source: "mail", ExternalID: "m-1"}, {Source: "mail", ExternalID: "m-2"}, {Source: "mail", ExternalID: "#hash-1"},
-		{Source: "chat", ExternalID: "c-9"}, {Source: "mail", ExternalID: "m-3"}, {Source: "mail", ExternalID: "12"}}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("readKeys = %v, want %v", got, want)
-	}
-}
-
 // seed stores n finished messages of source "mail" (ids m-1 ... m-n) and
 // one still queued (q-1), received ageDays ago.
 func seed(ctx context.Context, t *testing.T, st *store.Store, n, ageDays int) {
