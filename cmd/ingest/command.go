@@ -17,7 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/extractq/extractq/ingest"
-	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/internal/startup"
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/schemas"
@@ -61,7 +61,7 @@ const (
 // ingestFile is the file mode of the command: it ingests o.File,
 // optionally waits for the batch, and prints the report. It returns the
 // exit status.
-func ingestFile(ctx context.Context, o fileOptions, env app.Env, log *zap.Logger, stdout, stderr io.Writer) int {
+func ingestFile(ctx context.Context, o fileOptions, env startup.Env, log *zap.Logger, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "ingest: "+format+"\n", a...)
 		return exitError
@@ -71,7 +71,7 @@ func ingestFile(ctx context.Context, o fileOptions, env app.Env, log *zap.Logger
 		fmt.Fprintf(stderr, "ingest: -format: %v\n", err)
 		return exitUsage
 	}
-	cfg, err := app.LoadConfig(o.ConfigPath, env)
+	cfg, err := startup.LoadConfig(o.ConfigPath, env)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -116,25 +116,12 @@ func ingestFile(ctx context.Context, o fileOptions, env app.Env, log *zap.Logger
 		return refuseUnreadable(stderr, ue, name, o.File, format)
 	}
 
-	st, err := store.Open(ctx, env.DatabaseURL, log)
+	svc, err := connect(ctx, env, "extractq-ingest", cfg, log)
 	if err != nil {
-		return fail("opening Postgres: %v", err)
-	}
-	defer st.Close()
-	if err := store.Retry(ctx, ingest.DBRetryTime, func() error { return st.RequireMigrated(ctx) }); err != nil {
 		return fail("%v", err)
 	}
-	nc, js, err := queue.Connect(ctx, env.NATSURL, "extractq-ingest", log)
-	if err != nil {
-		return fail("connecting to NATS: %v", err)
-	}
-	defer nc.Close()
-	if err := app.RetryStartup(ctx, log, "creating stream", func() error {
-		_, err := queue.EnsureStream(ctx, js, cfg.NATS)
-		return err
-	}); err != nil {
-		return fail("creating stream: %v", err)
-	}
+	defer svc.Close()
+	st := svc.st
 
 	var bar *progressbar.ProgressBar
 	if !o.Quiet {
@@ -145,7 +132,7 @@ func ingestFile(ctx context.Context, o fileOptions, env app.Env, log *zap.Logger
 		in = io.TeeReader(in, bar)
 	}
 	ing, err := ingest.New(ingest.Config{
-		Store: st, Publisher: queue.NewPublisher(js, cfg.NATS), SchemaID: o.SchemaID,
+		Store: st, Publisher: queue.NewPublisher(svc.js, cfg.NATS), SchemaID: o.SchemaID,
 		MaxTextBytes: cfg.Ingest.MaxTextBytes, BatchID: o.BatchID, SourceName: name, Format: format, Parallel: o.Parallel, Logger: log,
 	})
 	if err != nil {

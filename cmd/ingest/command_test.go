@@ -15,7 +15,7 @@ import (
 
 	"github.com/extractq/extractq/ingest"
 	"github.com/extractq/extractq/ingest/ingesttest"
-	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/internal/startup"
 	"github.com/extractq/extractq/queue/queuetest"
 	"github.com/extractq/extractq/store/storetest"
 )
@@ -23,7 +23,7 @@ import (
 // commandSetup returns an env reaching the test's private schema, a
 // configuration file naming its private stream, and a JSONL file of
 // good messages and, when good > 0, one bad line (line 2).
-func commandSetup(t *testing.T, e *ingesttest.Env, good int) (env app.Env, configPath, file string) {
+func commandSetup(t *testing.T, e *ingesttest.Env, good int) (env startup.Env, configPath, file string) {
 	t.Helper()
 	dir := t.TempDir()
 	configPath = filepath.Join(dir, "config.yaml")
@@ -43,12 +43,12 @@ func commandSetup(t *testing.T, e *ingesttest.Env, good int) (env app.Env, confi
 	if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env = app.Env{DatabaseURL: storetest.SchemaURL(t, e.Store), NATSURL: queuetest.URL()}
+	env = startup.Env{DatabaseURL: storetest.SchemaURL(t, e.Store), NATSURL: queuetest.URL()}
 	return env, configPath, file
 }
 
 // runCommand runs ingestFile and returns its exit status, stdout and stderr.
-func runCommand(t *testing.T, o fileOptions, env app.Env) (int, string, string) {
+func runCommand(t *testing.T, o fileOptions, env startup.Env) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	// A no-op logger: the NATS connection may log after the test ends.

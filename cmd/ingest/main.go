@@ -55,12 +55,12 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/internal/startup"
 )
 
 func main() {
-	env := app.ReadEnv()
-	ctx, stop := app.Context()
+	env := startup.ReadEnv()
+	ctx, stop := startup.Context()
 	code := run(ctx, os.Args[1:], env, os.Getenv("INGEST_TOKEN"), os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -68,7 +68,7 @@ func main() {
 
 // run is the command with its arguments (without the program name); token
 // is INGEST_TOKEN. It returns the exit status.
-func run(ctx context.Context, args []string, env app.Env, token string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, env startup.Env, token string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "serve" {
 		return serve(ctx, args[1:], env, token, stderr)
 	}
@@ -84,7 +84,7 @@ func run(ctx context.Context, args []string, env app.Env, token string, stdout, 
 	fs.IntVar(&o.Parallel, "parallel", 8, "lines recorded and published at once")
 	fs.BoolVar(&o.JSON, "json", false, "print the batch summary as one JSON object on stdout")
 	fs.BoolVar(&o.Quiet, "quiet", !term.IsTerminal(int(os.Stderr.Fd())), "no progress bars (on by default when stderr is not a terminal)")
-	logLevel := fs.String("log-level", app.GetEnv("LOG_LEVEL", "warn"), "debug, info, warn or error")
+	logLevel := fs.String("log-level", startup.GetEnv("LOG_LEVEL", "warn"), "debug, info, warn or error")
 	synopsis := func() {
 		fmt.Fprintf(fs.Output(), "usage: ingest [flags] FILE   (FILE - reads stdin; a file named serve: ./serve)\n"+
 			"       ingest serve [flags]   (the HTTP server; ingest serve -h)\n")
@@ -110,7 +110,7 @@ func run(ctx context.Context, args []string, env app.Env, token string, stdout, 
 		return exitUsage
 	}
 	o.File = fs.Arg(0)
-	log, err := app.NewLogger("ingest", *logLevel)
+	log, err := startup.NewLogger("ingest", *logLevel)
 	if err != nil {
 		fmt.Fprintln(stderr, "ingest:", err)
 		return exitUsage

@@ -10,16 +10,16 @@ import (
 	"testing"
 
 	"github.com/extractq/extractq/ingest"
-	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/internal/startup"
 	"github.com/extractq/extractq/queue/queuetest"
 	"github.com/extractq/extractq/store/storetest"
 )
 
 // nowhere reaches neither Postgres nor NATS: the cases using it stop
 // before connecting.
-var nowhere = app.Env{DatabaseURL: "postgres://postgres@127.0.0.1:1/none?sslmode=disable", NATSURL: "nats://127.0.0.1:1"}
+var nowhere = startup.Env{DatabaseURL: "postgres://postgres@127.0.0.1:1/none?sslmode=disable", NATSURL: "nats://127.0.0.1:1"}
 
-func runArgs(t *testing.T, env app.Env, token string, args ...string) (int, string, string) {
+func runArgs(t *testing.T, env startup.Env, token string, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	code := run(t.Context(), args, env, token, &stdout, &stderr)
@@ -79,7 +79,7 @@ func TestFileNamedServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Chdir(dir)
-	env := app.Env{DatabaseURL: storetest.SchemaURL(t, st), NATSURL: queuetest.URL()}
+	env := startup.Env{DatabaseURL: storetest.SchemaURL(t, st), NATSURL: queuetest.URL()}
 
 	for _, tc := range []struct {
 		args                  []string

@@ -17,18 +17,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 
-	"github.com/extractq/extractq/ingest"
 	"github.com/extractq/extractq/ingestapi"
-	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/internal/startup"
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/schemas"
-	"github.com/extractq/extractq/store"
 )
 
 // serve is `ingest serve` with its arguments (after "serve"); token is
 // INGEST_TOKEN. It returns the exit status.
-func serve(ctx context.Context, args []string, env app.Env, token string, stderr io.Writer) int {
+func serve(ctx context.Context, args []string, env startup.Env, token string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ingest serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := serveOptions{Token: token}
@@ -40,7 +38,7 @@ func serve(ctx context.Context, args []string, env app.Env, token string, stderr
 	fs.IntVar(&o.MaxRequests, "max-requests", ingestapi.DefaultMaxRequests, "requests handled at once (one more waits 5s, then 429)")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", ingestapi.DefaultRequestTimeout, "longest one request may take, body upload included")
 	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", 30*time.Second, "on SIGTERM or SIGINT, how long requests in flight have to finish")
-	logLevel := fs.String("log-level", app.GetEnv("LOG_LEVEL", "info"), "debug, info, warn or error (info: one line per request, never message text)")
+	logLevel := fs.String("log-level", startup.GetEnv("LOG_LEVEL", "info"), "debug, info, warn or error (info: one line per request, never message text)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: ingest serve [flags]\n\n"+
 			"Serves POST /v1/messages (Content-Type application/x-ndjson, application/jsonl, text/csv or application/json;\n"+
@@ -68,7 +66,7 @@ func serve(ctx context.Context, args []string, env app.Env, token string, stderr
 			return exitUsage
 		}
 	}
-	log, err := app.NewLogger("ingest", *logLevel)
+	log, err := startup.NewLogger("ingest", *logLevel)
 	if err != nil {
 		fmt.Fprintln(stderr, "ingest serve:", err)
 		return exitUsage
@@ -113,7 +111,7 @@ type serveOptions struct {
 // bad token, or no token with a listen address that is not loopback,
 // exitError when it cannot start (the configuration, Postgres, NATS, the
 // address).
-func serveCommand(ctx context.Context, o serveOptions, env app.Env, log *zap.Logger, stderr io.Writer) int {
+func serveCommand(ctx context.Context, o serveOptions, env startup.Env, log *zap.Logger, stderr io.Writer) int {
 	fail := func(code int, format string, a ...any) int {
 		fmt.Fprintf(stderr, "ingest serve: "+format+"\n", a...)
 		return code
@@ -128,7 +126,7 @@ func serveCommand(ctx context.Context, o serveOptions, env app.Env, log *zap.Log
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
-	cfg, err := app.LoadConfig(o.ConfigPath, env)
+	cfg, err := startup.LoadConfig(o.ConfigPath, env)
 	if err != nil {
 		return fail(exitError, "%v", err)
 	}
@@ -152,30 +150,16 @@ func serveCommand(ctx context.Context, o serveOptions, env app.Env, log *zap.Log
 			"and -addr %s listens on %s: set a token, or listen on 127.0.0.1 or [::1]", o.Addr, ln.Addr())
 	}
 
-	st, err := store.Open(ctx, env.DatabaseURL, log)
+	svc, err := connect(ctx, env, "extractq-ingest-serve", cfg, log)
 	if err != nil {
-		return fail(exitError, "opening Postgres: %v", err)
-	}
-	defer st.Close()
-	if err := store.Retry(ctx, ingest.DBRetryTime, func() error { return st.RequireMigrated(ctx) }); err != nil {
 		return fail(exitError, "%v", err)
 	}
-	nc, js, err := queue.Connect(ctx, env.NATSURL, "extractq-ingest-serve", log)
-	if err != nil {
-		return fail(exitError, "connecting to NATS: %v", err)
-	}
-	defer nc.Close()
-	if err := app.RetryStartup(ctx, log, "creating stream", func() error {
-		_, err := queue.EnsureStream(ctx, js, cfg.NATS)
-		return err
-	}); err != nil {
-		return fail(exitError, "creating stream: %v", err)
-	}
+	defer svc.Close()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := ingestapi.NewServer(ingestapi.ServerConfig{
-		Store: st, Publisher: queue.NewPublisher(js, cfg.NATS), Conn: nc, Schemas: ids,
+		Store: svc.st, Publisher: queue.NewPublisher(svc.js, cfg.NATS), Conn: svc.nc, Schemas: ids,
 		MaxTextBytes: cfg.Ingest.MaxTextBytes, MaxBodyBytes: o.MaxBodyBytes, Token: token,
 		Parallel: o.Parallel, MaxRequests: o.MaxRequests, RequestTimeout: o.RequestTimeout, Logger: log,
 		Registry: reg,

@@ -18,7 +18,7 @@ import (
 
 	"github.com/extractq/extractq/ingest"
 	"github.com/extractq/extractq/ingest/ingesttest"
-	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/internal/startup"
 	"github.com/extractq/extractq/queue/queuetest"
 	"github.com/extractq/extractq/store/storetest"
 )
@@ -45,7 +45,7 @@ func TestServeCommandRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	// None reaches Postgres or NATS: the env points nowhere.
-	env := app.Env{DatabaseURL: "postgres://postgres@127.0.0.1:1/none?sslmode=disable", NATSURL: "nats://127.0.0.1:1"}
+	env := startup.Env{DatabaseURL: "postgres://postgres@127.0.0.1:1/none?sslmode=disable", NATSURL: "nats://127.0.0.1:1"}
 	tests := []struct {
 		name string
 		o    serveOptions
@@ -83,7 +83,7 @@ func TestServeCommand(t *testing.T) {
 	t.Parallel()
 	e := ingesttest.NewEnv(t)
 	configPath := serveConfig(t, e)
-	env := app.Env{DatabaseURL: storetest.SchemaURL(t, e.Store), NATSURL: queuetest.URL()}
+	env := startup.Env{DatabaseURL: storetest.SchemaURL(t, e.Store), NATSURL: queuetest.URL()}
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)

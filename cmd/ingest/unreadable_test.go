@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/extractq/extractq/ingest/ingesttest"
-	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/internal/startup"
 )
 
 // The file command refuses a compressed file or one that is not text
@@ -56,7 +56,7 @@ func TestIngestFileUnreadableInput(t *testing.T) {
 	}
 	// It is refused before connecting: with Postgres and NATS out of
 	// reach too.
-	nowhere := app.Env{DatabaseURL: "postgres://postgres@127.0.0.1:1/none?sslmode=disable", NATSURL: "nats://127.0.0.1:1"}
+	nowhere := startup.Env{DatabaseURL: "postgres://postgres@127.0.0.1:1/none?sslmode=disable", NATSURL: "nats://127.0.0.1:1"}
 	start := time.Now()
 	code, _, stderr := runCommand(t, fileOptions{File: gz, ConfigPath: configPath, Quiet: true}, nowhere)
 	if code != exitError || stderr != tests[0].stderr || time.Since(start) > 5*time.Second {

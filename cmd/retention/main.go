@@ -27,9 +27,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/extractq/extractq/cmd/internal/cmdconfig"
 	"github.com/extractq/extractq/erasure"
-	"github.com/extractq/extractq/internal/app"
 	"github.com/extractq/extractq/internal/since"
+	"github.com/extractq/extractq/internal/startup"
 	"github.com/extractq/extractq/store"
 )
 
@@ -53,13 +54,13 @@ reasons). "retention erase -h" and "retention purge -h" list the flags.
 `
 
 func main() {
-	ctx, stop := app.Context()
+	ctx, stop := startup.Context()
 	defer stop()
-	os.Exit(run(ctx, os.Args[1:], app.ReadEnv(), os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(run(ctx, os.Args[1:], startup.ReadEnv(), os.Stdin, os.Stdout, os.Stderr))
 }
 
 // run runs one retention command and returns its exit status.
-func run(ctx context.Context, args []string, env app.Env, stdin io.Reader, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, env startup.Env, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
@@ -84,24 +85,22 @@ func flagSet(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// openStore opens the database and checks its migrations.
-func openStore(ctx context.Context, env app.Env, name string) (*store.Store, error) {
-	log, err := app.NewLogger("retention."+name, "warn")
+// openStore opens the database and checks its migrations
+// (cmdconfig.OpenStore); the error is the step's own.
+func openStore(ctx context.Context, env startup.Env, name string) (*store.Store, error) {
+	log, err := startup.NewLogger("retention."+name, "warn")
 	if err != nil {
 		return nil, err
 	}
-	st, err := store.Open(ctx, env.DatabaseURL, log)
+	st, err := cmdconfig.OpenStore(ctx, env, log, cmdconfig.StoreOptions{})
 	if err != nil {
-		return nil, err
-	}
-	if err := st.RequireMigrated(ctx); err != nil {
-		st.Close()
+		_, err := cmdconfig.Step(err)
 		return nil, err
 	}
 	return st, nil
 }
 
-func runErase(ctx context.Context, args []string, env app.Env, stdin io.Reader, stdout, stderr io.Writer) int {
+func runErase(ctx context.Context, args []string, env startup.Env, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flagSet("erase", stderr)
 	by := fs.String("by", "", "who asks for the erasure (a name, for the audit log); required")
 	reason := fs.String("reason", "", "the request's reference, for the audit log (no customer text)")
@@ -225,7 +224,7 @@ func runErase(ctx context.Context, args []string, env app.Env, stdin io.Reader, 
 	return exitOK
 }
 
-func runPurge(ctx context.Context, args []string, env app.Env, stdout, stderr io.Writer) int {
+func runPurge(ctx context.Context, args []string, env startup.Env, stdout, stderr io.Writer) int {
 	fs := flagSet("purge", stderr)
 	olderThan := fs.String("older-than", "", "erase messages received before this: an age (90d, 26w) or a date (2026-09-01); required, at least 1 day ago")
 	by := fs.String("by", "retention", "who purges (a name, for the audit log)")

@@ -9,15 +9,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/internal/startup"
 	"github.com/extractq/extractq/store"
 	"github.com/extractq/extractq/store/storetest"
 )
 
 // nowhere reaches no Postgres: the usage cases stop before connecting.
-var nowhere = app.Env{DatabaseURL: "postgres://postgres@127.0.0.1:1/none?sslmode=disable"}
+var nowhere = startup.Env{DatabaseURL: "postgres://postgres@127.0.0.1:1/none?sslmode=disable"}
 
-func runArgs(t *testing.T, env app.Env, stdin string, args ...string) (int, string, string) {
+func runArgs(t *testing.T, env startup.Env, stdin string, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	code := run(t.Context(), args, env, strings.NewReader(stdin), &stdout, &stderr)
@@ -123,7 +123,7 @@ func TestErase(t *testing.T) {
 	ctx := t.Context()
 	st := storetest.NewStore(t)
 	seed(ctx, t, st, 3, 0)
-	env := app.Env{DatabaseURL: storetest.SchemaURL(t, st)}
+	env := startup.Env{DatabaseURL: storetest.SchemaURL(t, st)}
 
 	// A dry run says what would happen, with the same statuses, and
 	// erases nothing.
@@ -192,7 +192,7 @@ func TestPurge(t *testing.T) {
 	ctx := t.Context()
 	st := storetest.NewStore(t)
 	seed(ctx, t, st, 4, 100)
-	env := app.Env{DatabaseURL: storetest.SchemaURL(t, st)}
+	env := startup.Env{DatabaseURL: storetest.SchemaURL(t, st)}
 	// Younger messages of another source stay.
 	if err := st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: "young", SchemaID: "customer_message"}); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package app
+package main
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 	"github.com/extractq/extractq/store"
 )
 
-// ReportParams says which batch a report is of and how much it shows.
-type ReportParams struct {
+// reportParams says which batch a report is of and how much it shows.
+type reportParams struct {
 	// BatchID is the batch reported. Empty means the newest batch with
 	// messages, of the ingested file Source when that is not empty and of
 	// schema SchemaID when that is not empty.
@@ -31,11 +31,11 @@ type ReportParams struct {
 	AllBatches bool
 }
 
-// ChooseBatch returns batchID when it is not empty, else the newest batch
+// chooseBatch returns batchID when it is not empty, else the newest batch
 // with messages, of the ingested file source when that is not empty and
 // of schema schemaID when that is not empty. The error says so when there
 // is none.
-func ChooseBatch(ctx context.Context, st *store.Store, batchID, source, schemaID string) (string, error) {
+func chooseBatch(ctx context.Context, st *store.Store, batchID, source, schemaID string) (string, error) {
 	if batchID != "" {
 		return batchID, nil
 	}
@@ -69,7 +69,7 @@ func samePath(a, b string) bool {
 	return errA == nil && errB == nil && absA == absB
 }
 
-// notFound turns ChooseBatch's ErrNotFound into an error that says why
+// notFound turns chooseBatch's ErrNotFound into an error that says why
 // there may be no batch, or names the files of the same name that have
 // batches; other errors pass as they are.
 func notFound(err error, source, schemaID string, named []string) error {
@@ -93,14 +93,14 @@ func quoteAll(ss []string) []string {
 	return out
 }
 
-// PrintReport writes a batch's report: counts, cost, examples and the
+// printReport writes a batch's report: counts, cost, examples and the
 // fields that fail most in the batch (in every batch with AllBatches).
 // It returns an error naming the batch when there is no such batch, or no
 // batch with messages.
-func PrintReport(ctx context.Context, w io.Writer, st *store.Store, p ReportParams) error {
+func printReport(ctx context.Context, w io.Writer, st *store.Store, p reportParams) error {
 	db := st.Pool
 	examples, fields := p.Examples, p.Fields
-	batchID, err := ChooseBatch(ctx, st, p.BatchID, p.Source, p.SchemaID)
+	batchID, err := chooseBatch(ctx, st, p.BatchID, p.Source, p.SchemaID)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package app_test
+package main
 
 import (
 	"crypto/sha256"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/extractq/extractq/extracttype"
-	"github.com/extractq/extractq/internal/app"
 	"github.com/extractq/extractq/store"
 	"github.com/extractq/extractq/store/storetest"
 )
@@ -82,7 +81,7 @@ func TestPrintReport(t *testing.T) {
 	}
 
 	var out strings.Builder
-	if err := app.PrintReport(ctx, &out, st, app.ReportParams{Source: "r.jsonl", SchemaID: "support_ticket", Examples: 2, Fields: 5}); err != nil {
+	if err := printReport(ctx, &out, st, reportParams{Source: "r.jsonl", SchemaID: "support_ticket", Examples: 2, Fields: 5}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
@@ -106,7 +105,7 @@ func TestPrintReport(t *testing.T) {
 	}
 
 	out.Reset()
-	if err := app.PrintReport(ctx, &out, st, app.ReportParams{BatchID: batch, Examples: 1, Fields: 5, AllBatches: true}); err != nil {
+	if err := printReport(ctx, &out, st, reportParams{BatchID: batch, Examples: 1, Fields: 5, AllBatches: true}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
@@ -122,7 +121,7 @@ func TestPrintReport(t *testing.T) {
 	// A window that starts after every error shows no failing field.
 	out.Reset()
 	since := time.Now().Add(time.Hour)
-	if err := app.PrintReport(ctx, &out, st, app.ReportParams{BatchID: batch, Examples: 1, Fields: 5, Since: since}); err != nil {
+	if err := printReport(ctx, &out, st, reportParams{BatchID: batch, Examples: 1, Fields: 5, Since: since}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
@@ -148,7 +147,7 @@ func TestPrintReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	out.Reset()
-	if err := app.PrintReport(ctx, &out, st, app.ReportParams{BatchID: batch, Examples: 1, Fields: 5}); err != nil {
+	if err := printReport(ctx, &out, st, reportParams{BatchID: batch, Examples: 1, Fields: 5}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
@@ -171,7 +170,7 @@ func TestPrintReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	out.Reset()
-	if err := app.PrintReport(ctx, &out, st, app.ReportParams{BatchID: batch, Examples: 3, Fields: 5}); err != nil {
+	if err := printReport(ctx, &out, st, reportParams{BatchID: batch, Examples: 3, Fields: 5}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "erased: 1 of the messages' text and results (retention)") || strings.Contains(out.String(), "48213") {
@@ -196,8 +195,8 @@ func TestChooseBatchSourceSpellings(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, typed := range []string{name, "./" + name, "testdata//x/./messages.jsonl"} {
-		if id, err := app.ChooseBatch(ctx, st, "", typed, ""); err != nil || id != "b-x" {
-			t.Errorf("ChooseBatch(-source %q) = %q, %v; want b-x", typed, id, err)
+		if id, err := chooseBatch(ctx, st, "", typed, ""); err != nil || id != "b-x" {
+			t.Errorf("chooseBatch(-source %q) = %q, %v; want b-x", typed, id, err)
 		}
 	}
 	// An absolute path to the same file, from here.
@@ -205,15 +204,15 @@ func TestChooseBatchSourceSpellings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id, err := app.ChooseBatch(ctx, st, "", abs, ""); err != nil || id != "b-x" {
-		t.Errorf("ChooseBatch(-source the absolute path) = %q, %v; want b-x", id, err)
+	if id, err := chooseBatch(ctx, st, "", abs, ""); err != nil || id != "b-x" {
+		t.Errorf("chooseBatch(-source the absolute path) = %q, %v; want b-x", id, err)
 	}
-	_, err = app.ChooseBatch(ctx, st, "", "elsewhere/messages.jsonl", "")
+	_, err = chooseBatch(ctx, st, "", "elsewhere/messages.jsonl", "")
 	if err == nil || !strings.Contains(err.Error(), `written "testdata/x/messages.jsonl"`) {
-		t.Errorf("ChooseBatch(-source of another folder) = %v; want the file of that name named", err)
+		t.Errorf("chooseBatch(-source of another folder) = %v; want the file of that name named", err)
 	}
-	_, err = app.ChooseBatch(ctx, st, "", "other.jsonl", "")
+	_, err = chooseBatch(ctx, st, "", "other.jsonl", "")
 	if err == nil || strings.Contains(err.Error(), "written") {
-		t.Errorf("ChooseBatch(-source of an unknown file) = %v; want no file named", err)
+		t.Errorf("chooseBatch(-source of an unknown file) = %v; want no file named", err)
 	}
 }

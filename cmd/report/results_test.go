@@ -1,4 +1,4 @@
-package app_test
+package main
 
 import (
 	"crypto/sha256"
@@ -7,12 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/extractq/extractq/internal/app"
 	"github.com/extractq/extractq/store"
 	"github.com/extractq/extractq/store/storetest"
 )
 
-// WriteResults writes one line per message of the batch, across pages,
+// writeResults writes one line per message of the batch, across pages,
 // and names an unknown batch.
 func TestWriteResults(t *testing.T) {
 	t.Parallel()
@@ -42,9 +41,9 @@ func TestWriteResults(t *testing.T) {
 	}
 
 	var out strings.Builder
-	got, err := app.WriteResults(ctx, &out, st, batch)
+	got, err := writeResults(ctx, &out, st, batch)
 	if err != nil || got != n {
-		t.Fatalf("WriteResults = %d, %v; want %d", got, err, n)
+		t.Fatalf("writeResults = %d, %v; want %d", got, err, n)
 	}
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 	if len(lines) != n {
@@ -69,7 +68,7 @@ func TestWriteResults(t *testing.T) {
 	if len(seen) != n {
 		t.Errorf("%d distinct messages in %d lines", len(seen), n)
 	}
-	if _, err := app.WriteResults(ctx, &out, st, "no-such-batch"); err == nil || !strings.Contains(err.Error(), `there is no batch "no-such-batch"`) {
+	if _, err := writeResults(ctx, &out, st, "no-such-batch"); err == nil || !strings.Contains(err.Error(), `there is no batch "no-such-batch"`) {
 		t.Errorf("unknown batch: %v", err)
 	}
 }

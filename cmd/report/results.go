@@ -1,4 +1,4 @@
-package app
+package main
 
 import (
 	"bufio"
@@ -11,11 +11,11 @@ import (
 	"github.com/extractq/extractq/store"
 )
 
-// WriteResults writes one JSON line per message of batch batchID to w, by
+// writeResults writes one JSON line per message of batch batchID to w, by
 // message id: the same lines as ingest serve's GET
 // /v1/batches/{id}/results (store.BatchResult). It returns how many it
 // wrote; an error names the batch when there is no such batch.
-func WriteResults(ctx context.Context, w io.Writer, st *store.Store, batchID string) (int, error) {
+func writeResults(ctx context.Context, w io.Writer, st *store.Store, batchID string) (int, error) {
 	if _, err := st.BatchSummary(ctx, st.Pool, batchID); errors.Is(err, store.ErrNotFound) {
 		return 0, fmt.Errorf("there is no batch %q", batchID)
 	} else if err != nil {
