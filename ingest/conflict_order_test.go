@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/extractq/extractq/ingest"
+	"github.com/extractq/extractq/ingest/ingesttest"
 )
 
 // An id given twice or more in one input with different texts keeps its
@@ -14,7 +15,7 @@ import (
 // line order.
 func TestRunFirstLineOfAnIDWins(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := ingesttest.NewEnv(t)
 	const ids, rounds = 16, 3
 	for _, parallel := range []int{1, 8} {
 		for round := range rounds {
@@ -26,7 +27,7 @@ func TestRunFirstLineOfAnIDWins(t *testing.T) {
 					fmt.Fprintf(&in, `{"id":"p%d-r%d-%d","text":"text %d of p%d-r%d-%d"}`+"\n", parallel, round, i, k, parallel, round, i)
 				}
 			}
-			sum, err := e.ingest(t, strings.NewReader(in.String()), func(c *ingest.Config) { c.Parallel = parallel })
+			sum, err := e.Ingest(t, strings.NewReader(in.String()), func(c *ingest.Config) { c.Parallel = parallel })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -41,7 +42,7 @@ func TestRunFirstLineOfAnIDWins(t *testing.T) {
 			for i := range ids {
 				id := fmt.Sprintf("p%d-r%d-%d", parallel, round, i)
 				var text string
-				if err := e.st.Pool.QueryRow(t.Context(), `SELECT body FROM messages WHERE external_id = $1`, id).Scan(&text); err != nil {
+				if err := e.Store.Pool.QueryRow(t.Context(), `SELECT body FROM messages WHERE external_id = $1`, id).Scan(&text); err != nil {
 					t.Fatal(err)
 				}
 				if want := "text 0 of " + id; text != want {

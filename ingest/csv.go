@@ -382,6 +382,14 @@ type spanError struct {
 
 func (e *spanError) Error() string { return e.reason }
 
+// CheckCSVHeader reads and checks the header row of r as Run does for
+// CSV, and reads nothing after it: an error is what Run would return for
+// the header (an *EmptyInputError when r has no header row).
+func CheckCSVHeader(r io.Reader) error {
+	_, err := newCSVInput(r)
+	return err
+}
+
 // newCSVInput reads and checks the header row of r. A UTF-8 byte order
 // mark before it is skipped. An input without a header row (no byte, or
 // only blank lines) is an *EmptyInputError.

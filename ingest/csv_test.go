@@ -1,20 +1,18 @@
 package ingest_test
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"reflect"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
-	"unicode/utf16"
 
 	"github.com/extractq/extractq/ingest"
+	"github.com/extractq/extractq/ingest/ingesttest"
 	"github.com/extractq/extractq/store"
 )
 
@@ -51,6 +49,7 @@ func TestFormatFor(t *testing.T) {
 // fields over several lines and bad records; csvRejects is what ingesting
 // it rejects.
 const csvInput = "\ufeffid,text,source,channel,priority\r\n" + // line 1
+
 	"c-1,Where is order 48213?,web,email,high\r\n" + // 2
 	"c-2,\"My parcel\r\nnever arrived, \"\"again\"\".\",,chat,\r\n" + // 3-4
 	" \t \r\n" + // 5, blank: spaces and a tab
@@ -71,12 +70,12 @@ var csvRejects = []ingest.LineError{
 
 func TestRunCSV(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := ingesttest.NewEnv(t)
 	ctx := t.Context()
 
 	csv := func(c *ingest.Config) { c.Format = ingest.FormatCSV }
 	var progress []int
-	sum, err := e.ingest(t, strings.NewReader(csvInput), func(c *ingest.Config) {
+	sum, err := e.Ingest(t, strings.NewReader(csvInput), func(c *ingest.Config) {
 		csv(c)
 		c.Progress = func(n int) { progress = append(progress, n) }
 	})
@@ -102,12 +101,12 @@ func TestRunCSV(t *testing.T) {
 		"c-7": {"", "multi\n\nline", `{"priority":"x"}`, []string{}},
 		"c-8": {"web", "last line without an end", `{"channel":"email"}`, []string{}},
 	}
-	msgs := e.messages(t)
+	msgs := e.Messages(t)
 	if len(msgs) != len(wants) {
 		t.Errorf("stored %d messages, want %d", len(msgs), len(wants))
 	}
 	for id, w := range wants {
-		rm, err := e.st.RunGetWithMessage(ctx, e.st.Pool, store.RunGetParams{MessageID: msgs[id], RunNo: 1})
+		rm, err := e.Store.RunGetWithMessage(ctx, e.Store.Pool, store.RunGetParams{MessageID: msgs[id], RunNo: 1})
 		if err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
@@ -120,11 +119,11 @@ func TestRunCSV(t *testing.T) {
 		}
 		assertJSONEqual(t, id+" metadata", rm.Message.Metadata, w.meta)
 	}
-	e.assertStream(t, sum.BatchID, msgs)
+	e.AssertStream(t, sum.BatchID, msgs)
 
 	// The same file again, in parallel this time: duplicates only, the same
 	// rejects in line order.
-	sum2, err := e.ingest(t, strings.NewReader(csvInput), func(c *ingest.Config) { csv(c); c.Parallel = 3 })
+	sum2, err := e.Ingest(t, strings.NewReader(csvInput), func(c *ingest.Config) { csv(c); c.Parallel = 3 })
 	if err != nil {
 		t.Fatalf("second Run: %v", err)
 	}
@@ -137,7 +136,7 @@ func TestRunCSV(t *testing.T) {
 	if !reflect.DeepEqual(sum2, want2) {
 		t.Errorf("second ingest:\n got %+v\nwant %+v", sum2, want2)
 	}
-	if got := e.streamMsgs(t); got != uint64(len(wants)) {
+	if got := e.StreamMsgs(t); got != uint64(len(wants)) {
 		t.Errorf("stream holds %d messages, want %d", got, len(wants))
 	}
 }
@@ -146,17 +145,17 @@ func TestRunCSV(t *testing.T) {
 // id, and CSV ids are the text of JSONL integer ids.
 func TestRunCSVAndJSONLSameIDs(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := ingesttest.NewEnv(t)
 	csv := func(c *ingest.Config) { c.Format = ingest.FormatCSV }
 
 	jsonl := `{"id":"k-1","text":"Where is order 1?"}` + "\n" +
 		`{"id":42,"source":"mail","text":"Refund please"}` + "\n"
-	if sum, err := e.ingest(t, strings.NewReader(jsonl), nil); err != nil || sum.Published != 2 {
+	if sum, err := e.Ingest(t, strings.NewReader(jsonl), nil); err != nil || sum.Published != 2 {
 		t.Fatalf("JSONL ingest = %+v, %v; want 2 published", sum, err)
 	}
 	// Columns in another order, no source column.
 	in := "text,id\nWhere is order 1?,k-1\n"
-	sum, err := e.ingest(t, strings.NewReader(in), csv)
+	sum, err := e.Ingest(t, strings.NewReader(in), csv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +166,7 @@ func TestRunCSVAndJSONLSameIDs(t *testing.T) {
 		"42,mail,Refund please\n" + // the JSONL line's message
 		"42,,Refund please\n" + // another source: another message
 		"k-1,,Another text\n" // same key, other text
-	sum, err = e.ingest(t, strings.NewReader(in), csv)
+	sum, err = e.Ingest(t, strings.NewReader(in), csv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,11 +179,11 @@ func TestRunCSVAndJSONLSameIDs(t *testing.T) {
 	// The sample CSV holds five messages of the ABCD sample, as they are
 	// in its JSONL.
 	long := func(c *ingest.Config) { c.MaxTextBytes = 32768 }
-	sum, err = e.ingestFile(t, filepath.Join("..", "testdata", "abcd", "small.jsonl"), long)
+	sum, err = e.IngestFile(t, filepath.Join("..", "testdata", "abcd", "small.jsonl"), long)
 	if err != nil || sum.Published != 40 {
 		t.Fatalf("small.jsonl = %+v, %v; want 40 published", sum, err)
 	}
-	sum, err = e.ingestFile(t, filepath.Join("..", "testdata", "sample.csv"), func(c *ingest.Config) { long(c); csv(c) })
+	sum, err = e.IngestFile(t, filepath.Join("..", "testdata", "sample.csv"), func(c *ingest.Config) { long(c); csv(c) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,14 +191,14 @@ func TestRunCSVAndJSONLSameIDs(t *testing.T) {
 	if want := (ingest.Summary{BatchID: sum.BatchID, Lines: 5, Duplicates: 5}); !reflect.DeepEqual(sum, want) {
 		t.Errorf("sample.csv after small.jsonl:\n got %+v\nwant %+v", sum, want)
 	}
-	if got := e.streamMsgs(t); got != 43 {
+	if got := e.StreamMsgs(t); got != 43 {
 		t.Errorf("stream holds %d messages, want 43", got)
 	}
 }
 
 func TestRunCSVHeaderErrors(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := ingesttest.NewEnv(t)
 	tests := []struct{ name, in, want string }{
 		{"no text column", "id,body\n1,Where is my order?\n", `CSV header: no "text" column (the columns are "id", "body"); id and text are required`},
 		{"no id column", "\ufefftext\nWhere is my order?\n", `CSV header: no "id" column (the columns are "text")`},
@@ -213,14 +212,14 @@ func TestRunCSVHeaderErrors(t *testing.T) {
 		{"semicolons", "id;text;channel\n1;x;web\n", "CSV header: only comma-separated CSV is read; this header looks separated by ';'"},
 		{"quoted semicolons", `"id";"text"` + "\r\n", "this header looks separated by ';'"},
 		{"tabs", "\ufeffid\ttext\n1\tx\n", "CSV header: only comma-separated CSV is read; this header looks separated by tabs"},
-		{"UTF-16 with a byte order mark", utf16LE("\ufeffid,text\n1,x\n"), "CSV header: the file looks like UTF-16 (NUL bytes between the characters); only UTF-8 is read"},
-		{"UTF-16 without one", utf16LE("id,text\n1,x\n"), "the file looks like UTF-16"},
+		{"UTF-16 with a byte order mark", ingesttest.UTF16LE("\ufeffid,text\n1,x\n"), "CSV header: the file looks like UTF-16 (NUL bytes between the characters); only UTF-8 is read"},
+		{"UTF-16 without one", ingesttest.UTF16LE("id,text\n1,x\n"), "the file looks like UTF-16"},
 		{"a header over the limit", "id,text,\"" + strings.Repeat("x", ingest.MaxLineBytes) + "\"\n1,x\n",
 			"CSV header: the record is longer than 4194304 bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := e.ingest(t, strings.NewReader(tt.in), func(c *ingest.Config) { c.Format = ingest.FormatCSV })
+			_, err := e.Ingest(t, strings.NewReader(tt.in), func(c *ingest.Config) { c.Format = ingest.FormatCSV })
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Run = %v, want an error with %q", err, tt.want)
 			}
@@ -230,31 +229,21 @@ func TestRunCSVHeaderErrors(t *testing.T) {
 		})
 	}
 	// None of them recorded anything.
-	if n := e.countSQL(t, `SELECT count(*) FROM batches`); n != 0 {
+	if n := e.CountSQL(t, `SELECT count(*) FROM batches`); n != 0 {
 		t.Errorf("%d batches recorded, want 0", n)
 	}
-	if n := e.streamMsgs(t); n != 0 {
+	if n := e.StreamMsgs(t); n != 0 {
 		t.Errorf("stream holds %d messages, want 0", n)
 	}
 }
 
-// utf16LE is s in UTF-16, little-endian, as Excel's "Unicode text" saves.
-func utf16LE(s string) string {
-	var b strings.Builder
-	for _, u := range utf16.Encode([]rune(s)) {
-		b.WriteByte(byte(u))
-		b.WriteByte(byte(u >> 8))
-	}
-	return b.String()
-}
-
 func TestRunCSVStops(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := ingesttest.NewEnv(t)
 	csv := func(c *ingest.Config) { c.Format = ingest.FormatCSV }
 
 	// A quote left open at the end: one rejected record, with its lines.
-	sum, err := e.ingest(t, strings.NewReader("id,text\nok-2,fine\nopen-2,\"never closed\nmore\n"), csv)
+	sum, err := e.Ingest(t, strings.NewReader("id,text\nok-2,fine\nopen-2,\"never closed\nmore\n"), csv)
 	want := ingest.Summary{BatchID: sum.BatchID, Lines: 2, Published: 1, Rejected: 1, Errors: []ingest.LineError{
 		{Line: 3, EndLine: 4, Reason: `invalid CSV at line 4, column 6: extraneous or missing " in quoted-field ` +
 			`(the quote opened on line 3 is never closed: lines 3-4, to the end of the input, were read as this one record)`}}}
@@ -267,7 +256,7 @@ func TestRunCSVStops(t *testing.T) {
 
 	// A failing reader stops it with the line it got to.
 	r := errorAfter("id,text\nok-3,fine\n")
-	_, err = e.ingest(t, r, csv)
+	_, err = e.Ingest(t, r, csv)
 	if !errors.Is(err, errBroken) || !strings.Contains(err.Error(), "reading the record after line 2") {
 		t.Errorf("Run with a failing reader = %v, want reading the record after line 2: %v", err, errBroken)
 	}
@@ -287,76 +276,12 @@ func (f *failingReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func TestRunCommandCSV(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	env, configPath, _ := commandSetup(t, e, 0)
-	dir := t.TempDir()
-	write := func(name, body string) string { return writeFile(t, dir, name, body) }
-	file := write("export.CSV", "id,text,tag\ncsv-1,Where is order 48213?,late\ncsv-2,\ncsv-3,\"Two\nlines\",\n")
-
-	// The extension picks CSV.
-	o := ingest.CommandOptions{File: file, ConfigPath: configPath, JSON: true, Quiet: true}
-	code, stdout, stderr := runCommand(t, o, env)
-	if code != ingest.ExitOK {
-		t.Fatalf("exit %d, want 0; stderr:\n%s", code, stderr)
-	}
-	var rep ingest.Report
-	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
-		t.Fatalf("stdout: %v\n%s", err, stdout)
-	}
-	if rep.Lines != 3 || rep.Published != 2 || rep.Rejected != 1 || rep.Queued != 2 {
-		t.Errorf("report = %+v, want 3 lines, 2 published, 1 rejected", rep)
-	}
-	if !strings.Contains(stderr, `ingest: rejected line 3 (id "csv-2"): has 2 fields, the header has 3`) {
-		t.Errorf("stderr does not report the short record:\n%s", stderr)
-	}
-
-	// -format jsonl reads it as JSONL: every line rejected.
-	o.Format = "jsonl"
-	if code, _, stderr := runCommand(t, o, env); code != ingest.ExitNothingIngested {
-		t.Errorf("-format jsonl: exit %d, want %d; stderr:\n%s", code, ingest.ExitNothingIngested, stderr)
-	}
-	// -format csv (any case) reads any name as CSV: duplicates.
-	o = ingest.CommandOptions{File: write("export.txt", "id,text\ncsv-1,Where is order 48213?\n"), Format: "CSV", ConfigPath: configPath, Quiet: true}
-	code, stdout, stderr = runCommand(t, o, env)
-	if code != ingest.ExitOK || !strings.Contains(stdout, ": 1 lines, 0 published, 1 duplicates, 0 rejected") {
-		t.Errorf("-format csv: exit %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
-	}
-
-	batches := e.countSQL(t, `SELECT count(*) FROM batches`)
-	// An unknown format is bad usage; a bad header stops before anything
-	// is recorded, and nothing is printed on stdout.
-	tests := []struct {
-		name       string
-		o          ingest.CommandOptions
-		code       int
-		wantStderr string
-	}{
-		{"unknown format", ingest.CommandOptions{File: file, Format: "xml", ConfigPath: configPath, JSON: true, Quiet: true},
-			ingest.ExitUsage, `ingest: -format: unknown format "xml" (want jsonl or csv)`},
-		{"bad header", ingest.CommandOptions{File: write("noid.csv", "ticket,text\n1,x\n"), ConfigPath: configPath, JSON: true, Quiet: true},
-			ingest.ExitError, `ingest: stopped: CSV header: no "id" column (the columns are "ticket", "text")`},
-		{"batch id already used", ingest.CommandOptions{File: file, BatchID: rep.BatchID, ConfigPath: configPath, JSON: true, Quiet: true},
-			ingest.ExitError, "ingest: batch \"" + rep.BatchID + "\" already exists; a batch id is used once"},
-	}
-	for _, tt := range tests {
-		code, stdout, stderr := runCommand(t, tt.o, env)
-		if code != tt.code || !strings.Contains(stderr, tt.wantStderr) || stdout != "" {
-			t.Errorf("%s: exit %d, stdout %q, stderr:\n%s\nwant exit %d and %q", tt.name, code, stdout, stderr, tt.code, tt.wantStderr)
-		}
-	}
-	if n := e.countSQL(t, `SELECT count(*) FROM batches`); n != batches {
-		t.Errorf("%d batches after the failed runs, want %d", n, batches)
-	}
-}
-
 // A record longer than MaxLineBytes whose quotes close is rejected with
 // its lines, and the records after it are read; ingesting the file again
 // rejects it again and goes on the same way.
 func TestRunCSVLongRecord(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := ingesttest.NewEnv(t)
 	csv := func(c *ingest.Config) { c.Format = ingest.FormatCSV }
 
 	big := strings.Repeat("a long, long text\n", ingest.MaxLineBytes/18+1)
@@ -367,7 +292,7 @@ func TestRunCSVLongRecord(t *testing.T) {
 	end := 3 + strings.Count(big, "\n")
 	rejected := []ingest.LineError{{Line: 3, EndLine: end, Reason: "the record is longer than 4194304 bytes"}}
 	for i, published := range []int{2, 0} {
-		sum, err := e.ingest(t, strings.NewReader(in), csv)
+		sum, err := e.Ingest(t, strings.NewReader(in), csv)
 		if err != nil {
 			t.Fatalf("ingest %d: %v", i+1, err)
 		}
@@ -377,14 +302,14 @@ func TestRunCSVLongRecord(t *testing.T) {
 			t.Errorf("ingest %d:\n got %+v\nwant %+v", i+1, sum, want)
 		}
 	}
-	if ids := e.messages(t); len(ids) != 2 || ids["long-1"] == 0 || ids["long-3"] == 0 {
+	if ids := e.Messages(t); len(ids) != 2 || ids["long-1"] == 0 || ids["long-3"] == 0 {
 		t.Errorf("stored %v, want long-1 and long-3", ids)
 	}
 
 	// A quote never closed past the limit: the record is rejected at the
 	// end of the input, and what came before it is stored.
 	in = "id,text\nlong-4,fine\nlong-5,\"never closed\n" + strings.Repeat("x,y\n", ingest.MaxLineBytes/3)
-	sum, err := e.ingest(t, strings.NewReader(in), csv)
+	sum, err := e.Ingest(t, strings.NewReader(in), csv)
 	want := ingest.Summary{BatchID: sum.BatchID, Lines: 2, Published: 1, Rejected: 1, Errors: []ingest.LineError{{
 		Line: 3, EndLine: 3 + ingest.MaxLineBytes/3,
 		Reason: fmt.Sprintf("the record is longer than 4194304 bytes: the quote opened on line 3 is never closed, so lines 3-%d, to the end of the input, were read as this one record", 3+ingest.MaxLineBytes/3)}}}
@@ -397,13 +322,13 @@ func TestRunCSVLongRecord(t *testing.T) {
 // allocates far less than that.
 func TestRunCSVLongRecordMemory(t *testing.T) {
 	// Not parallel: the allocations counted are this test's.
-	e := newEnv(t)
+	e := ingesttest.NewEnv(t)
 	const size = 64 << 20
 	r := io.MultiReader(strings.NewReader("id,text\nm-1,\""), io.LimitReader(repeatReader('x'), size),
 		strings.NewReader("\"\nm-2,after it\n"))
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	sum, err := e.ingest(t, r, func(c *ingest.Config) { c.Format = ingest.FormatCSV })
+	sum, err := e.Ingest(t, r, func(c *ingest.Config) { c.Format = ingest.FormatCSV })
 	runtime.ReadMemStats(&after)
 	if err != nil || sum.Published != 1 || sum.Rejected != 1 {
 		t.Fatalf("Run = %+v, %v; want m-2 published, m-1 rejected", sum, err)
@@ -429,14 +354,14 @@ func (c repeatReader) Read(p []byte) (int, error) {
 // into its record, until the next quote: the rejection names the lines.
 func TestRunCSVUnclosedQuote(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := ingesttest.NewEnv(t)
 	in := "id,text\n" +
 		"uq-1,fine\n" +
 		"uq-2,\"opened, never closed\n" + // 3
 		"uq-3,swallowed\n" + // 4
 		"uq-4,\"quoted\" then not\n" + // 5: its first quote closes line 3's
 		"uq-5,after it\n" // 6
-	sum, err := e.ingest(t, strings.NewReader(in), func(c *ingest.Config) { c.Format = ingest.FormatCSV })
+	sum, err := e.Ingest(t, strings.NewReader(in), func(c *ingest.Config) { c.Format = ingest.FormatCSV })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,56 +374,7 @@ func TestRunCSVUnclosedQuote(t *testing.T) {
 	if got := le.Error(); !strings.HasPrefix(got, "lines 3-5: invalid CSV at line 5, column 6") {
 		t.Errorf("error = %q", got)
 	}
-	if ids := e.messages(t); len(ids) != 2 || ids["uq-1"] == 0 || ids["uq-5"] == 0 {
+	if ids := e.Messages(t); len(ids) != 2 || ids["uq-1"] == 0 || ids["uq-5"] == 0 {
 		t.Errorf("stored %v, want uq-1 and uq-5", ids)
 	}
-}
-
-// CSV read as JSONL: every line rejected, and the message says it looks
-// like CSV.
-func TestRunCommandCSVAsJSONL(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	env, configPath, _ := commandSetup(t, e, 0)
-	dir := t.TempDir()
-	tests := []struct {
-		name, body string
-		hint       bool
-	}{
-		{"a CSV header", "\ufeffid,source,\"text\"\r\n1,web,where is my order\r\n", true},
-		{"not CSV either", "hello\nworld\n", false},
-		{"no text column", "id,body\n1,where is my order\n", false},
-	}
-	for i, tt := range tests {
-		file := filepath.Join(dir, fmt.Sprintf("in%d.txt", i))
-		if err := os.WriteFile(file, []byte(tt.body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		code, _, stderr := runCommand(t, ingest.CommandOptions{File: file, ConfigPath: configPath, Quiet: true}, env)
-		if code != ingest.ExitNothingIngested || !strings.Contains(stderr, "every one of the 2 lines was rejected") {
-			t.Errorf("%s: exit %d, want %d; stderr:\n%s", tt.name, code, ingest.ExitNothingIngested, stderr)
-		}
-		if got := strings.Contains(stderr, "lines was rejected; nothing was queued; the input looks like CSV: use -format csv"); got != tt.hint {
-			t.Errorf("%s: hint %v, want %v; stderr:\n%s", tt.name, got, tt.hint, stderr)
-		}
-		// -json carries the hint too.
-		code, stdout, _ := runCommand(t, ingest.CommandOptions{File: file, ConfigPath: configPath, Quiet: true, JSON: true}, env)
-		var rep ingest.Report
-		if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != ingest.ExitNothingIngested {
-			t.Fatalf("%s -json: exit %d, %v:\n%s", tt.name, code, err, stdout)
-		}
-		if got := rep.Hint == "the input looks like CSV: use -format csv"; got != tt.hint {
-			t.Errorf("%s -json: hint %q, want it %v", tt.name, rep.Hint, tt.hint)
-		}
-	}
-}
-
-// writeFile writes body to the file name in dir and returns its path.
-func writeFile(t *testing.T, dir, name, body string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }

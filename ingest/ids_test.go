@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/extractq/extractq/ingest"
+	"github.com/extractq/extractq/ingest/ingesttest"
 )
 
 // An id is stored and compared byte for byte: one with a control
@@ -51,13 +52,13 @@ func TestParseLineIDs(t *testing.T) {
 // "text" but for case or white space is named.
 func TestRunCSVIDs(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := ingesttest.NewEnv(t)
 	csv := func(c *ingest.Config) { c.Format = ingest.FormatCSV }
 	in := "id,text\n" +
 		" bt-27 ,Where is order 48213?\n" +
 		"\"bt-28\n\",Where is order 48214?\n" +
 		"bt-29,Where is order 48215?\n"
-	sum, err := e.ingest(t, strings.NewReader(in), csv)
+	sum, err := e.Ingest(t, strings.NewReader(in), csv)
 	want := ingest.Summary{BatchID: sum.BatchID, Lines: 3, Published: 1, Rejected: 2, Errors: []ingest.LineError{
 		{Line: 2, Reason: `"id" starts or ends with white space: " bt-27 "`},
 		{Line: 3, Reason: `"id" contains a control character, U+000A at byte 6: "bt-28\n"`},
@@ -70,7 +71,7 @@ func TestRunCSVIDs(t *testing.T) {
 		{"id, text\n1,x\n", `CSV header: no "text" column (the columns are "id", " text"); id and text are required (column " text" has white space around its name; names are matched exactly)`},
 		{"id,body\n1,x\n", `CSV header: no "text" column (the columns are "id", "body"); id and text are required`},
 	} {
-		_, err := e.ingest(t, strings.NewReader(tt.in), csv)
+		_, err := e.Ingest(t, strings.NewReader(tt.in), csv)
 		if err == nil || !strings.HasSuffix(err.Error(), tt.want) {
 			t.Errorf("header %q: Run = %v, want %s", tt.in, err, tt.want)
 		}

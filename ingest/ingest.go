@@ -260,7 +260,7 @@ func ParseLine(line []byte, maxText int) (Input, error) {
 	case isNull(rawID):
 		return in, errors.New(`"id" must be a string or an integer`)
 	case json.Unmarshal(rawID, &sid) == nil:
-	case json.Unmarshal(rawID, &nid) == nil && isInteger(nid.String()):
+	case json.Unmarshal(rawID, &nid) == nil && IsIntegerID(nid.String()):
 		sid = nid.String()
 	default:
 		return in, errors.New(`"id" must be a string or an integer`)
@@ -301,11 +301,12 @@ func ParseLine(line []byte, maxText int) (Input, error) {
 // The checks below are every format's: a JSONL line's fields and a CSV
 // record's cells pass the same ones, with the same reasons.
 
-// setID checks a message id (not empty or white space only, no NUL, no
-// other control character, no white space at its start or end: an id is
-// kept and compared byte for byte, so "a-1 " would be another message
-// than "a-1") and sets it.
-func (in *Input) setID(id string) error {
+// CheckID checks a message id as ingest does for every line: not empty
+// or white space only, no NUL, no other control character, no white space
+// at its start or end (an id is kept and compared byte for byte, so "a-1 "
+// would be another message than "a-1"). The error names what is wrong,
+// as a line's rejection does.
+func CheckID(id string) error {
 	if strings.TrimSpace(id) == "" {
 		return errors.New(`"id" is empty`)
 	}
@@ -318,6 +319,14 @@ func (in *Input) setID(id string) error {
 	}
 	if strings.TrimFunc(id, unicode.IsSpace) != id {
 		return fmt.Errorf(`"id" starts or ends with white space: %s`, quoteShort(id))
+	}
+	return nil
+}
+
+// setID checks a message id (CheckID) and sets it.
+func (in *Input) setID(id string) error {
+	if err := CheckID(id); err != nil {
+		return err
 	}
 	in.ID = id
 	return nil
@@ -418,7 +427,9 @@ func hasNULEscape(doc []byte) bool {
 	return false
 }
 
-func isInteger(s string) bool {
+// IsIntegerID reports whether s, the text of a JSON number, is an
+// integer: ingest takes one as an id, kept as this decimal text.
+func IsIntegerID(s string) bool {
 	if s == "" {
 		return false
 	}
@@ -492,8 +503,8 @@ func (in *Ingester) Run(ctx context.Context, r io.Reader) (Summary, error) {
 	// The start of the input is looked at first: a compressed file, or
 	// one that is not text at all, is refused whole, rather than line by
 	// line, and leaves nothing behind.
-	head, r := readHead(r)
-	if ue := sniff(head, in.cfg.Format); ue != nil {
+	head, r := ReadHead(r)
+	if ue := Sniff(head, in.cfg.Format); ue != nil {
 		return sum, &StartError{fmt.Errorf("ingest: %w", ue)}
 	}
 	var src input

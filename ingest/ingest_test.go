@@ -3,7 +3,6 @@ package ingest_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -18,25 +17,10 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
-
-	"github.com/extractq/extractq/config"
 	"github.com/extractq/extractq/ingest"
-	"github.com/extractq/extractq/queue"
+	"github.com/extractq/extractq/ingest/ingesttest"
 	"github.com/extractq/extractq/store"
-	"github.com/extractq/extractq/store/storetest"
 )
-
-// testSchema is the schema every test batch is ingested with (the default
-// configuration's first schema).
-const testSchema = "customer_message"
-
-// testMaxText is the text limit of the tests, in bytes; the fixtures in
-// testdata/bad-input assume it.
-const testMaxText = 200
 
 func TestParseLine(t *testing.T) {
 	t.Parallel()
@@ -188,7 +172,7 @@ func TestParseLine(t *testing.T) {
 
 func TestNew(t *testing.T) {
 	t.Parallel()
-	if _, err := ingest.New(ingest.Config{SchemaID: testSchema, MaxTextBytes: 10}); err == nil {
+	if _, err := ingest.New(ingest.Config{SchemaID: ingesttest.Schema, MaxTextBytes: 10}); err == nil {
 		t.Error("New without Store and Publisher: no error")
 	}
 	id := ingest.NewBatchID(time.Date(2026, 3, 4, 5, 6, 7, 0, time.FixedZone("x", 3600)))
@@ -228,11 +212,11 @@ var mixedAccepted = []string{"ok-1", "1002", "html-1", "inject-1", "emoji-1", "r
 
 func TestRunMixedFileTwice(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := ingesttest.NewEnv(t)
 	ctx := t.Context()
 
 	var progress []int
-	sum, err := e.ingestFile(t, mixedFile, func(c *ingest.Config) { c.Progress = func(n int) { progress = append(progress, n) } })
+	sum, err := e.IngestFile(t, mixedFile, func(c *ingest.Config) { c.Progress = func(n int) { progress = append(progress, n) } })
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -248,7 +232,7 @@ func TestRunMixedFileTwice(t *testing.T) {
 
 	// Every accepted line is stored byte for byte, with its run published.
 	expected := fixtureTexts(t, mixedFile)
-	msgs := e.messages(t)
+	msgs := e.Messages(t)
 	if len(msgs) != n {
 		t.Fatalf("stored %d messages, want %d", len(msgs), n)
 	}
@@ -258,7 +242,7 @@ func TestRunMixedFileTwice(t *testing.T) {
 			t.Errorf("message %q not stored", id)
 			continue
 		}
-		rm, err := e.st.RunGetWithMessage(ctx, e.st.Pool, store.RunGetParams{MessageID: m, RunNo: 1})
+		rm, err := e.Store.RunGetWithMessage(ctx, e.Store.Pool, store.RunGetParams{MessageID: m, RunNo: 1})
 		if err != nil {
 			t.Fatalf("RunGetWithMessage(%q): %v", id, err)
 		}
@@ -268,14 +252,14 @@ func TestRunMixedFileTwice(t *testing.T) {
 		if !bytes.Equal(rm.Message.ContentHash, ingest.ContentHash(expected[id])) {
 			t.Errorf("message %q content hash is not sha256 of its text", id)
 		}
-		if rm.PublishedAt == nil || rm.Status != store.RunQueued || rm.BatchID != sum.BatchID || rm.SchemaID != testSchema {
-			t.Errorf("message %q run 1 = %+v, want queued, published, batch %s, schema %s", id, rm.Run, sum.BatchID, testSchema)
+		if rm.PublishedAt == nil || rm.Status != store.RunQueued || rm.BatchID != sum.BatchID || rm.SchemaID != ingesttest.Schema {
+			t.Errorf("message %q run 1 = %+v, want queued, published, batch %s, schema %s", id, rm.Run, sum.BatchID, ingesttest.Schema)
 		}
 		if len(rm.Message.Flags) != 0 {
 			t.Errorf("message %q flags = %v, want none", id, rm.Message.Flags)
 		}
 	}
-	ok1, err := e.st.RunGetWithMessage(ctx, e.st.Pool, store.RunGetParams{MessageID: msgs["ok-1"], RunNo: 1})
+	ok1, err := e.Store.RunGetWithMessage(ctx, e.Store.Pool, store.RunGetParams{MessageID: msgs["ok-1"], RunNo: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,14 +268,14 @@ func TestRunMixedFileTwice(t *testing.T) {
 	}
 	assertJSONEqual(t, "ok-1 metadata", ok1.Message.Metadata, `{"channel":"email","tags":["parcel","refund"]}`)
 
-	e.assertStream(t, sum.BatchID, msgs)
-	if got := e.countSQL(t, `SELECT count(*) FROM runs WHERE published_at IS NULL`); got != 0 {
+	e.AssertStream(t, sum.BatchID, msgs)
+	if got := e.CountSQL(t, `SELECT count(*) FROM runs WHERE published_at IS NULL`); got != 0 {
 		t.Errorf("%d runs not marked published", got)
 	}
 
 	// The same file again, as a new batch: nothing published, every
 	// accepted line a duplicate, the same lines rejected.
-	sum2, err := e.ingestFile(t, mixedFile, nil)
+	sum2, err := e.IngestFile(t, mixedFile, nil)
 	if err != nil {
 		t.Fatalf("second Run: %v", err)
 	}
@@ -308,27 +292,27 @@ func TestRunMixedFileTwice(t *testing.T) {
 	if !reflect.DeepEqual(sum2, want2) {
 		t.Errorf("second ingest:\n got %+v\nwant %+v", sum2, want2)
 	}
-	if got := e.streamMsgs(t); got != uint64(n) {
+	if got := e.StreamMsgs(t); got != uint64(n) {
 		t.Errorf("stream holds %d messages after the second ingest, want %d", got, n)
 	}
-	if got := e.countSQL(t, `SELECT count(*) FROM runs`); got != n {
+	if got := e.CountSQL(t, `SELECT count(*) FROM runs`); got != n {
 		t.Errorf("%d runs after the second ingest, want %d", got, n)
 	}
 }
 
 func TestRunConflict(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := ingesttest.NewEnv(t)
 	ctx := t.Context()
 
 	first := `{"id": "c-1", "text": "My order 48213 never arrived."}` + "\n"
-	if sum, err := e.ingest(t, strings.NewReader(first), nil); err != nil || sum.Published != 1 {
+	if sum, err := e.Ingest(t, strings.NewReader(first), nil); err != nil || sum.Published != 1 {
 		t.Fatalf("first ingest = %+v, %v; want 1 published", sum, err)
 	}
 	// Line 2 is the same id with another text; line 1 another message.
 	second := `{"id": "c-2", "text": "Another message."}` + "\n" +
 		`{"id": "c-1", "text": "My order 99999 never arrived."}` + "\n"
-	sum, err := e.ingest(t, strings.NewReader(second), nil)
+	sum, err := e.Ingest(t, strings.NewReader(second), nil)
 	if err != nil {
 		t.Fatalf("second ingest: %v", err)
 	}
@@ -337,8 +321,8 @@ func TestRunConflict(t *testing.T) {
 	if !reflect.DeepEqual(sum, want) {
 		t.Errorf("second ingest:\n got %+v\nwant %+v", sum, want)
 	}
-	msgs := e.messages(t)
-	rm, err := e.st.RunGetWithMessage(ctx, e.st.Pool, store.RunGetParams{MessageID: msgs["c-1"], RunNo: 1})
+	msgs := e.Messages(t)
+	rm, err := e.Store.RunGetWithMessage(ctx, e.Store.Pool, store.RunGetParams{MessageID: msgs["c-1"], RunNo: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +332,7 @@ func TestRunConflict(t *testing.T) {
 	if rm.BatchID == sum.BatchID {
 		t.Errorf("conflicting ingest moved the run to its batch")
 	}
-	if got := e.streamMsgs(t); got != 2 {
+	if got := e.StreamMsgs(t); got != 2 {
 		t.Errorf("stream holds %d messages, want 2", got)
 	}
 }
@@ -357,27 +341,27 @@ func TestRunConflict(t *testing.T) {
 // is not stored again.
 func TestRunErased(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := ingesttest.NewEnv(t)
 	ctx := t.Context()
 
 	line := `{"id": "e-1", "text": "My order 48213 never arrived."}` + "\n"
-	if sum, err := e.ingest(t, strings.NewReader(line), nil); err != nil || sum.Published != 1 {
+	if sum, err := e.Ingest(t, strings.NewReader(line), nil); err != nil || sum.Published != 1 {
 		t.Fatalf("first ingest = %+v, %v; want 1 published", sum, err)
 	}
-	id := e.messages(t)["e-1"]
+	id := e.Messages(t)["e-1"]
 	// As if a worker had extracted it: an erasure leaves queued runs be.
-	if _, err := e.st.Pool.Exec(ctx, `UPDATE runs SET status = 'succeeded', finished_at = now() WHERE message_id = $1`, id); err != nil {
+	if _, err := e.Store.Pool.Exec(ctx, `UPDATE runs SET status = 'succeeded', finished_at = now() WHERE message_id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
 	var key store.MessageKey
-	if err := e.st.Pool.QueryRow(ctx, `SELECT source, external_id FROM messages WHERE id = $1`, id).Scan(&key.Source, &key.ExternalID); err != nil {
+	if err := e.Store.Pool.QueryRow(ctx, `SELECT source, external_id FROM messages WHERE id = $1`, id).Scan(&key.Source, &key.ExternalID); err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.st.MessagesErase(ctx, e.st.Pool, []store.MessageKey{key}, store.ErasureParams{Actor: "dpo", Via: store.ViaCLI})
+	res, err := e.Store.MessagesErase(ctx, e.Store.Pool, []store.MessageKey{key}, store.ErasureParams{Actor: "dpo", Via: store.ViaCLI})
 	if err != nil || res[0].Status != store.ErasureErased {
 		t.Fatalf("erase = %+v, %v", res, err)
 	}
-	sum, err := e.ingest(t, strings.NewReader(line), nil)
+	sum, err := e.Ingest(t, strings.NewReader(line), nil)
 	if err != nil {
 		t.Fatalf("second ingest: %v", err)
 	}
@@ -386,14 +370,14 @@ func TestRunErased(t *testing.T) {
 	if !reflect.DeepEqual(sum, want) {
 		t.Errorf("second ingest:\n got %+v\nwant %+v", sum, want)
 	}
-	if got := e.countSQL(t, `SELECT count(*) FROM messages WHERE body <> ''`); got != 0 {
+	if got := e.CountSQL(t, `SELECT count(*) FROM messages WHERE body <> ''`); got != 0 {
 		t.Errorf("%d messages hold text after ingesting an erased id again", got)
 	}
 	// Every line rejected, by the database: no batch is left behind.
-	if sum.BatchID != "" || e.countSQL(t, `SELECT count(*) FROM batches`) != 1 {
+	if sum.BatchID != "" || e.CountSQL(t, `SELECT count(*) FROM batches`) != 1 {
 		t.Errorf("the second ingest left batch %q; want only the first ingest's", sum.BatchID)
 	}
-	if got := e.streamMsgs(t); got != 1 {
+	if got := e.StreamMsgs(t); got != 1 {
 		t.Errorf("stream holds %d messages, want the first ingest's 1", got)
 	}
 }
@@ -402,25 +386,25 @@ func TestRunErased(t *testing.T) {
 // messages again: a new run of each, published to that schema's subject.
 func TestRunSecondSchema(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := ingesttest.NewEnv(t)
 	ctx := t.Context()
 
 	lines := `{"id": "s-1", "text": "My order 48213 never arrived."}` + "\n" +
 		`{"id": "s-2", "text": "I want to return the shoes."}` + "\n"
-	if sum, err := e.ingest(t, strings.NewReader(lines), nil); err != nil || sum.Published != 2 {
+	if sum, err := e.Ingest(t, strings.NewReader(lines), nil); err != nil || sum.Published != 2 {
 		t.Fatalf("first ingest = %+v, %v; want 2 published", sum, err)
 	}
 	second := func(c *ingest.Config) { c.SchemaID = "return_request" }
-	sum, err := e.ingest(t, strings.NewReader(lines), second)
+	sum, err := e.Ingest(t, strings.NewReader(lines), second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := (ingest.Summary{BatchID: sum.BatchID, Lines: 2, Published: 2}); !reflect.DeepEqual(sum, want) {
 		t.Errorf("second schema:\n got %+v\nwant %+v", sum, want)
 	}
-	msgs := e.messages(t)
+	msgs := e.Messages(t)
 	for _, id := range []string{"s-1", "s-2"} {
-		rm, err := e.st.RunGetWithMessage(ctx, e.st.Pool, store.RunGetParams{MessageID: msgs[id], RunNo: 2})
+		rm, err := e.Store.RunGetWithMessage(ctx, e.Store.Pool, store.RunGetParams{MessageID: msgs[id], RunNo: 2})
 		if err != nil {
 			t.Fatalf("%s run 2: %v", id, err)
 		}
@@ -428,40 +412,40 @@ func TestRunSecondSchema(t *testing.T) {
 			t.Errorf("%s run 2 = %+v, want return_request in batch %s, published", id, rm.Run, sum.BatchID)
 		}
 	}
-	if got := e.streamMsgs(t); got != 4 {
+	if got := e.StreamMsgs(t); got != 4 {
 		t.Errorf("stream holds %d messages, want 4 (2 runs per message)", got)
 	}
 	// A third time with the second schema: duplicates only.
-	sum, err = e.ingest(t, strings.NewReader(lines), second)
+	sum, err = e.Ingest(t, strings.NewReader(lines), second)
 	if err != nil || sum.Published != 0 || sum.Duplicates != 2 {
 		t.Errorf("second schema again = %+v, %v; want 2 duplicates", sum, err)
 	}
-	if got := e.countSQL(t, `SELECT count(*) FROM runs`); got != 4 {
+	if got := e.CountSQL(t, `SELECT count(*) FROM runs`); got != 4 {
 		t.Errorf("%d runs, want 4", got)
 	}
 }
 
 func TestRunPublishesStoredUnpublishedRun(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := ingesttest.NewEnv(t)
 	ctx := t.Context()
 
 	// An earlier ingest recorded the message and stopped before publishing.
 	const text = "The parcel 1Z999AA10123456784 is late."
-	if err := e.st.BatchInsert(ctx, e.st.Pool, store.BatchInsertParams{ID: "b-earlier", SchemaID: testSchema}); err != nil {
+	if err := e.Store.BatchInsert(ctx, e.Store.Pool, store.BatchInsertParams{ID: "b-earlier", SchemaID: ingesttest.Schema}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.st.MessageIngest(ctx, e.st.Pool, store.MessageIngestParams{
-		ExternalID: "u-1", Body: text, ContentHash: ingest.ContentHash(text), BatchID: "b-earlier", SchemaID: testSchema})
+	res, err := e.Store.MessageIngest(ctx, e.Store.Pool, store.MessageIngestParams{
+		ExternalID: "u-1", Body: text, ContentHash: ingest.ContentHash(text), BatchID: "b-earlier", SchemaID: ingesttest.Schema})
 	if err != nil || res.Status != store.IngestInserted || res.Run.PublishedAt != nil {
 		t.Fatalf("MessageIngest = %+v, %v", res, err)
 	}
-	if got := e.streamMsgs(t); got != 0 {
+	if got := e.StreamMsgs(t); got != 0 {
 		t.Fatalf("stream holds %d messages before ingest, want 0", got)
 	}
 
 	line, _ := json.Marshal(map[string]string{"id": "u-1", "text": text})
-	sum, err := e.ingest(t, bytes.NewReader(line), nil)
+	sum, err := e.Ingest(t, bytes.NewReader(line), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -472,8 +456,8 @@ func TestRunPublishesStoredUnpublishedRun(t *testing.T) {
 	if !reflect.DeepEqual(sum, want) {
 		t.Errorf("ingest:\n got %+v\nwant %+v", sum, want)
 	}
-	e.assertStream(t, "b-earlier", map[string]int64{"u-1": res.Message.ID})
-	rm, err := e.st.RunGetWithMessage(ctx, e.st.Pool, store.RunGetParams{MessageID: res.Message.ID, RunNo: 1})
+	e.AssertStream(t, "b-earlier", map[string]int64{"u-1": res.Message.ID})
+	rm, err := e.Store.RunGetWithMessage(ctx, e.Store.Pool, store.RunGetParams{MessageID: res.Message.ID, RunNo: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -482,18 +466,18 @@ func TestRunPublishesStoredUnpublishedRun(t *testing.T) {
 	}
 
 	// Once published, it is a plain duplicate.
-	sum, err = e.ingest(t, bytes.NewReader(line), nil)
+	sum, err = e.Ingest(t, bytes.NewReader(line), nil)
 	if err != nil || sum.Published != 0 || sum.Duplicates != 1 {
 		t.Errorf("third ingest = %+v, %v; want 1 duplicate", sum, err)
 	}
-	if got := e.streamMsgs(t); got != 1 {
+	if got := e.StreamMsgs(t); got != 1 {
 		t.Errorf("stream holds %d messages, want 1", got)
 	}
 }
 
 func TestRunInvalidUTF8File(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := ingesttest.NewEnv(t)
 	ctx := t.Context()
 
 	file := filepath.Join("..", "testdata", "bad-input", "invalid_utf8.jsonl")
@@ -504,7 +488,7 @@ func TestRunInvalidUTF8File(t *testing.T) {
 	if utf8.Valid(raw) {
 		t.Fatalf("%s holds valid UTF-8: the fixture was rewritten; restore its raw bytes", file)
 	}
-	sum, err := e.ingestFile(t, file, nil)
+	sum, err := e.IngestFile(t, file, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -523,9 +507,9 @@ func TestRunInvalidUTF8File(t *testing.T) {
 		"bad-meta": {"Clean text, bad metadata.", `{"note":"` + "\uFFFD" + `"}`, flagged},
 		"clean-1":  {"Plain clean text.", `{}`, []string{}},
 	}
-	msgs := e.messages(t)
+	msgs := e.Messages(t)
 	for id, w := range wants {
-		rm, err := e.st.RunGetWithMessage(ctx, e.st.Pool, store.RunGetParams{MessageID: msgs[id], RunNo: 1})
+		rm, err := e.Store.RunGetWithMessage(ctx, e.Store.Pool, store.RunGetParams{MessageID: msgs[id], RunNo: 1})
 		if err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
@@ -534,11 +518,11 @@ func TestRunInvalidUTF8File(t *testing.T) {
 		}
 		assertJSONEqual(t, id+" metadata", rm.Message.Metadata, w.meta)
 	}
-	e.assertStream(t, sum.BatchID, msgs)
+	e.AssertStream(t, sum.BatchID, msgs)
 
 	// The replacement is deterministic, so the same bytes are duplicates,
 	// counted again: the batch's messages hold U+FFFD all the same.
-	sum, err = e.ingestFile(t, file, nil)
+	sum, err = e.IngestFile(t, file, nil)
 	if err != nil || sum.Duplicates != 4 || sum.Published != 0 || sum.Rejected != 0 || sum.InvalidUTF8 != 3 {
 		t.Errorf("second ingest = %+v, %v; want 4 duplicates, 3 with invalid UTF-8", sum, err)
 	}
@@ -546,7 +530,7 @@ func TestRunInvalidUTF8File(t *testing.T) {
 
 func TestRunLineNumbers(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := ingesttest.NewEnv(t)
 	long := strings.Repeat("x", ingest.MaxLineBytes+1)
 	tooLong := "line is longer than 4194304 bytes"
 
@@ -557,7 +541,7 @@ func TestRunLineNumbers(t *testing.T) {
 		`{"id":"b"}` + "\n" +
 		`{"id":"c","text":"last, no newline"}`
 	var progress []int
-	sum, err := e.ingest(t, strings.NewReader(in), func(c *ingest.Config) { c.Progress = func(n int) { progress = append(progress, n) } })
+	sum, err := e.Ingest(t, strings.NewReader(in), func(c *ingest.Config) { c.Progress = func(n int) { progress = append(progress, n) } })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -569,13 +553,13 @@ func TestRunLineNumbers(t *testing.T) {
 	if !slices.Equal(progress, []int{1, 3, 4, 5}) {
 		t.Errorf("progress = %v, want [1 3 4 5]", progress)
 	}
-	rm, err := e.st.RunGetWithMessage(t.Context(), e.st.Pool, store.RunGetParams{MessageID: e.messages(t)["a"], RunNo: 1})
+	rm, err := e.Store.RunGetWithMessage(t.Context(), e.Store.Pool, store.RunGetParams{MessageID: e.Messages(t)["a"], RunNo: 1})
 	if err != nil || rm.Message.Body != "first" {
 		t.Errorf("message a = %q, %v; want the text without the CR", rm.Message.Body, err)
 	}
 
 	// An over-long last line without an end.
-	sum, err = e.ingest(t, strings.NewReader(`{"id":"d","text":"x"}`+"\n"+long), nil)
+	sum, err = e.Ingest(t, strings.NewReader(`{"id":"d","text":"x"}`+"\n"+long), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -585,7 +569,7 @@ func TestRunLineNumbers(t *testing.T) {
 	}
 
 	// Empty input: no batch (TestRunEmptyInput).
-	sum, err = e.ingest(t, strings.NewReader(""), nil)
+	sum, err = e.Ingest(t, strings.NewReader(""), nil)
 	if _, ok := errors.AsType[*ingest.EmptyInputError](err); !ok || !reflect.DeepEqual(sum, ingest.Summary{BatchID: sum.BatchID}) {
 		t.Errorf("empty input = %+v, %v; want an empty summary and an EmptyInputError", sum, err)
 	}
@@ -593,7 +577,7 @@ func TestRunLineNumbers(t *testing.T) {
 
 func TestRunKeys(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := ingesttest.NewEnv(t)
 
 	// The key is source + id: the same id under two sources is two
 	// messages; the same line twice in one file is one message.
@@ -601,25 +585,25 @@ func TestRunKeys(t *testing.T) {
 		`{"id":"k","source":"chat","text":"same text"}` + "\n" +
 		`{"id":"k","source":"mail","text":"same text"}` + "\n" +
 		`{"id":"k","text":"same text"}` + "\n"
-	sum, err := e.ingest(t, strings.NewReader(in), nil)
+	sum, err := e.Ingest(t, strings.NewReader(in), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := (ingest.Summary{BatchID: sum.BatchID, Lines: 4, Published: 3, Duplicates: 1}); !reflect.DeepEqual(sum, want) {
 		t.Errorf("ingest:\n got %+v\nwant %+v", sum, want)
 	}
-	if got := e.streamMsgs(t); got != 3 {
+	if got := e.StreamMsgs(t); got != 3 {
 		t.Errorf("stream holds %d messages, want 3", got)
 	}
 }
 
 func TestRunStops(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := ingesttest.NewEnv(t)
 
 	// A reader that fails stops the ingest with the line it was reading.
 	r := io.MultiReader(strings.NewReader(`{"id":"a","text":"x"}`+"\n"+`{"id":"b",`), errReader{})
-	sum, err := e.ingest(t, r, nil)
+	sum, err := e.Ingest(t, r, nil)
 	if err == nil || !errors.Is(err, errBroken) || !strings.Contains(err.Error(), "reading line 2") {
 		t.Errorf("Run with a failing reader = %v, want reading line 2: %v", err, errBroken)
 	}
@@ -628,7 +612,7 @@ func TestRunStops(t *testing.T) {
 	}
 
 	// A batch id already used cannot be recorded: nothing is read.
-	_, err = e.ingest(t, strings.NewReader(`{"id":"c","text":"x"}`), func(c *ingest.Config) { c.BatchID = sum.BatchID })
+	_, err = e.Ingest(t, strings.NewReader(`{"id":"c","text":"x"}`), func(c *ingest.Config) { c.BatchID = sum.BatchID })
 	if !errors.Is(err, store.ErrConflict) {
 		t.Errorf("Run with a used batch id = %v, want ErrConflict", err)
 	}
@@ -636,14 +620,14 @@ func TestRunStops(t *testing.T) {
 	// A cancelled context stops it.
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	ing, err := ingest.New(ingest.Config{Store: e.st, Publisher: e.pub, SchemaID: testSchema, MaxTextBytes: testMaxText})
+	ing, err := ingest.New(ingest.Config{Store: e.Store, Publisher: e.Pub, SchemaID: ingesttest.Schema, MaxTextBytes: ingesttest.MaxText})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ing.Run(ctx, strings.NewReader(`{"id":"d","text":"x"}`)); !errors.Is(err, context.Canceled) {
 		t.Errorf("Run with a cancelled context = %v, want context.Canceled", err)
 	}
-	if got := e.streamMsgs(t); got != 1 {
+	if got := e.StreamMsgs(t); got != 1 {
 		t.Errorf("stream holds %d messages, want 1", got)
 	}
 }
@@ -653,183 +637,6 @@ var errBroken = errors.New("disk on fire")
 type errReader struct{}
 
 func (errReader) Read([]byte) (int, error) { return 0, errBroken }
-
-// testEnv is one test's own Postgres schema and stream.
-type testEnv struct {
-	st     *store.Store
-	js     jetstream.JetStream
-	nats   config.NATS
-	stream jetstream.Stream
-	pub    *queue.Publisher
-}
-
-func natsURL() string {
-	if u := os.Getenv("NATS_URL"); u != "" {
-		return u
-	}
-	return nats.DefaultURL
-}
-
-func randomHex(t *testing.T) string {
-	t.Helper()
-	b := make([]byte, 6)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
-
-// newEnv gives the test a private schema (storetest) and a private stream
-// "T_<random>" on subjects "t_<random>.runs.>", deleted when it ends.
-func newEnv(t *testing.T) *testEnv {
-	t.Helper()
-	st := storetest.NewStore(t)
-	sfx := randomHex(t)
-	cfg := config.Default().NATS
-	cfg.Stream = "T_" + sfx
-	cfg.SubjectPrefix = "t_" + sfx
-
-	// The connection's handlers may log after the test ends, where a
-	// zaptest logger would fail: connect with a no-op logger.
-	nc, js, err := queue.Connect(t.Context(), natsURL(), "ingest-test", zap.NewNop())
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	s, err := queue.EnsureStream(t.Context(), js, cfg)
-	if err != nil {
-		t.Fatalf("EnsureStream: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 10*time.Second)
-		defer cancel()
-		if err := js.DeleteStream(ctx, cfg.Stream); err != nil {
-			t.Errorf("delete stream %s: %v", cfg.Stream, err)
-		}
-	})
-	return &testEnv{st: st, js: js, nats: cfg, stream: s, pub: queue.NewPublisher(js, cfg)}
-}
-
-// ingest runs a new Ingester (new batch) over r; edit may change its config.
-func (e *testEnv) ingest(t *testing.T, r io.Reader, edit func(*ingest.Config)) (ingest.Summary, error) {
-	t.Helper()
-	cfg := ingest.Config{Store: e.st, Publisher: e.pub, SchemaID: testSchema, MaxTextBytes: testMaxText,
-		SourceName: "test", Logger: zaptest.NewLogger(t)}
-	if edit != nil {
-		edit(&cfg)
-	}
-	ing, err := ingest.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum, err := ing.Run(t.Context(), r)
-	// The summary names the batch when it was recorded, else "".
-	var recorded bool
-	if qerr := e.st.Pool.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM batches WHERE id = $1)`, ing.BatchID()).Scan(&recorded); qerr != nil {
-		t.Fatal(qerr)
-	}
-	if want := map[bool]string{true: ing.BatchID(), false: ""}[recorded]; sum.BatchID != want {
-		t.Errorf("summary batch %q, want %q (ingester batch %q, recorded %v)", sum.BatchID, want, ing.BatchID(), recorded)
-	}
-	return sum, err
-}
-
-func (e *testEnv) ingestFile(t *testing.T, path string, edit func(*ingest.Config)) (ingest.Summary, error) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	return e.ingest(t, f, edit)
-}
-
-// messages returns the stored messages' ids by external id (sources are
-// ignored; tests that mix sources do not call it).
-func (e *testEnv) messages(t *testing.T) map[string]int64 {
-	t.Helper()
-	rows, err := e.st.Pool.Query(t.Context(), `SELECT external_id, id FROM messages`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	out := map[string]int64{}
-	for rows.Next() {
-		var ext string
-		var id int64
-		if err := rows.Scan(&ext, &id); err != nil {
-			t.Fatal(err)
-		}
-		out[ext] = id
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func (e *testEnv) countSQL(t *testing.T, sql string) int {
-	t.Helper()
-	var n int
-	if err := e.st.Pool.QueryRow(t.Context(), sql).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
-}
-
-func (e *testEnv) streamMsgs(t *testing.T) uint64 {
-	t.Helper()
-	info, err := e.stream.Info(t.Context())
-	if err != nil {
-		t.Fatalf("stream info: %v", err)
-	}
-	return info.State.Msgs
-}
-
-// assertStream checks that the stream holds exactly one message per
-// message in msgs: run 1 of batch batchID on the schema's subject, with
-// the run's dedup id as Nats-Msg-Id.
-func (e *testEnv) assertStream(t *testing.T, batchID string, msgs map[string]int64) {
-	t.Helper()
-	ctx := t.Context()
-	info, err := e.stream.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.State.Msgs != uint64(len(msgs)) {
-		t.Errorf("stream holds %d messages, want %d", info.State.Msgs, len(msgs))
-	}
-	seen := map[int64]bool{}
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
-		m, err := e.stream.GetMsg(ctx, seq)
-		if err != nil {
-			t.Fatalf("get message %d: %v", seq, err)
-		}
-		var env queue.Envelope
-		if err := json.Unmarshal(m.Data, &env); err != nil {
-			t.Fatalf("message %d: %v", seq, err)
-		}
-		if m.Subject != e.nats.RunsSubject(testSchema) {
-			t.Errorf("message %d subject %q, want %q", seq, m.Subject, e.nats.RunsSubject(testSchema))
-		}
-		want := queue.Envelope{MessageID: env.MessageID, RunNo: 1, BatchID: batchID, SchemaID: testSchema}
-		if env != want {
-			t.Errorf("message %d envelope %+v, want %+v", seq, env, want)
-		}
-		if got := m.Header.Get(nats.MsgIdHdr); got != store.RunDedupID(env.MessageID, 1) {
-			t.Errorf("message %d Nats-Msg-Id %q, want %q", seq, got, store.RunDedupID(env.MessageID, 1))
-		}
-		if seen[env.MessageID] {
-			t.Errorf("message id %d published twice", env.MessageID)
-		}
-		seen[env.MessageID] = true
-	}
-	for ext, id := range msgs {
-		if !seen[id] {
-			t.Errorf("message %q (id %d) not on the stream", ext, id)
-		}
-	}
-}
 
 // fixtureTexts returns the text of every line of a JSONL file that
 // decodes as an object with a string id and text, by id.

@@ -8,19 +8,51 @@ import (
 	"github.com/extractq/extractq/store"
 )
 
-// newReport returns the report of what one ingest counted (sum), without
-// the batch's outcomes: see addOutcomes.
-func newReport(sum Summary) Report {
+// Report is what one ingest did and where its batch stands: what
+// `ingest -json` prints and what POST /v1/messages answers.
+type Report struct {
+	BatchID          string  `json:"batch_id,omitempty"` // left out when every line was rejected: no batch was recorded
+	Lines            int     `json:"lines"`
+	Published        int     `json:"published"`
+	Duplicates       int     `json:"duplicates"`
+	Rejected         int     `json:"rejected"`
+	Queued           int     `json:"queued"`
+	Succeeded        int     `json:"succeeded"`
+	Repaired         int     `json:"repaired"`
+	Failed           int     `json:"failed"`
+	LLMCalls         int     `json:"llm_calls"`
+	PromptTokens     int     `json:"prompt_tokens"`
+	CompletionTokens int     `json:"completion_tokens"`
+	CostUSD          float64 `json:"cost_usd"`
+	// QueuedDuplicates counts duplicates whose earlier run is still queued;
+	// they are in Queued and a wait covers them.
+	QueuedDuplicates int `json:"queued_duplicates,omitempty"`
+	// InvalidUTF8 counts the messages stored with U+FFFD in place of bytes
+	// that are not UTF-8, and InvalidUTF8Lines gives the first of their
+	// line numbers (Summary's fields of the same names).
+	InvalidUTF8      int         `json:"invalid_utf8,omitempty"`
+	InvalidUTF8Lines []int       `json:"invalid_utf8_lines,omitempty"`
+	TimedOut         bool        `json:"timed_out,omitempty"`
+	Errors           []LineError `json:"errors,omitempty"`
+	// Hint says what the input probably is when every line was rejected
+	// for a reason the input's format explains, such as "the input looks
+	// like CSV: use -format csv".
+	Hint string `json:"hint,omitempty"`
+}
+
+// NewReport returns the report of what one ingest counted (sum), without
+// the batch's outcomes: see AddOutcomes.
+func NewReport(sum Summary) Report {
 	return Report{BatchID: sum.BatchID, Lines: sum.Lines, Published: sum.Published, Duplicates: sum.Duplicates,
 		Rejected: sum.Rejected, InvalidUTF8: sum.InvalidUTF8, InvalidUTF8Lines: sum.InvalidUTF8Lines, Errors: sum.Errors}
 }
 
-// addOutcomes reads where sum's batch stands into rep: queued (with the
+// AddOutcomes reads where sum's batch stands into rep: queued (with the
 // duplicates of sum whose earlier run is still queued), succeeded,
 // repaired, failed and the LLM calls, tokens and cost; nothing when no
 // batch was recorded (sum.BatchID ""). A lost connection
 // is retried for up to 10s within ctx; the error is the last one.
-func addOutcomes(ctx context.Context, st *store.Store, sum Summary, rep *Report) error {
+func AddOutcomes(ctx context.Context, st *store.Store, sum Summary, rep *Report) error {
 	if sum.BatchID == "" {
 		return nil // no batch was recorded: every line was rejected
 	}
@@ -40,10 +72,10 @@ func addOutcomes(ctx context.Context, st *store.Store, sum Summary, rep *Report)
 	return nil
 }
 
-// csvReadAsJSONL reports whether sum's input was CSV read as JSONL: its
+// CSVReadAsJSONL reports whether sum's input was CSV read as JSONL: its
 // first line reads as a CSV header (LooksLikeCSV, set for JSONL input
 // only) and every line was rejected as not JSON or not a JSON object.
-func (sum Summary) csvReadAsJSONL() bool {
+func (sum Summary) CSVReadAsJSONL() bool {
 	if !sum.LooksLikeCSV || len(sum.Errors) == 0 {
 		return false
 	}

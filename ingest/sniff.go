@@ -13,9 +13,10 @@ import (
 // recording the batch, to tell whether the input is text at all.
 const SniffBytes = 4 << 10
 
-// formatJSON is the format of an application/json body, in
-// UnreadableInputError only: Run reads it as JSONL (jsonToLines).
-const formatJSON Format = "json"
+// FormatJSON is the format of an application/json body (ingestapi), in
+// UnreadableInputError only: the body is turned into JSONL before Run
+// reads it, and FormatFor does not take it.
+const FormatJSON Format = "json"
 
 // Kinds of UnreadableInputError.
 const (
@@ -74,7 +75,7 @@ func (e *UnreadableInputError) Describe() string {
 	switch e.Format {
 	case FormatCSV:
 		f = "CSV"
-	case formatJSON:
+	case FormatJSON:
 		f = "JSON"
 	}
 	switch e.Kind {
@@ -126,7 +127,7 @@ func (e *UnreadableInputError) Unpack(file string) string {
 	return ""
 }
 
-// sniff says what head, the start of an input to be read as format, is
+// Sniff says what head, the start of an input to be read as format, is
 // when it shows the input is not text (nil for text): the magic bytes of
 // a compressed format or an archive, UTF-16 (for JSONL: newCSVInput
 // reports it for CSV), or binary data. It is conservative: text in any 8-bit
@@ -134,7 +135,7 @@ func (e *UnreadableInputError) Unpack(file string) string {
 // U+FFFD) passes, and so does text with a few control characters; binary
 // data is told by control characters, which text of any 8-bit encoding
 // (nearly) never holds, together with bytes that are not UTF-8.
-func sniff(head []byte, format Format) *UnreadableInputError {
+func Sniff(head []byte, format Format) *UnreadableInputError {
 	for _, m := range magics {
 		if len(head) >= m.at+len(m.magic) && string(head[m.at:m.at+len(m.magic)]) == m.magic {
 			detail := "it starts with the bytes " + hexBytes(m.magic)
@@ -220,11 +221,11 @@ func hexBytes(s string) string {
 	return b.String()
 }
 
-// readHead reads up to SniffBytes of r: head, and a reader giving all of
+// ReadHead reads up to SniffBytes of r: head, and a reader giving all of
 // r's bytes again, head first, and then r's error, if reading head met
 // one, as r would have (so a failing read is reported on the line it
 // fails on, as without the look ahead).
-func readHead(r io.Reader) (head []byte, all io.Reader) {
+func ReadHead(r io.Reader) (head []byte, all io.Reader) {
 	buf := make([]byte, SniffBytes)
 	n, err := io.ReadFull(r, buf)
 	head = buf[:n]
@@ -242,26 +243,14 @@ type errorReader struct{ err error }
 
 func (e errorReader) Read([]byte) (int, error) { return 0, e.err }
 
-// code is the error code of a POST whose body is e: compressed_body for a
-// compressed format or an archive, not_text for UTF-16 and binary data.
-func (e *UnreadableInputError) code() string {
-	if e.Kind == KindUTF16 || e.Kind == KindBinary {
-		return "not_text"
+// shellQuote quotes s for a POSIX shell when it holds more than letters,
+// digits and ./_-+,:@%.
+func shellQuote(s string) string {
+	safe := s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r < utf8.RuneSelf && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("./_-+,:@%", r)))
+	}) < 0
+	if safe {
+		return s
 	}
-	return "compressed_body"
-}
-
-// bodyMessage is the error message of a POST whose body is e, with how
-// to send it as text.
-func (e *UnreadableInputError) bodyMessage() string {
-	msg := "the body " + e.Describe() + "; no batch was recorded"
-	switch e.Kind {
-	case KindBinary:
-		return msg
-	case KindUTF16:
-		return msg + ": convert it to UTF-8 before sending it (" + e.Unpack("FILE") + " | curl --data-binary @- ...)"
-	case KindZip, KindTar:
-		return msg + ": send the file inside it (" + e.Unpack("FILE") + " | curl --data-binary @- ...)"
-	}
-	return msg + ": send it uncompressed (" + e.Unpack("FILE") + " | curl --data-binary @- ...); Content-Encoding is not supported either"
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

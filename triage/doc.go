@@ -24,10 +24,13 @@
 //
 // # Errors
 //
-// Handlers return errors; statusOf maps the categories of errors.go (and
-// the store's ErrNotFound, ErrClaimed, ErrItemClosed, ErrCountChanged) to
-// an HTTP status in one place; pages show an error page, the API answers
-// {"error": {"code", "message"}}. Server errors are logged, never shown.
+// Handlers return errors; codeOf maps the categories of errors.go (and
+// the store's ErrNotFound, ErrClaimed, ErrItemClosed, ErrCountChanged) in
+// one place to a code of the product's one error table (internal/httperr,
+// shared with ingest serve), which gives the HTTP status; pages show an
+// error page, the API answers {"error": {"code", "message"}}
+// (httperr.Write; docs/http-errors.md lists the codes). Server errors are
+// logged, never shown.
 //
 // # Validation
 //

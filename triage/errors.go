@@ -7,61 +7,77 @@ import (
 	"net/http"
 
 	"github.com/extractq/extractq/extracttype"
+	"github.com/extractq/extractq/internal/httperr"
 	"github.com/extractq/extractq/store"
 )
 
 // Error categories of the triage handlers. Handlers return errors wrapping
-// one of these (or a store error); one place, statusOf, maps them to an
-// HTTP status, as pkgsite's derrors does.
+// one of these (or a store error); one place, codeOf, maps them to a code
+// of the product's one error table (internal/httperr), which gives the
+// HTTP status (statusOf), as pkgsite's derrors does. Each is an
+// *httperr.Error of its code, with triage's own words.
 var (
 	// ErrInvalid: the request is malformed (a bad id, filter or body). 400.
-	ErrInvalid = errors.New("invalid request")
+	ErrInvalid error = httperr.New(httperr.Invalid, "invalid request")
 	// ErrUnauthenticated: no session or token, or a bad one. 401.
-	ErrUnauthenticated = errors.New("not logged in")
+	ErrUnauthenticated error = httperr.New(httperr.Unauthenticated, "not logged in")
 	// ErrForbidden: a missing or wrong CSRF token, a foreign origin, or a
 	// host the server does not answer for. 403.
-	ErrForbidden = errors.New("forbidden")
+	ErrForbidden error = httperr.New(httperr.Forbidden, "forbidden")
 	// ErrNotFound: no such item, message or page. 404.
-	ErrNotFound = errors.New("not found")
+	ErrNotFound error = httperr.New(httperr.NotFound, "not found")
 	// ErrConflict: the item is claimed by someone else, already decided,
 	// or a bulk re-run's count changed. 409.
-	ErrConflict = errors.New("conflict")
+	ErrConflict error = httperr.New(httperr.Conflict, "conflict")
 	// ErrUnprocessable: the record does not validate; the error is a
 	// *ValidationError carrying the list. 422.
-	ErrUnprocessable = errors.New("record does not validate")
+	ErrUnprocessable error = httperr.New(httperr.Unprocessable, "record does not validate")
 	// ErrTooManyRequests: too many login attempts. 429.
-	ErrTooManyRequests = errors.New("too many requests")
+	ErrTooManyRequests error = httperr.New(httperr.TooManyRequests, "too many requests")
 )
 
-// statusTable maps each category to its HTTP status, in the order tried.
-var statusTable = []struct {
-	err    error
-	status int
+// codeTable maps each category, and the store's errors, to its code, in
+// the order tried.
+var codeTable = []struct {
+	err  error
+	code httperr.Code
 }{
-	{ErrInvalid, http.StatusBadRequest},
-	{ErrUnauthenticated, http.StatusUnauthorized},
-	{ErrForbidden, http.StatusForbidden},
-	{ErrNotFound, http.StatusNotFound},
-	{store.ErrNotFound, http.StatusNotFound},
-	{ErrConflict, http.StatusConflict},
-	{store.ErrClaimed, http.StatusConflict},
-	{store.ErrItemClosed, http.StatusConflict},
-	{store.ErrCountChanged, http.StatusConflict},
-	{store.ErrOutcomeExists, http.StatusConflict},
-	{store.ErrConflict, http.StatusConflict},
-	{ErrUnprocessable, http.StatusUnprocessableEntity},
-	{ErrTooManyRequests, http.StatusTooManyRequests},
-	{ErrTooLarge, http.StatusRequestEntityTooLarge},
-	{ErrUnsupportedMediaType, http.StatusUnsupportedMediaType},
+	{ErrInvalid, httperr.Invalid},
+	{ErrUnauthenticated, httperr.Unauthenticated},
+	{ErrForbidden, httperr.Forbidden},
+	{ErrNotFound, httperr.NotFound},
+	{store.ErrNotFound, httperr.NotFound},
+	{ErrConflict, httperr.Conflict},
+	{store.ErrClaimed, httperr.Conflict},
+	{store.ErrItemClosed, httperr.Conflict},
+	{store.ErrCountChanged, httperr.Conflict},
+	{store.ErrOutcomeExists, httperr.Conflict},
+	{store.ErrConflict, httperr.Conflict},
+	{ErrUnprocessable, httperr.Unprocessable},
+	{ErrTooManyRequests, httperr.TooManyRequests},
+	{ErrTooLarge, httperr.TooLarge},
+	{ErrUnsupportedMediaType, httperr.UnsupportedMediaType},
 }
 
-// statusOf returns the HTTP status of err: the first category it wraps,
-// else 500.
-func statusOf(err error) int {
-	for _, e := range statusTable {
+// codeOf returns the code of err: that of the first category it wraps,
+// else of the *httperr.Error it wraps; false for any other error.
+func codeOf(err error) (httperr.Code, bool) {
+	for _, e := range codeTable {
 		if errors.Is(err, e.err) {
-			return e.status
+			return e.code, true
 		}
+	}
+	if e, ok := httperr.As(err); ok {
+		return e.Code, true
+	}
+	return "", false
+}
+
+// statusOf returns the HTTP status of err: its code's (codeOf), else
+// 499 when the client went away, else 500.
+func statusOf(err error) int {
+	if code, ok := codeOf(err); ok {
+		return code.Status()
 	}
 	if errors.Is(err, context.Canceled) {
 		return 499 // the client went away; nobody reads the answer
@@ -69,29 +85,19 @@ func statusOf(err error) int {
 	return http.StatusInternalServerError
 }
 
-// codeOf returns the short code of a status for JSON error bodies.
-func codeOf(status int) string {
-	switch status {
-	case http.StatusBadRequest:
-		return "invalid"
-	case http.StatusUnauthorized:
-		return "unauthenticated"
-	case http.StatusForbidden:
-		return "forbidden"
-	case http.StatusNotFound:
-		return "not_found"
-	case http.StatusConflict:
-		return "conflict"
-	case http.StatusUnprocessableEntity:
-		return "unprocessable"
-	case http.StatusTooManyRequests:
-		return "too_many_requests"
-	case http.StatusRequestEntityTooLarge:
-		return "too_large"
-	case http.StatusUnsupportedMediaType:
-		return "unsupported_media_type"
+// apiErrorOf returns the body of the API's answer to err, whose status
+// is status (statusOf): its code, its public message, and for a
+// *ValidationError the error list and whether it may be overridden.
+func apiErrorOf(err error, status int) *httperr.Error {
+	code, ok := codeOf(err)
+	if !ok || status >= 500 {
+		code = httperr.Internal
 	}
-	return "internal"
+	e := &httperr.Error{Code: code, Message: publicMessage(err, status)}
+	if ve, ok := errors.AsType[*ValidationError](err); ok {
+		e.Fields = map[string]any{"errors": ve.Errors, "overridable": ve.Overridable}
+	}
+	return e
 }
 
 // ValidationError is a record that does not validate: the error list, as
@@ -114,8 +120,12 @@ func (e *ValidationError) Error() string {
 	return fmt.Sprintf("%s (%d errors)", e.Msg, len(e.Errors))
 }
 
-// Is reports whether target is ErrUnprocessable.
-func (e *ValidationError) Is(target error) bool { return target == ErrUnprocessable }
+// Is reports whether target is ErrUnprocessable (or another
+// *httperr.Error of code unprocessable).
+func (e *ValidationError) Is(target error) bool {
+	t, ok := target.(*httperr.Error)
+	return ok && t.Code == httperr.Unprocessable
+}
 
 // invalidf returns an error wrapping ErrInvalid.
 func invalidf(format string, args ...any) error {
@@ -151,7 +161,7 @@ func publicMessage(err error, status int) string {
 			return err.Error() // written by a handler: no internal detail
 		}
 	}
-	for _, e := range statusTable {
+	for _, e := range codeTable {
 		if errors.Is(err, e.err) {
 			return e.err.Error() // a store category: its text only
 		}

@@ -39,7 +39,7 @@ type SchemaEntry struct {
 type Config struct {
 	Store *store.Store
 	// Schemas are the schemas in use, by id, as the worker has them
-	// (internal/app.LoadSchemas). Items of other schemas are shown read
+	// (worker.LoadSchemas). Items of other schemas are shown read
 	// only.
 	Schemas map[string]SchemaEntry
 	// Publisher publishes re-runs on the stream. Nil leaves re-runs

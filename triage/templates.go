@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/extractq/extractq/extracttype"
+	"github.com/extractq/extractq/internal/httperr"
 	"github.com/extractq/extractq/store"
 )
 
@@ -206,24 +207,19 @@ func (s *Server) pageError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 }
 
-// apiError maps err to a status and a JSON body:
+// apiError maps err to a status and a JSON body (httperr.Write):
 //
 //	{"error": {"code": "conflict", "message": "...", "errors": [...]}}
 //
-// errors is the validation error list of a 422.
+// errors is the validation error list of a 422 (apiErrorOf).
 func (s *Server) apiError(w http.ResponseWriter, r *http.Request, err error) {
 	status := statusOf(err)
 	s.logError(r, status, err)
 	if status == 499 {
 		return
 	}
-	body := map[string]any{"code": codeOf(status), "message": publicMessage(err, status)}
-	var ve *ValidationError
-	if errors.As(err, &ve) {
-		body["errors"] = ve.Errors
-		body["overridable"] = ve.Overridable
-	}
-	writeJSON(w, status, map[string]any{"error": body})
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	httperr.Write(w, apiErrorOf(err, status))
 }
 
 func (s *Server) logError(r *http.Request, status int, err error) {
@@ -239,7 +235,7 @@ func (s *Server) logError(r *http.Request, status int, err error) {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := compactJSON(v)
 	if err != nil {
-		http.Error(w, `{"error":{"code":"internal","message":"cannot encode the answer"}}`, http.StatusInternalServerError)
+		httperr.Write(w, &httperr.Error{Code: httperr.Internal, Message: "cannot encode the answer", Err: err})
 		return
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")

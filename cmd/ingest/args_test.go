@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/extractq/extractq/ingest"
 )
 
 // Arguments the file command refuses before it connects: each says why.
@@ -41,9 +39,9 @@ func TestFileArguments(t *testing.T) {
 			defer cancel()
 			var stdout, stderr bytes.Buffer
 			code := run(ctx, tt.args, nowhere, "", &stdout, &stderr)
-			if code != ingest.ExitUsage || !strings.HasPrefix(stderr.String(), tt.want) || stdout.Len() != 0 {
+			if code != exitUsage || !strings.HasPrefix(stderr.String(), tt.want) || stdout.Len() != 0 {
 				t.Errorf("ingest %s: exit %d, stdout %q, stderr\n%s\nwant exit %d and stderr starting with\n%s",
-					strings.Join(tt.args, " "), code, stdout.String(), stderr.String(), ingest.ExitUsage, tt.want)
+					strings.Join(tt.args, " "), code, stdout.String(), stderr.String(), exitUsage, tt.want)
 			}
 			if strings.Count(stderr.String(), "\n") > 4 {
 				t.Errorf("stderr has the whole usage; want the reason and the synopsis:\n%s", stderr.String())

@@ -37,7 +37,7 @@
 // report), GET /v1/batches/{id} (where a batch stands; ?wait=30s waits for
 // it to be done), GET /v1/batches/{id}/results (its messages' results, as
 // JSONL), POST /v1/erasures (erase customers' messages on request), GET
-// /healthz and GET /readyz; see ingest.Server and docs/input.md.
+// /healthz and GET /readyz; see ingestapi.Server and docs/input.md.
 // Its token comes from INGEST_TOKEN or -token-file; without one it listens
 // on a loopback address only, and answers only requests whose Host names
 // one (else 421).
@@ -55,13 +55,12 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/extractq/extractq/ingest"
-	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/internal/startup"
 )
 
 func main() {
-	env := app.ReadEnv()
-	ctx, stop := app.Context()
+	env := startup.ReadEnv()
+	ctx, stop := startup.Context()
 	code := run(ctx, os.Args[1:], env, os.Getenv("INGEST_TOKEN"), os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -69,13 +68,13 @@ func main() {
 
 // run is the command with its arguments (without the program name); token
 // is INGEST_TOKEN. It returns the exit status.
-func run(ctx context.Context, args []string, env app.Env, token string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, env startup.Env, token string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "serve" {
 		return serve(ctx, args[1:], env, token, stderr)
 	}
 	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var o ingest.CommandOptions
+	var o fileOptions
 	fs.StringVar(&o.ConfigPath, "config", env.Config, "configuration file (default: CONFIG, else the embedded defaults)")
 	fs.StringVar(&o.SchemaID, "schema", "", "schema id to extract (default: the first schema of the configuration)")
 	fs.StringVar(&o.BatchID, "batch", "", "batch id (default: a new one)")
@@ -85,7 +84,7 @@ func run(ctx context.Context, args []string, env app.Env, token string, stdout, 
 	fs.IntVar(&o.Parallel, "parallel", 8, "lines recorded and published at once")
 	fs.BoolVar(&o.JSON, "json", false, "print the batch summary as one JSON object on stdout")
 	fs.BoolVar(&o.Quiet, "quiet", !term.IsTerminal(int(os.Stderr.Fd())), "no progress bars (on by default when stderr is not a terminal)")
-	logLevel := fs.String("log-level", app.GetEnv("LOG_LEVEL", "warn"), "debug, info, warn or error")
+	logLevel := fs.String("log-level", startup.GetEnv("LOG_LEVEL", "warn"), "debug, info, warn or error")
 	synopsis := func() {
 		fmt.Fprintf(fs.Output(), "usage: ingest [flags] FILE   (FILE - reads stdin; a file named serve: ./serve)\n"+
 			"       ingest serve [flags]   (the HTTP server; ingest serve -h)\n")
@@ -96,27 +95,27 @@ func run(ctx context.Context, args []string, env app.Env, token string, stdout, 
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return ingest.ExitOK
+			return exitOK
 		}
-		return ingest.ExitUsage
+		return exitUsage
 	}
 	if o.Parallel < 1 {
 		fmt.Fprintf(stderr, "ingest: -parallel must be 1 or more (how many lines are recorded and published at once; default 8), got %d\n", o.Parallel)
-		return ingest.ExitUsage
+		return exitUsage
 	}
 	if why := fileArgs(args, fs.Args()); why != "" {
 		fmt.Fprintf(stderr, "ingest: %s\n", why)
 		synopsis()
 		fmt.Fprintf(stderr, "(ingest -h lists the flags)\n")
-		return ingest.ExitUsage
+		return exitUsage
 	}
 	o.File = fs.Arg(0)
-	log, err := app.NewLogger("ingest", *logLevel)
+	log, err := startup.NewLogger("ingest", *logLevel)
 	if err != nil {
 		fmt.Fprintln(stderr, "ingest:", err)
-		return ingest.ExitUsage
+		return exitUsage
 	}
-	code := ingest.RunCommand(ctx, o, env, log, stdout, stderr)
+	code := ingestFile(ctx, o, env, log, stdout, stderr)
 	_ = log.Sync()
 	return code
 }

@@ -10,16 +10,16 @@ import (
 	"testing"
 
 	"github.com/extractq/extractq/ingest"
-	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/internal/startup"
 	"github.com/extractq/extractq/queue/queuetest"
 	"github.com/extractq/extractq/store/storetest"
 )
 
 // nowhere reaches neither Postgres nor NATS: the cases using it stop
 // before connecting.
-var nowhere = app.Env{DatabaseURL: "postgres://postgres@127.0.0.1:1/none?sslmode=disable", NATSURL: "nats://127.0.0.1:1"}
+var nowhere = startup.Env{DatabaseURL: "postgres://postgres@127.0.0.1:1/none?sslmode=disable", NATSURL: "nats://127.0.0.1:1"}
 
-func runArgs(t *testing.T, env app.Env, token string, args ...string) (int, string, string) {
+func runArgs(t *testing.T, env startup.Env, token string, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	code := run(t.Context(), args, env, token, &stdout, &stderr)
@@ -35,15 +35,15 @@ func TestServeArguments(t *testing.T) {
 		code  int
 		want  string
 	}{
-		{"help", "", []string{"serve", "-h"}, ingest.ExitOK, "-token-file"},
-		{"no token on all interfaces", "", []string{"serve", "-addr", "0.0.0.0:0"}, ingest.ExitUsage,
+		{"help", "", []string{"serve", "-h"}, exitOK, "-token-file"},
+		{"no token on all interfaces", "", []string{"serve", "-addr", "0.0.0.0:0"}, exitUsage,
 			"no token is set (INGEST_TOKEN or -token-file), so it serves on a loopback address only"},
-		{"short INGEST_TOKEN", "short", []string{"serve"}, ingest.ExitUsage, "the token of INGEST_TOKEN is 5 bytes; use at least 16"},
-		{"an argument", "", []string{"serve", "messages.jsonl"}, ingest.ExitUsage,
+		{"short INGEST_TOKEN", "short", []string{"serve"}, exitUsage, "the token of INGEST_TOKEN is 5 bytes; use at least 16"},
+		{"an argument", "", []string{"serve", "messages.jsonl"}, exitUsage,
 			`takes no arguments, got ["messages.jsonl"] (to ingest a file named serve: ingest ./serve)`},
-		{"zero requests", "", []string{"serve", "-max-requests", "0"}, ingest.ExitUsage, "-max-requests must be above 0"},
-		{"unknown flag", "", []string{"serve", "-wait"}, ingest.ExitUsage, "flag provided but not defined: -wait"},
-		{"file usage names serve", "", []string{}, ingest.ExitUsage, "ingest serve [flags]"},
+		{"zero requests", "", []string{"serve", "-max-requests", "0"}, exitUsage, "-max-requests must be above 0"},
+		{"unknown flag", "", []string{"serve", "-wait"}, exitUsage, "flag provided but not defined: -wait"},
+		{"file usage names serve", "", []string{}, exitUsage, "ingest serve [flags]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,7 +79,7 @@ func TestFileNamedServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Chdir(dir)
-	env := app.Env{DatabaseURL: storetest.SchemaURL(t, st), NATSURL: queuetest.URL()}
+	env := startup.Env{DatabaseURL: storetest.SchemaURL(t, st), NATSURL: queuetest.URL()}
 
 	for _, tc := range []struct {
 		args                  []string
@@ -89,7 +89,7 @@ func TestFileNamedServe(t *testing.T) {
 		{[]string{"-json", "-quiet", "-config", cfg, "serve"}, 0, 1},
 	} {
 		code, stdout, stderr := runArgs(t, env, "", tc.args...)
-		if code != ingest.ExitOK {
+		if code != exitOK {
 			t.Fatalf("ingest %s: exit %d, want 0; stderr:\n%s", strings.Join(tc.args, " "), code, stderr)
 		}
 		var rep ingest.Report

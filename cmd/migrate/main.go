@@ -6,26 +6,21 @@
 //
 // up (the default) applies every pending migration; down rolls back the
 // latest one; status lists each migration and whether it is applied. The
-// database is DATABASE_URL (default DefaultDatabaseURL); it is created if
-// missing.
+// database is DATABASE_URL (default startup.DefaultDatabaseURL); it is
+// created if missing.
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"go.uber.org/zap"
 
-	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/cmd/internal/cmdconfig"
+	"github.com/extractq/extractq/internal/startup"
 	"github.com/extractq/extractq/store"
 )
-
-// DefaultDatabaseURL is used when DATABASE_URL is not set.
-const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/extractq?sslmode=disable"
 
 func main() {
 	cmd := "up"
@@ -36,27 +31,25 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: migrate [up|down|status]  (database: DATABASE_URL)")
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := startup.Context()
 	defer stop()
-	log, err := app.NewLogger("migrate", cmp.Or(os.Getenv("LOG_LEVEL"), "info"))
+	log, err := startup.NewLogger("migrate", startup.GetEnv("LOG_LEVEL", "info"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "migrate:", err)
 		os.Exit(2)
 	}
 	defer func() { _ = log.Sync() }()
 
-	if err := run(ctx, cmd, cmp.Or(os.Getenv("DATABASE_URL"), DefaultDatabaseURL), log); err != nil {
+	if err := run(ctx, cmd, startup.ReadEnv().DatabaseURL, log); err != nil {
 		fmt.Fprintln(os.Stderr, "migrate:", err)
 		os.Exit(1)
 	}
 }
 
 func run(ctx context.Context, cmd, url string, log *zap.Logger) error {
-	if err := store.EnsureDatabase(ctx, url); err != nil {
-		return err
-	}
-	st, err := store.Open(ctx, url, log)
+	st, err := cmdconfig.OpenStore(ctx, startup.Env{DatabaseURL: url}, log, cmdconfig.StoreOptions{Create: true, Unmigrated: true})
 	if err != nil {
+		_, err := cmdconfig.Step(err)
 		return err
 	}
 	defer st.Close()

@@ -22,13 +22,14 @@ import (
 	"os"
 	"time"
 
-	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/cmd/internal/cmdconfig"
+	"github.com/extractq/extractq/internal/startup"
+
 	"github.com/extractq/extractq/internal/since"
-	"github.com/extractq/extractq/store"
 )
 
 func main() {
-	env := app.ReadEnv()
+	env := startup.ReadEnv()
 	batch := flag.String("batch", "", "batch id (default: the newest batch with messages)")
 	source := flag.String("source", "", "without -batch: the newest batch with messages ingested from this file")
 	schema := flag.String("schema", "", "without -batch: the newest batch with messages of this schema")
@@ -57,35 +58,32 @@ func main() {
 		fmt.Fprintln(os.Stderr, "report: -"+err.Error())
 		os.Exit(2)
 	}
-	log, err := app.NewLogger("report", "warn")
+	log, err := startup.NewLogger("report", "warn")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(2)
 	}
 	// A report takes a few queries; writing the results of a large batch
 	// takes longer, and ends with Ctrl-C.
-	ctx, stop := app.Context()
+	ctx, stop := startup.Context()
 	defer stop()
 	if !*results {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Minute)
 		defer cancel()
 	}
-	st, err := store.Open(ctx, env.DatabaseURL, log)
+	st, err := cmdconfig.OpenStore(ctx, env, log, cmdconfig.StoreOptions{})
 	if err != nil {
+		_, err := cmdconfig.Step(err)
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}
 	defer st.Close()
-	if err := st.RequireMigrated(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "report:", err)
-		os.Exit(1)
-	}
 	if *results {
-		id, err := app.ChooseBatch(ctx, st, *batch, *source, *schema)
+		id, err := chooseBatch(ctx, st, *batch, *source, *schema)
 		if err == nil {
 			var n int
-			if n, err = app.WriteResults(ctx, os.Stdout, st, id); err == nil {
+			if n, err = writeResults(ctx, os.Stdout, st, id); err == nil {
 				fmt.Fprintf(os.Stderr, "report: %d results of batch %s\n", n, id)
 			}
 		}
@@ -95,7 +93,7 @@ func main() {
 		}
 		return
 	}
-	if err := app.PrintReport(ctx, os.Stdout, st, app.ReportParams{
+	if err := printReport(ctx, os.Stdout, st, reportParams{
 		BatchID: *batch, Source: *source, SchemaID: *schema, Examples: *examples, Fields: *fields, Since: from,
 		AllBatches: *allBatches,
 	}); err != nil {

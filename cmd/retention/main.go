@@ -16,7 +16,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,22 +26,20 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
-	"github.com/extractq/extractq/ingest"
-	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/cmd/internal/cmdconfig"
+	"github.com/extractq/extractq/erasure"
 	"github.com/extractq/extractq/internal/since"
-	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/internal/startup"
 	"github.com/extractq/extractq/store"
 )
 
 // Exit statuses.
 const (
-	exitOK       = 0
-	exitFailed   = 1
-	exitUsage    = 2
-	exitNotAll   = 3
-	minRetention = 24 * time.Hour
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+	exitNotAll = 3
 )
 
 const usage = `usage:
@@ -57,13 +54,13 @@ reasons). "retention erase -h" and "retention purge -h" list the flags.
 `
 
 func main() {
-	ctx, stop := app.Context()
+	ctx, stop := startup.Context()
 	defer stop()
-	os.Exit(run(ctx, os.Args[1:], app.ReadEnv(), os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(run(ctx, os.Args[1:], startup.ReadEnv(), os.Stdin, os.Stdout, os.Stderr))
 }
 
 // run runs one retention command and returns its exit status.
-func run(ctx context.Context, args []string, env app.Env, stdin io.Reader, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, env startup.Env, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
@@ -88,24 +85,22 @@ func flagSet(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// openStore opens the database and checks its migrations.
-func openStore(ctx context.Context, env app.Env, name string) (*store.Store, error) {
-	log, err := app.NewLogger("retention."+name, "warn")
+// openStore opens the database and checks its migrations
+// (cmdconfig.OpenStore); the error is the step's own.
+func openStore(ctx context.Context, env startup.Env, name string) (*store.Store, error) {
+	log, err := startup.NewLogger("retention."+name, "warn")
 	if err != nil {
 		return nil, err
 	}
-	st, err := store.Open(ctx, env.DatabaseURL, log)
+	st, err := cmdconfig.OpenStore(ctx, env, log, cmdconfig.StoreOptions{})
 	if err != nil {
-		return nil, err
-	}
-	if err := st.RequireMigrated(ctx); err != nil {
-		st.Close()
+		_, err := cmdconfig.Step(err)
 		return nil, err
 	}
 	return st, nil
 }
 
-func runErase(ctx context.Context, args []string, env app.Env, stdin io.Reader, stdout, stderr io.Writer) int {
+func runErase(ctx context.Context, args []string, env startup.Env, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flagSet("erase", stderr)
 	by := fs.String("by", "", "who asks for the erasure (a name, for the audit log); required")
 	reason := fs.String("reason", "", "the request's reference, for the audit log (no customer text)")
@@ -160,7 +155,7 @@ func runErase(ctx context.Context, args []string, env app.Env, stdin io.Reader, 
 			defer f.Close()
 			r, name = f, *idsFile
 		}
-		more, err := readKeys(r, *source)
+		more, err := erasure.ReadKeys(r, *source)
 		if err != nil {
 			fmt.Fprintf(stderr, "retention erase: %s: %v\n", name, err)
 			return exitUsage
@@ -171,8 +166,6 @@ func runErase(ctx context.Context, args []string, env app.Env, stdin io.Reader, 
 		fmt.Fprintln(stderr, "retention erase: no ids: give them as arguments or with -ids-file")
 		return exitUsage
 	}
-	given := len(keys)
-	keys = distinct(keys)
 
 	st, err := openStore(ctx, env, "erase")
 	if err != nil {
@@ -180,65 +173,43 @@ func runErase(ctx context.Context, args []string, env app.Env, stdin io.Reader, 
 		return exitFailed
 	}
 	defer st.Close()
-	counts := map[string]int{}
-	type missedKey struct {
-		store.ErasureResult
-		under []string
+	// The first 10 ids not found are looked up by id alone (which reads
+	// the whole table), to name the source they are stored under.
+	res, err := erasure.New(st).Erase(ctx, erasure.Request{Keys: keys, Actor: *by, Via: store.ViaCLI, Reason: *reason, DryRun: *dryRun, Hints: 10})
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		for _, r := range res.Results {
+			enc.Encode(r)
+		}
 	}
-	var missed []missedKey
-	// storedUnder returns the sources under which id is stored, for the
-	// first 10 ids not found: a lookup by id alone reads the whole table.
-	hints := 0
-	storedUnder := func(id string) []string {
-		if hints++; hints > 10 {
-			return nil
-		}
-		srcs, _ := st.MessageSources(ctx, st.Pool, id)
-		return srcs
+	if se, ok := errors.AsType[*erasure.StoppedError](err); ok {
+		fmt.Fprintf(stderr, "retention erase: %v\n(the %d ids before this chunk were erased; running the command again is safe)\n", se.Err, se.Done)
+		return exitFailed
 	}
-	enc := json.NewEncoder(stdout)
-	for start := 0; start < len(keys); start += store.MaxErasureKeys {
-		chunk := keys[start:min(start+store.MaxErasureKeys, len(keys))]
-		res, err := st.MessagesErase(ctx, st.Pool, chunk, store.ErasureParams{Actor: *by, Via: store.ViaCLI, Reason: *reason, DryRun: *dryRun})
-		if err != nil {
-			fmt.Fprintf(stderr, "retention erase: %v\n(the %d ids before this chunk were erased; running the command again is safe)\n", err, start)
-			return exitFailed
-		}
-		for _, r := range res {
-			counts[r.Status]++
-			var under []string
-			if r.Status == store.ErasureNotFound {
-				under = storedUnder(r.ExternalID)
-			}
-			if *asJSON {
-				enc.Encode(struct {
-					store.ErasureResult
-					StoredUnder []string `json:"stored_under,omitempty"` // sources that hold the id, when not found
-				}{r, under})
-			} else if r.Status == store.ErasureNotFound || r.Status == store.ErasureQueued {
-				missed = append(missed, missedKey{r, under})
-			}
-		}
+	if err != nil {
+		fmt.Fprintln(stderr, "retention erase:", err)
+		return exitFailed
 	}
 	if !*asJSON {
-		verb, of := "erased", plural(len(keys), "id", "ids")
+		distinct := len(res.Results)
+		verb, of := "erased", plural(distinct, "id", "ids")
 		if *dryRun {
 			verb = "would erase"
 		}
-		if given > len(keys) {
-			of = fmt.Sprintf("%d distinct ids; %d given", len(keys), given)
+		if res.Given > distinct {
+			of = fmt.Sprintf("%d distinct ids; %d given", distinct, res.Given)
 		}
 		fmt.Fprintf(stdout, "%s %d, already erased %d, not found %d, queued %d (of %s)\n", verb,
-			counts[store.ErasureErased]+counts[store.ErasureWouldErase], counts[store.ErasureAlreadyErased], counts[store.ErasureNotFound], counts[store.ErasureQueued], of)
-		for _, r := range missed {
+			res.Erased+res.WouldErase, res.AlreadyErased, res.NotFound, res.Queued, of)
+		for _, r := range res.Results {
 			switch r.Status {
 			case store.ErasureNotFound:
 				elsewhere := ""
 				switch {
-				case len(r.under) == 1 && r.under[0] == "":
+				case len(r.StoredUnder) == 1 && r.StoredUnder[0] == "":
 					elsewhere = fmt.Sprintf(" (an id %q is stored without a source: leave out -source)", r.ExternalID)
-				case len(r.under) > 0:
-					elsewhere = fmt.Sprintf(" (an id %q is stored under source %s: give -source)", r.ExternalID, quoteJoin(r.under))
+				case len(r.StoredUnder) > 0:
+					elsewhere = fmt.Sprintf(" (an id %q is stored under source %s: give -source)", r.ExternalID, quoteJoin(r.StoredUnder))
 				}
 				fmt.Fprintf(stdout, "  not found: source %q id %q%s\n", r.Source, r.ExternalID, elsewhere)
 			case store.ErasureQueued:
@@ -247,60 +218,13 @@ func runErase(ctx context.Context, args []string, env app.Env, stdin io.Reader, 
 			}
 		}
 	}
-	if counts[store.ErasureNotFound]+counts[store.ErasureQueued] > 0 {
+	if res.Missed() > 0 {
 		return exitNotAll
 	}
 	return exitOK
 }
 
-// readKeys reads message keys, one per line: a plain id (of source), or a
-// JSON object {"source": S, "id": ID} whose id is a string or an integer
-// (kept as its decimal text, as ingest keeps it). Blank lines are
-// skipped, and a byte order mark at the start. A line that is not UTF-8
-// text or holds a NUL (a compressed or UTF-16 file, say) is an error,
-// naming the line, as is a bad JSON line.
-func readKeys(r io.Reader, source string) ([]store.MessageKey, error) {
-	var keys []store.MessageKey
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		raw := sc.Text()
-		if n == 1 {
-			raw = strings.TrimPrefix(raw, "\ufeff")
-		}
-		if !utf8.ValidString(raw) || strings.ContainsRune(raw, 0) {
-			return nil, fmt.Errorf("line %d is not UTF-8 text (a compressed or UTF-16 file?): give one id per line, in UTF-8", n)
-		}
-		line := strings.TrimSpace(raw)
-		switch {
-		case line == "":
-			continue
-		case strings.HasPrefix(line, "{"):
-			// As strict as ingest: keys case-sensitive and once, nothing
-			// after the object.
-			v, err := pipeline.DecodeStrict([]byte(line))
-			if dk, ok := errors.AsType[*pipeline.DuplicateKeyError](err); ok {
-				return nil, fmt.Errorf("line %d: key %s occurs twice; give it once", n, dk.Path)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("line %d: %v (want one {\"source\": S, \"id\": ID} a line)", n, err)
-			}
-			key, err := ingest.ErasureKey(v, source)
-			if err != nil {
-				return nil, fmt.Errorf("line %d: %v", n, err)
-			}
-			keys = append(keys, key)
-		default:
-			keys = append(keys, store.MessageKey{Source: source, ExternalID: line})
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	return keys, nil
-}
-
-func runPurge(ctx context.Context, args []string, env app.Env, stdout, stderr io.Writer) int {
+func runPurge(ctx context.Context, args []string, env startup.Env, stdout, stderr io.Writer) int {
 	fs := flagSet("purge", stderr)
 	olderThan := fs.String("older-than", "", "erase messages received before this: an age (90d, 26w) or a date (2026-09-01); required, at least 1 day ago")
 	by := fs.String("by", "retention", "who purges (a name, for the audit log)")
@@ -330,18 +254,15 @@ func runPurge(ctx context.Context, args []string, env app.Env, stdout, stderr io
 		fmt.Fprintln(stderr, "retention purge: -older-than:", strings.TrimPrefix(err.Error(), "since "))
 		return exitUsage
 	}
-	if cutoff.After(now) {
-		fmt.Fprintf(stderr, "retention purge: -older-than %s is in the future (%s); give an age such as 90d or a past date\n",
-			*olderThan, cutoff.UTC().Format(time.RFC3339))
+	if ce, ok := errors.AsType[*erasure.CutoffError](erasure.CheckCutoff(cutoff, now)); ok {
+		if ce.Future {
+			fmt.Fprintf(stderr, "retention purge: -older-than %s is in the future (%s); give an age such as 90d or a past date\n",
+				*olderThan, cutoff.UTC().Format(time.RFC3339))
+		} else {
+			fmt.Fprintf(stderr, "retention purge: -older-than %s is less than a day ago (%s); messages that young are still being worked on\n",
+				*olderThan, cutoff.UTC().Format(time.RFC3339))
+		}
 		return exitUsage
-	}
-	if now.Sub(cutoff) < minRetention {
-		fmt.Fprintf(stderr, "retention purge: -older-than %s is less than a day ago (%s); messages that young are still being worked on\n",
-			*olderThan, cutoff.UTC().Format(time.RFC3339))
-		return exitUsage
-	}
-	if *reason == "" {
-		*reason = "received before " + cutoff.UTC().Format(time.RFC3339)
 	}
 
 	st, err := openStore(ctx, env, "purge")
@@ -350,18 +271,16 @@ func runPurge(ctx context.Context, args []string, env app.Env, stdout, stderr io
 		return exitFailed
 	}
 	defer st.Close()
-	p := store.PurgeParams{
-		ErasureParams:  store.ErasureParams{Actor: *by, Via: store.ViaCLI, Reason: *reason},
-		ReceivedBefore: cutoff, DryRun: *dryRun,
-	}
 	last := time.Now()
-	p.Progress = func(n int) {
-		if time.Since(last) >= 5*time.Second {
-			last = time.Now()
-			fmt.Fprintf(stderr, "retention purge: %d messages erased so far\n", n)
-		}
-	}
-	res, err := st.MessagesPurge(ctx, p)
+	res, err := erasure.New(st).Purge(ctx, erasure.PurgeRequest{
+		ReceivedBefore: cutoff, Actor: *by, Via: store.ViaCLI, Reason: *reason, DryRun: *dryRun,
+		Progress: func(n int) {
+			if time.Since(last) >= 5*time.Second {
+				last = time.Now()
+				fmt.Fprintf(stderr, "retention purge: %d messages erased so far\n", n)
+			}
+		},
+	})
 	if err != nil {
 		fmt.Fprintf(stderr, "retention purge: %v\n(%d messages were erased before the failure; running the command again is safe)\n", err, res.Erased)
 		return exitFailed
@@ -389,19 +308,6 @@ func runPurge(ctx context.Context, args []string, env app.Env, stdout, stderr io
 func isFlag(fs *flag.FlagSet, a string) bool {
 	name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
 	return fs.Lookup(name) != nil || name == "h" || name == "help"
-}
-
-// distinct returns keys without repeats, in the order first given.
-func distinct(keys []store.MessageKey) []store.MessageKey {
-	seen := make(map[store.MessageKey]bool, len(keys))
-	out := keys[:0:0]
-	for _, k := range keys {
-		if !seen[k] {
-			seen[k] = true
-			out = append(out, k)
-		}
-	}
-	return out
 }
 
 // plural returns "1 one" or "n many".

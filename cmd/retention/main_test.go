@@ -9,15 +9,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/internal/startup"
 	"github.com/extractq/extractq/store"
 	"github.com/extractq/extractq/store/storetest"
 )
 
 // nowhere reaches no Postgres: the usage cases stop before connecting.
-var nowhere = app.Env{DatabaseURL: "postgres://postgres@127.0.0.1:1/none?sslmode=disable"}
+var nowhere = startup.Env{DatabaseURL: "postgres://postgres@127.0.0.1:1/none?sslmode=disable"}
 
-func runArgs(t *testing.T, env app.Env, stdin string, args ...string) (int, string, string) {
+func runArgs(t *testing.T, env startup.Env, stdin string, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	code := run(t.Context(), args, env, strings.NewReader(stdin), &stdout, &stderr)
@@ -73,22 +73,6 @@ func TestUsage(t *testing.T) {
 	}
 }
 
-func TestReadKeys(t *testing.T) {
-	t.Parallel()
-	// A byte order mark is dropped; "#..." is an id like any other (ingest
-	// takes it); an integer id is its decimal text.
-	in := "\ufeffm-1\n\n  m-2  \n#hash-1\n{\"source\": \"chat\", \"id\": \"c-9\"}\n{\"id\": \"m-3\"}\n{\"id\": 12}\n"
-	got, err := readKeys(strings.NewReader(in), "mail")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []store.MessageKey{{Source: "mail", ExternalID: "m-1"}, {Source: "mail", ExternalID: "m-2"}, {Source: "mail", ExternalID: "#hash-1"},
-		{Source: "chat", ExternalID: "c-9"}, {Source: "mail", ExternalID: "m-3"}, {Source: "mail", ExternalID: "12"}}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("readKeys = %v, want %v", got, want)
-	}
-}
-
 // seed stores n finished messages of source "mail" (ids m-1 ... m-n) and
 // one still queued (q-1), received ageDays ago.
 func seed(ctx context.Context, t *testing.T, st *store.Store, n, ageDays int) {
@@ -139,7 +123,7 @@ func TestErase(t *testing.T) {
 	ctx := t.Context()
 	st := storetest.NewStore(t)
 	seed(ctx, t, st, 3, 0)
-	env := app.Env{DatabaseURL: storetest.SchemaURL(t, st)}
+	env := startup.Env{DatabaseURL: storetest.SchemaURL(t, st)}
 
 	// A dry run says what would happen, with the same statuses, and
 	// erases nothing.
@@ -208,7 +192,7 @@ func TestPurge(t *testing.T) {
 	ctx := t.Context()
 	st := storetest.NewStore(t)
 	seed(ctx, t, st, 4, 100)
-	env := app.Env{DatabaseURL: storetest.SchemaURL(t, st)}
+	env := startup.Env{DatabaseURL: storetest.SchemaURL(t, st)}
 	// Younger messages of another source stay.
 	if err := st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: "young", SchemaID: "customer_message"}); err != nil {
 		t.Fatal(err)

@@ -30,10 +30,12 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/term"
 
-	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/cmd/internal/cmdconfig"
+	"github.com/extractq/extractq/internal/startup"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/store"
 	"github.com/extractq/extractq/triage"
+	"github.com/extractq/extractq/worker"
 )
 
 // usage is what `triage help` and `triage -h` print before the flags.
@@ -63,62 +65,59 @@ func main() {
 }
 
 func serve(args []string) int {
-	env := app.ReadEnv()
+	env := startup.ReadEnv()
 	fs := flag.NewFlagSet("triage", flag.ExitOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
 	}
-	addr := fs.String("addr", app.GetEnv("TRIAGE_ADDR", "127.0.0.1:8080"), "listen address")
-	metricsAddr := fs.String("metrics-addr", app.GetEnv("TRIAGE_METRICS_ADDR", ""), "address of GET /metrics (Prometheus), apart from the UI's; empty for none")
+	addr := fs.String("addr", startup.GetEnv("TRIAGE_ADDR", "127.0.0.1:8080"), "listen address")
+	metricsAddr := fs.String("metrics-addr", startup.GetEnv("TRIAGE_METRICS_ADDR", ""), "address of GET /metrics (Prometheus), apart from the UI's; empty for none")
 	configPath := fs.String("config", env.Config, "configuration file (default: CONFIG, else the embedded defaults)")
 	lease := fs.Duration("lease", 10*time.Minute, "how long a claim lasts (renewed while the item is open)")
-	publicURL := fs.String("public-url", app.GetEnv("TRIAGE_PUBLIC_URL", ""),
+	publicURL := fs.String("public-url", startup.GetEnv("TRIAGE_PUBLIC_URL", ""),
 		"the origin reviewers open the UI at, such as https://triage.example.com, when it is not what the server sees (behind a TLS proxy); "+
 			"POSTs must come from it")
 	insecure := fs.Bool("insecure-cookies", false, "send the session cookie without Secure, for plain-HTTP trials off localhost")
-	logLevel := fs.String("log-level", app.GetEnv("LOG_LEVEL", "info"), "debug, info, warn or error")
+	logLevel := fs.String("log-level", startup.GetEnv("LOG_LEVEL", "info"), "debug, info, warn or error")
 	_ = fs.Parse(args)
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "triage: unexpected argument %q: the subcommands are serve, admin and watch, and serve's flags come after it (triage -h)\n", fs.Arg(0))
 		return 2
 	}
 
-	log, err := app.NewLogger("triage", *logLevel)
+	log, err := startup.NewLogger("triage", *logLevel)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "triage:", err)
 		return 2
 	}
-	cfg, err := app.LoadConfig(*configPath, env)
+	cfg, err := startup.LoadConfig(*configPath, env)
 	if err != nil {
-		app.Fatal(log, "loading configuration", err)
+		cmdconfig.Fatal(log, "loading configuration", err)
 	}
 	log.Info("starting triage", env.Redacted()...)
-	ctx, stop := app.Context()
+	ctx, stop := startup.Context()
 	defer stop()
 
-	entries, err := app.LoadSchemas(cfg)
+	entries, err := worker.LoadSchemas(cfg)
 	if err != nil {
-		app.Fatal(log, "loading schemas", err)
+		cmdconfig.Fatal(log, "loading schemas", err)
 	}
 	schemas := map[string]triage.SchemaEntry{}
 	for id, e := range entries {
 		schemas[id] = triage.SchemaEntry{Schema: e.Schema, PromptVersion: e.Prompt.Version}
 	}
-	st, err := store.Open(ctx, env.DatabaseURL, log)
+	st, err := cmdconfig.OpenStore(ctx, env, log, cmdconfig.StoreOptions{Wait: store.StartupRetryTime})
 	if err != nil {
-		app.Fatal(log, "opening Postgres", err)
+		step, err := cmdconfig.Step(err)
+		cmdconfig.Fatal(log, step, err)
 	}
 	defer st.Close()
-	if err := store.Retry(ctx, store.StartupRetryTime, func() error { return st.RequireMigrated(ctx) }); err != nil {
-		app.Fatal(log, "checking the database", err)
-	}
 
 	var pub *queue.Publisher
-	nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	nc, js, err := queue.Connect(nctx, env.NATSURL, "extractq-triage", log)
-	cancel()
+	nc, js, err := cmdconfig.ConnectNATS(ctx, env, "extractq-triage", log, 10*time.Second)
 	if err != nil {
+		_, err := cmdconfig.Step(err)
 		log.Warn("NATS unreachable: re-runs are left for the worker's sweeper to publish", zap.Error(err))
 	} else {
 		defer nc.Close()
@@ -130,7 +129,7 @@ func serve(args []string) int {
 	if *metricsAddr != "" {
 		ln, err := net.Listen("tcp", *metricsAddr)
 		if err != nil {
-			app.Fatal(log, "listening for /metrics", err)
+			cmdconfig.Fatal(log, "listening for /metrics", err)
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -144,31 +143,28 @@ func serve(args []string) int {
 		Registry: reg,
 	})
 	if err != nil && !errors.Is(err, context.Canceled) {
-		app.Fatal(log, "triage stopped", err)
+		cmdconfig.Fatal(log, "triage stopped", err)
 	}
 	log.Info("triage stopped")
 	return 0
 }
 
 func runAdmin(args []string) int {
-	env := app.ReadEnv()
-	log, err := app.NewLogger("triage-admin", app.GetEnv("LOG_LEVEL", "warn"))
+	env := startup.ReadEnv()
+	log, err := startup.NewLogger("triage-admin", startup.GetEnv("LOG_LEVEL", "warn"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "triage admin:", err)
 		return 2
 	}
-	ctx, stop := app.Context()
+	ctx, stop := startup.Context()
 	defer stop()
-	st, err := store.Open(ctx, env.DatabaseURL, log)
+	st, err := cmdconfig.OpenStore(ctx, env, log, cmdconfig.StoreOptions{})
 	if err != nil {
+		_, err := cmdconfig.Step(err)
 		fmt.Fprintln(os.Stderr, "triage admin:", err)
 		return 1
 	}
 	defer st.Close()
-	if err := st.RequireMigrated(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "triage admin:", err)
-		return 1
-	}
 	actor := "admin"
 	if u, err := user.Current(); err == nil {
 		actor = "admin:" + u.Username

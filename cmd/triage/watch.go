@@ -10,7 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/cmd/internal/cmdconfig"
+	"github.com/extractq/extractq/internal/startup"
 	"github.com/extractq/extractq/queue"
 )
 
@@ -18,7 +19,7 @@ import (
 // announcement as one JSON line on stdout until interrupted. Exit status:
 // 0 interrupted, 1 NATS failed, 2 bad usage.
 func runWatch(args []string) int {
-	env := app.ReadEnv()
+	env := startup.ReadEnv()
 	fs := flag.NewFlagSet("triage watch", flag.ExitOnError)
 	configPath := fs.String("config", env.Config, "configuration file, for the subject prefix and schemas (CONFIG by default; without one, the embedded defaults)")
 	schema := fs.String("schema", "", "only the items of this schema (default: every schema)")
@@ -32,12 +33,12 @@ func runWatch(args []string) int {
 		fmt.Fprintf(os.Stderr, "triage watch: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	log, err := app.NewLogger("triage-watch", app.GetEnv("LOG_LEVEL", "warn"))
+	log, err := startup.NewLogger("triage-watch", startup.GetEnv("LOG_LEVEL", "warn"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "triage watch:", err)
 		return 2
 	}
-	cfg, err := app.LoadConfig(*configPath, env)
+	cfg, err := startup.LoadConfig(*configPath, env)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "triage watch:", err)
 		return 2
@@ -50,12 +51,11 @@ func runWatch(args []string) int {
 		fmt.Fprintf(os.Stderr, "triage watch: -schema %q is not configured: want one of %s\n", *schema, strings.Join(ids, ", "))
 		return 2
 	}
-	ctx, stop := app.Context()
+	ctx, stop := startup.Context()
 	defer stop()
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	nc, _, err := queue.Connect(cctx, env.NATSURL, "extractq-triage-watch", log)
-	cancel()
+	nc, _, err := cmdconfig.ConnectNATS(ctx, env, "extractq-triage-watch", log, 30*time.Second)
 	if err != nil {
+		_, err := cmdconfig.Step(err)
 		fmt.Fprintln(os.Stderr, "triage watch:", err)
 		return 1
 	}

@@ -21,34 +21,35 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 
-	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/cmd/internal/cmdconfig"
+	"github.com/extractq/extractq/internal/startup"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/store"
 	"github.com/extractq/extractq/worker"
 )
 
 func main() {
-	env := app.ReadEnv()
+	env := startup.ReadEnv()
 	configPath := flag.String("config", env.Config, "configuration file (default: CONFIG, else the embedded defaults)")
 	concurrency := flag.Int("concurrency", 0, "messages in flight (default: worker.concurrency of the configuration)")
-	healthAddr := flag.String("health-addr", app.GetEnv("HEALTH_ADDR", "127.0.0.1:9090"), "address of /healthz, /readyz and /metrics; empty for none")
+	healthAddr := flag.String("health-addr", startup.GetEnv("HEALTH_ADDR", "127.0.0.1:9090"), "address of /healthz, /readyz and /metrics; empty for none")
 	pprofOn := flag.Bool("pprof", false, "serve Go's profiles on /debug/pprof/ at -health-addr (keep that address private)")
-	logLevel := flag.String("log-level", app.GetEnv("LOG_LEVEL", "info"), "debug, info, warn or error")
+	logLevel := flag.String("log-level", startup.GetEnv("LOG_LEVEL", "info"), "debug, info, warn or error")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile to this file until the worker stops (go tool pprof)")
 	flag.Parse()
 	// Catch SIGTERM first, so a worker stopped while it starts exits
 	// cleanly instead of dying of the signal.
-	ctx, stop := app.Context()
+	ctx, stop := startup.Context()
 	defer stop()
 
-	log, err := app.NewLogger("worker", *logLevel)
+	log, err := startup.NewLogger("worker", *logLevel)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(2)
 	}
-	cfg, err := app.LoadConfig(*configPath, env)
+	cfg, err := startup.LoadConfig(*configPath, env)
 	if err != nil {
-		app.Fatal(log, "loading configuration", err)
+		cmdconfig.Fatal(log, "loading configuration", err)
 	}
 	if *concurrency > 0 {
 		cfg.Worker.Concurrency = *concurrency
@@ -57,9 +58,9 @@ func main() {
 		zap.Int("concurrency", cfg.Worker.Concurrency), zap.String("stream", cfg.NATS.Stream),
 		zap.String("consumer", cfg.NATS.Consumer))...)
 
-	stopProfile, err := app.StartCPUProfile(*cpuProfile)
+	stopProfile, err := startup.StartCPUProfile(*cpuProfile)
 	if err != nil {
-		app.Fatal(log, "starting the CPU profile", err)
+		cmdconfig.Fatal(log, "starting the CPU profile", err)
 	}
 	defer func() {
 		if err := stopProfile(); err != nil {
@@ -67,25 +68,24 @@ func main() {
 		}
 	}()
 
-	schemas, err := app.LoadSchemas(cfg)
+	schemas, err := worker.LoadSchemas(cfg)
 	if err != nil {
-		app.FatalUnlessStopped(ctx, log, "loading schemas", err)
+		cmdconfig.FatalUnlessStopped(ctx, log, "loading schemas", err)
 	}
-	st, err := store.Open(ctx, env.DatabaseURL, log)
+	st, err := cmdconfig.OpenStore(ctx, env, log, cmdconfig.StoreOptions{Wait: store.StartupRetryTime})
 	if err != nil {
-		app.FatalUnlessStopped(ctx, log, "opening Postgres", err)
+		step, err := cmdconfig.Step(err)
+		cmdconfig.FatalUnlessStopped(ctx, log, step, err)
 	}
 	defer st.Close()
-	if err := store.Retry(ctx, store.StartupRetryTime, func() error { return st.RequireMigrated(ctx) }); err != nil {
-		app.FatalUnlessStopped(ctx, log, "checking the database", err)
-	}
-	nc, js, err := queue.Connect(ctx, env.NATSURL, "extractq-worker", log)
+	nc, js, err := cmdconfig.ConnectNATS(ctx, env, "extractq-worker", log, 0)
 	if err != nil {
-		app.FatalUnlessStopped(ctx, log, "connecting to NATS", err)
+		step, err := cmdconfig.Step(err)
+		cmdconfig.FatalUnlessStopped(ctx, log, step, err)
 	}
 	defer nc.Close()
 	var cons, dead jetstream.Consumer
-	err = app.RetryStartup(ctx, log, "creating the stream and consumers", func() error {
+	err = cmdconfig.RetryStartup(ctx, log, "creating the stream and consumers", func() error {
 		if _, err := queue.EnsureStream(ctx, js, cfg.NATS); err != nil {
 			return err
 		}
@@ -97,11 +97,11 @@ func main() {
 		return err
 	})
 	if err != nil {
-		app.FatalUnlessStopped(ctx, log, "creating the stream and consumers", err)
+		cmdconfig.FatalUnlessStopped(ctx, log, "creating the stream and consumers", err)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	extractor, transport := app.NewExtractor(cfg, env, reg, log)
+	extractor, transport := cmdconfig.NewExtractor(cfg, env, reg, log)
 	for _, e := range schemas {
 		extractor.Prepare(e.Schema) // logs what strict mode drops from each schema
 	}
@@ -112,7 +112,7 @@ func main() {
 		Announcer: queue.NewAnnouncer(nc, cfg.NATS),
 	})
 	if err != nil {
-		app.FatalUnlessStopped(ctx, log, "building worker", err)
+		cmdconfig.FatalUnlessStopped(ctx, log, "building worker", err)
 	}
 	err = worker.RunService(ctx, worker.ServiceConfig{
 		Worker: w, Store: st, Conn: nc, Consumer: cons, Publisher: queue.NewPublisher(js, cfg.NATS),
@@ -127,7 +127,7 @@ func main() {
 		TermWithReason: queue.TermReasonSupported(nc), HealthAddr: *healthAddr, Gatherer: reg, Pprof: *pprofOn, Logger: log,
 	})
 	if err != nil {
-		app.Fatal(log, "worker stopped", err)
+		cmdconfig.Fatal(log, "worker stopped", err)
 	}
 	log.Info("worker stopped")
 }

@@ -2,6 +2,7 @@ package archtest
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,19 +18,27 @@ import (
 // standard library.
 const nonStandard = "(non-standard)"
 
-// A rule forbids the packages matched by pkgs to depend, directly or
-// through other packages, on any package matched by forbid. Tests'
-// dependencies do not count.
+// A rule forbids the packages matched by pkgs, less those matched by
+// except, to depend, directly or through other packages, on any package
+// matched by forbid. Tests' dependencies do not count.
 //
 // A pattern is an import path, or a path ending in "/..." that matches the
 // path and every path below it. A pattern whose first element has no dot
 // (such as "store/...") is relative to the module; others (such as
-// "github.com/sony/gobreaker/v2/...") are full import paths.
+// "github.com/sony/gobreaker/v2/...") are full import paths. The pattern
+// "..." is every package of the module.
 type rule struct {
+	name   string // of the subtest; default: the pkgs
 	pkgs   []string
+	except []string
 	forbid []string
 	reason string
 }
+
+// services are the service packages: the commands and harnesses, and the
+// packages that are one service's logic (its server or its loop). A
+// library package serves them all, so it depends on none of them.
+var services = []string{"cmd/...", "devtools/...", "worker/...", "triage/...", "ingestapi/..."}
 
 var rules = []rule{
 	{
@@ -49,6 +58,27 @@ var rules = []rule{
 		forbid: []string{nonStandard},
 		reason: "extracttype is a leaf every layer may import, as river's rivertype is: " +
 			"it imports only the standard library",
+	},
+	{
+		// The commands' wiring, cmd/internal/cmdconfig, is under cmd/:
+		// covered here, and Go's internal rule keeps everything outside
+		// cmd/ from importing it.
+		name:   "libraries",
+		pkgs:   []string{"..."},
+		except: services,
+		forbid: services,
+		reason: "a library package (every package but the commands, the harnesses and the service packages " +
+			"worker, triage and ingestapi) must not depend on a service package: the library serves the services, " +
+			"not the other way round (DESIGN.md, Layout; STYLE.md, Layout and names)",
+	},
+	{
+		name:   "startup",
+		pkgs:   []string{"..."},
+		except: []string{"cmd/...", "devtools/cmd/...", "internal/startup"},
+		forbid: []string{"internal/startup"},
+		reason: "internal/startup reads the environment and builds the process's logger: only programs' mains " +
+			"(cmd/..., devtools/cmd/...) do that; a library takes its settings and logger from its caller " +
+			"(STYLE.md, Configuration and Logging). ingest, whose command line moved to cmd/ingest, is one of them",
 	},
 }
 
@@ -127,13 +157,18 @@ func (g *graph) matches(pattern, p string) bool {
 	if pattern == nonStandard {
 		return !g.pkgs[p].Standard
 	}
-	if first, _, _ := strings.Cut(pattern, "/"); !strings.Contains(first, ".") {
+	if first, _, _ := strings.Cut(pattern, "/"); pattern == "..." || !strings.Contains(first, ".") {
 		pattern = g.module + "/" + pattern
 	}
 	if base, ok := strings.CutSuffix(pattern, "/..."); ok {
 		return p == base || strings.HasPrefix(p, base+"/")
 	}
 	return p == pattern
+}
+
+// matchesAny reports whether p matches one of patterns.
+func (g *graph) matchesAny(patterns []string, p string) bool {
+	return slices.ContainsFunc(patterns, func(pat string) bool { return g.matches(pat, p) })
 }
 
 // chain returns the shortest chain of imports from one package to
@@ -167,10 +202,10 @@ func TestDependencyRules(t *testing.T) {
 	g := loadGraph(t)
 
 	for _, r := range rules {
-		t.Run(strings.Join(r.pkgs, ","), func(t *testing.T) {
+		t.Run(cmp.Or(r.name, strings.Join(r.pkgs, ",")), func(t *testing.T) {
 			var checked []string
 			for _, p := range g.own {
-				if !slices.ContainsFunc(r.pkgs, func(pat string) bool { return g.matches(pat, p) }) {
+				if !g.matchesAny(r.pkgs, p) || g.matchesAny(r.except, p) {
 					continue
 				}
 				checked = append(checked, p)
@@ -214,7 +249,7 @@ func TestRulePatternsExist(t *testing.T) {
 		all = append(all, p)
 	}
 	for _, r := range rules {
-		for _, pat := range slices.Concat(r.pkgs, r.forbid) {
+		for _, pat := range slices.Concat(r.pkgs, r.except, r.forbid) {
 			if pat == nonStandard {
 				continue
 			}
@@ -242,6 +277,9 @@ func TestMatches(t *testing.T) {
 		{"store/...", "example.com/m/store/storetest", true},
 		{"store/...", "example.com/m/storeish", false},
 		{"store", "example.com/m/store/storetest", false},
+		{"...", "example.com/m/store/storetest", true},
+		{"...", "example.com/m", true},
+		{"...", "github.com/x/y/v2/sub", false},
 		{"github.com/x/y/v2/...", "github.com/x/y/v2/sub", true},
 		{"github.com/x/y/v2/...", "github.com/x/y", false},
 		{nonStandard, "fmt", false},

@@ -9,7 +9,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 	"go.uber.org/zap"
 
-	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/internal/startup"
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/store"
@@ -31,23 +31,23 @@ func (c instantChat) CreateChatCompletion(ctx context.Context, req openai.ChatCo
 // run, write the outcome rows in the same transaction pattern, ack after
 // commit) with no LLM work.
 func runBareWorker(cpuProfile string) error {
-	env := app.ReadEnv()
-	log, err := app.NewLogger("bare-worker", "warn")
+	env := startup.ReadEnv()
+	log, err := startup.NewLogger("bare-worker", "warn")
 	if err != nil {
 		return err
 	}
-	stopProfile, err := app.StartCPUProfile(cpuProfile)
+	stopProfile, err := startup.StartCPUProfile(cpuProfile)
 	if err != nil {
 		return err
 	}
 	defer stopProfile()
-	cfg, err := app.LoadConfig(env.Config, env)
+	cfg, err := startup.LoadConfig(env.Config, env)
 	if err != nil {
 		return err
 	}
-	ctx, stop := app.Context()
+	ctx, stop := startup.Context()
 	defer stop()
-	schemas, err := app.LoadSchemas(cfg)
+	schemas, err := worker.LoadSchemas(cfg)
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,7 @@ import (
 	"time"
 
 	"github.com/extractq/extractq/devtools/internal/devstack"
-	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/internal/startup"
 	"github.com/extractq/extractq/store"
 )
 
@@ -49,12 +49,12 @@ func main() {
 	out := flag.String("out", "bench-results", "folder for the JSON figures and the processes' logs")
 	profile := flag.Bool("profile", false, "each worker, bare worker and simulator writes a CPU profile, <process>.cpu.pprof beside its log")
 	flag.Parse()
-	log, err := app.NewLogger("bench", "warn")
+	log, err := startup.NewLogger("bench", "warn")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	env := app.ReadEnv()
+	env := startup.ReadEnv()
 	if err := run(*scenarios, *quick, *out, *profile, env); err != nil {
 		log.Sync()
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -62,8 +62,8 @@ func main() {
 	}
 }
 
-func run(scenarios string, quick bool, outDir string, profile bool, e app.Env) error {
-	ctx, stop := app.Context()
+func run(scenarios string, quick bool, outDir string, profile bool, e startup.Env) error {
+	ctx, stop := startup.Context()
 	defer stop()
 	start := time.Now()
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
@@ -91,7 +91,7 @@ func run(scenarios string, quick bool, outDir string, profile bool, e app.Env) e
 	if err != nil {
 		return err
 	}
-	log, _ := app.NewLogger("bench", "warn")
+	log, _ := startup.NewLogger("bench", "warn")
 	env := benchEnv{bin: bin, baseDB: u.String(), natsURL: e.NATSURL, messages: msgs, out: out, profile: profile, log: log}
 
 	var results []result

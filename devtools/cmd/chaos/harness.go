@@ -22,8 +22,9 @@ import (
 	"github.com/extractq/extractq/config"
 	"github.com/extractq/extractq/devtools/internal/devstack"
 	"github.com/extractq/extractq/ingest"
-	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/internal/startup"
 	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/worker"
 )
 
 // options are the harness's flags.
@@ -286,12 +287,12 @@ simulator:
 	if err := os.WriteFile(h.cfgPath, []byte(body), 0o644); err != nil {
 		return err
 	}
-	cfg, err := app.LoadConfig(h.cfgPath, app.Env{})
+	cfg, err := startup.LoadConfig(h.cfgPath, startup.Env{})
 	if err != nil {
 		return err
 	}
 	h.cfg = cfg
-	entries, err := app.LoadSchemas(cfg)
+	entries, err := worker.LoadSchemas(cfg)
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ import (
 
 	"github.com/extractq/extractq/config"
 	"github.com/extractq/extractq/devtools/llmsim"
-	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/internal/startup"
 )
 
 func main() {
@@ -45,7 +45,7 @@ func main() {
 		go func() { _ = http.ListenAndServe(*pprofAddr, nil) }() // DefaultServeMux has net/http/pprof
 	}
 
-	log, err := app.NewLogger("llmsim", cmp.Or(os.Getenv("LOG_LEVEL"), "info"))
+	log, err := startup.NewLogger("llmsim", cmp.Or(os.Getenv("LOG_LEVEL"), "info"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "llmsim:", err)
 		os.Exit(1)
@@ -78,7 +78,7 @@ func main() {
 		zap.Int("tokens_per_minute", sim.TokensPerMinute), zap.Float64("refusal_rate", sim.RefusalRate),
 		zap.Float64("content_filter_rate", sim.ContentFilterRate), zap.Bool("reasoning", sim.Reasoning))
 
-	stopProfile, err := app.StartCPUProfile(*cpuProfile)
+	stopProfile, err := startup.StartCPUProfile(*cpuProfile)
 	if err != nil {
 		log.Fatal("starting the CPU profile", zap.Error(err))
 	}

@@ -35,7 +35,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/extractq/extractq/internal/app"
+	"github.com/extractq/extractq/internal/startup"
 	"github.com/extractq/extractq/pipeline"
 )
 
@@ -59,7 +59,7 @@ func main() {
 	level := flag.String("log-level", "warn", "log level on stderr")
 	flag.Parse()
 
-	log, err := app.NewLogger("repaircompare", *level)
+	log, err := startup.NewLogger("repaircompare", *level)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "repaircompare:", err)
 		os.Exit(2)
@@ -67,7 +67,7 @@ func main() {
 	defer func() { _ = log.Sync() }()
 	o.Logger = log
 
-	ctx, cancel := app.Context()
+	ctx, cancel := startup.Context()
 	defer cancel()
 	rep, err := Run(ctx, o)
 	if err != nil {

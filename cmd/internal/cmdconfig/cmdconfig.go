@@ -1,0 +1,205 @@
+// Package cmdconfig is the wiring the product's commands share, as
+// pkgsite's cmd/internal/cmdconfig is: opening the store (waiting for
+// Postgres, checking the migrations), connecting to NATS and making sure
+// of the stream, building the LLM client, and failing at start-up.
+// Commands only import it (Go's internal rule: nothing outside cmd/ can);
+// what the development harnesses need too (the environment, the
+// configuration, the logger) is internal/startup.
+package cmdconfig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	openai "github.com/sashabaranov/go-openai"
+	"go.uber.org/zap"
+
+	"github.com/extractq/extractq/config"
+	"github.com/extractq/extractq/internal/startup"
+	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/provider"
+	"github.com/extractq/extractq/queue"
+	"github.com/extractq/extractq/store"
+)
+
+// Start-up steps: the Step of a *StartError.
+const (
+	StepOpenStore   = "opening Postgres"
+	StepCheckStore  = "checking the database"
+	StepConnectNATS = "connecting to NATS"
+	StepStream      = "creating stream"
+)
+
+// StartError is a start-up step that failed.
+type StartError struct {
+	Step string // one of the Step constants
+	Err  error
+}
+
+func (e *StartError) Error() string { return e.Step + ": " + e.Err.Error() }
+func (e *StartError) Unwrap() error { return e.Err }
+
+// Step returns the step err failed at and its own error: a *StartError's
+// Step and Err, else "" and err.
+func Step(err error) (string, error) {
+	if se, ok := errors.AsType[*StartError](err); ok {
+		return se.Step, se.Err
+	}
+	return "", err
+}
+
+// StoreOptions say how OpenStore opens the store.
+type StoreOptions struct {
+	// Wait is how long a Postgres that does not answer (restarting, failing
+	// over) is waited for while the migrations are checked; 0 checks once.
+	Wait time.Duration
+	// Create creates the database first when it does not exist
+	// (store.EnsureDatabase): for migrate.
+	Create bool
+	// Unmigrated skips the check that every migration is applied: for
+	// migrate, which applies them.
+	Unmigrated bool
+}
+
+// OpenStore opens the store at env.DatabaseURL (store.Open) and checks
+// that every migration this build knows is applied
+// (store.RequireMigrated), waiting up to o.Wait for Postgres to answer.
+// The error is a *StartError of StepOpenStore or StepCheckStore; the
+// store is closed then.
+func OpenStore(ctx context.Context, env startup.Env, log *zap.Logger, o StoreOptions) (*store.Store, error) {
+	if o.Create {
+		if err := store.EnsureDatabase(ctx, env.DatabaseURL); err != nil {
+			return nil, &StartError{Step: StepOpenStore, Err: err}
+		}
+	}
+	st, err := store.Open(ctx, env.DatabaseURL, log)
+	if err != nil {
+		return nil, &StartError{Step: StepOpenStore, Err: err}
+	}
+	if o.Unmigrated {
+		return st, nil
+	}
+	check := func() error { return st.RequireMigrated(ctx) }
+	if o.Wait > 0 {
+		err = store.Retry(ctx, o.Wait, check)
+	} else {
+		err = check()
+	}
+	if err != nil {
+		st.Close()
+		return nil, &StartError{Step: StepCheckStore, Err: err}
+	}
+	return st, nil
+}
+
+// ConnectNATS connects to env.NATSURL as name (queue.Connect), giving up
+// after wait (0: as long as ctx lasts). The error is a *StartError of
+// StepConnectNATS.
+func ConnectNATS(ctx context.Context, env startup.Env, name string, log *zap.Logger, wait time.Duration) (*nats.Conn, jetstream.JetStream, error) {
+	if wait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, wait)
+		defer cancel()
+	}
+	nc, js, err := queue.Connect(ctx, env.NATSURL, name, log)
+	if err != nil {
+		return nil, nil, &StartError{Step: StepConnectNATS, Err: err}
+	}
+	return nc, js, nil
+}
+
+// EnsureStream creates the stream of n, or checks it, retrying as
+// RetryStartup does. The error is a *StartError of StepStream.
+func EnsureStream(ctx context.Context, log *zap.Logger, js jetstream.JetStream, n config.NATS) error {
+	err := RetryStartup(ctx, log, StepStream, func() error {
+		_, err := queue.EnsureStream(ctx, js, n)
+		return err
+	})
+	if err != nil {
+		return &StartError{Step: StepStream, Err: err}
+	}
+	return nil
+}
+
+// NewExtractor builds the pipeline's extractor for the configured model on
+// the endpoint env names, calling through a provider.Transport (retries,
+// rate limits, circuit breaker; configuration section provider) whose
+// metrics are registered on reg (nil: not registered). It returns the
+// transport too: its Ready and WaitReady tell when the breaker is open.
+func NewExtractor(cfg *config.Config, env startup.Env, reg prometheus.Registerer, log *zap.Logger) (*pipeline.Extractor, *provider.Transport) {
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.MaxIdleConnsPerHost = max(cfg.Worker.Concurrency, 2)
+	tr := provider.New(cfg.Provider, base, reg, log)
+	oc := openai.DefaultConfig(env.LLMAPIKey)
+	oc.BaseURL = strings.TrimRight(env.LLMBaseURL, "/")
+	oc.HTTPClient = tr.Client()
+	price := cfg.Prices.Models[cfg.LLM.Model]
+	if _, ok := cfg.Prices.Models[cfg.LLM.Model]; !ok {
+		log.Warn("model has no price in the price table; its calls cost 0", zap.String("model", cfg.LLM.Model),
+			zap.String("price_version", cfg.Prices.Version))
+	}
+	ext := pipeline.NewExtractor(openai.NewClientWithConfig(oc), pipeline.ExtractorConfig{
+		Model: cfg.LLM.Model, RequestMode: cfg.LLM.RequestMode, MaxCompletionTokens: cfg.LLM.MaxCompletionTokens,
+		Provider:            cfg.LLM.Provider,
+		ContextWindowTokens: cfg.LLM.ContextWindowTokens, Timeout: cfg.LLM.Timeout,
+		Budget:       pipeline.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCostUSD: cfg.Budget.MaxCostUSD},
+		Price:        pipeline.Price{InputPerMTok: price.InputPerMTok, CachedInputPerMTok: price.CachedInputPerMTok, OutputPerMTok: price.OutputPerMTok},
+		PriceVersion: cfg.Prices.Version,
+		Logger:       log,
+	})
+	return ext, tr
+}
+
+// Fatal logs err (without a stack trace: the error says where), writes
+// it as one plain line on stderr for the person who started the command,
+// and exits 1.
+func Fatal(log *zap.Logger, msg string, err error) {
+	log.WithOptions(zap.AddStacktrace(zap.FatalLevel)).Error(msg, zap.Error(err))
+	_ = log.Sync()
+	fmt.Fprintf(os.Stderr, "%s: %s: %v\n", filepath.Base(os.Args[0]), msg, err)
+	os.Exit(1)
+}
+
+// FatalUnlessStopped is Fatal, except that when ctx has ended (SIGINT or
+// SIGTERM arrived while the command was starting) it logs that the
+// command stopped during start-up and exits 0: a stop asked for is not a
+// failure, and nothing was taken from the queue yet.
+func FatalUnlessStopped(ctx context.Context, log *zap.Logger, msg string, err error) {
+	if ctx.Err() != nil {
+		log.Info("stopped while starting", zap.String("step", msg), zap.Error(err))
+		_ = log.Sync()
+		os.Exit(0)
+	}
+	Fatal(log, msg, err)
+}
+
+// RetryStartup runs a start-up step (creating a stream or a consumer) until
+// it succeeds, retrying any error with backoff for up to two minutes, so a
+// command started while NATS or Postgres restarts waits instead of
+// exiting. Each failure is logged with what.
+func RetryStartup(ctx context.Context, log *zap.Logger, what string, step func() error) error {
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
+		err := step()
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.Code != 503 && apiErr.Code != 408 {
+			// The server refused the request itself (a bad stream setting):
+			// waiting will not change its mind.
+			return struct{}{}, backoff.Permanent(err)
+		}
+		return struct{}{}, err
+	}, backoff.WithBackOff(backoff.NewExponentialBackOff()), backoff.WithMaxElapsedTime(2*time.Minute),
+		backoff.WithNotify(func(err error, next time.Duration) {
+			log.Warn(what+" failed; retrying", zap.Error(err), zap.Duration("retry_in", next))
+		}))
+	return err
+}

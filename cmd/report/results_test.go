@@ -1,0 +1,74 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/extractq/extractq/store"
+	"github.com/extractq/extractq/store/storetest"
+)
+
+// writeResults writes one line per message of the batch, across pages,
+// and names an unknown batch.
+func TestWriteResults(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := storetest.NewStore(t)
+	const batch, n = "b-results", 1203 // over one page of 1,000
+	if err := st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: batch, SchemaID: "support_ticket", SourceName: "r.jsonl"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		text := fmt.Sprintf("order %d never came", 48213+i)
+		h := sha256.Sum256([]byte(text))
+		res, err := st.MessageIngest(ctx, st.Pool, store.MessageIngestParams{Source: "r", ExternalID: fmt.Sprintf("m-%d", i),
+			Body: text, ContentHash: h[:], BatchID: batch, SchemaID: "support_ticket"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			continue // left queued
+		}
+		if err := st.RunOutcomeInsert(ctx, st.Pool, store.RunOutcomeParams{MessageID: res.Run.MessageID, RunNo: 1, SchemaID: "support_ticket",
+			SchemaVersion: "1", Status: store.RunSucceeded,
+			Calls:      []store.LLMCall{{Attempt: 1, Model: "sim", PromptTokens: 10, CompletionTokens: 5, FinishReason: "stop", Reply: `{}`, Valid: true}},
+			Extraction: &store.ExtractionParams{Data: []byte(fmt.Sprintf(`{"order_id":"%d"}`, 48213+i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var out strings.Builder
+	got, err := writeResults(ctx, &out, st, batch)
+	if err != nil || got != n {
+		t.Fatalf("writeResults = %d, %v; want %d", got, err, n)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != n {
+		t.Fatalf("%d lines, want %d", len(lines), n)
+	}
+	seen := map[string]bool{}
+	for _, l := range lines {
+		var r store.BatchResult
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		seen[r.ExternalID] = true
+		var i int
+		fmt.Sscanf(r.ExternalID, "m-%d", &i)
+		switch {
+		case i%2 == 0 && (r.Status != store.RunQueued || r.Result != nil):
+			t.Errorf("queued %s: %s", r.ExternalID, l)
+		case i%2 == 1 && (r.Status != store.RunSucceeded || r.Result == nil || string(r.Result.Data) != fmt.Sprintf(`{"order_id":"%d"}`, 48213+i)):
+			t.Errorf("succeeded %s: %s", r.ExternalID, l)
+		}
+	}
+	if len(seen) != n {
+		t.Errorf("%d distinct messages in %d lines", len(seen), n)
+	}
+	if _, err := writeResults(ctx, &out, st, "no-such-batch"); err == nil || !strings.Contains(err.Error(), `there is no batch "no-such-batch"`) {
+		t.Errorf("unknown batch: %v", err)
+	}
+}

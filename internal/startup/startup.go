@@ -1,0 +1,116 @@
+// Package startup is what every program of the module does as it
+// starts, the product's commands (cmd/...) and the development harnesses
+// (devtools/cmd/...) alike: read the connection settings from the
+// environment (Env), load the configuration file, build the logger, catch
+// SIGINT and SIGTERM, profile the CPU. Only programs' main packages use
+// it: it is the one place the environment is read (STYLE.md). The
+// wiring only the commands share (opening the store, connecting to NATS)
+// is cmd/internal/cmdconfig.
+package startup
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/extractq/extractq/config"
+)
+
+// Defaults of the connection variables: the local services of the project's
+// machines and the LLM simulator.
+const (
+	DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/extractq?sslmode=disable"
+	DefaultNATSURL     = "nats://127.0.0.1:4222"
+	DefaultLLMBaseURL  = "http://127.0.0.1:8089/v1"
+)
+
+// Env is the connection settings, read from the environment.
+type Env struct {
+	DatabaseURL string // DATABASE_URL
+	NATSURL     string // NATS_URL
+	LLMBaseURL  string // LLM_BASE_URL, an OpenAI-compatible base URL ending in /v1
+	LLMAPIKey   string // LLM_API_KEY; never logged
+	LLMModel    string // LLM_MODEL; overrides the configuration's llm.model
+	Config      string // CONFIG, the configuration file path; empty means the embedded defaults
+}
+
+// GetEnv returns the value of the environment variable key, or def.
+func GetEnv(key, def string) string {
+	return cmp.Or(os.Getenv(key), def)
+}
+
+// ReadEnv reads the connection settings.
+func ReadEnv() Env {
+	return Env{
+		DatabaseURL: GetEnv("DATABASE_URL", DefaultDatabaseURL),
+		NATSURL:     GetEnv("NATS_URL", DefaultNATSURL),
+		LLMBaseURL:  GetEnv("LLM_BASE_URL", DefaultLLMBaseURL),
+		LLMAPIKey:   GetEnv("LLM_API_KEY", "simulator"),
+		LLMModel:    os.Getenv("LLM_MODEL"),
+		Config:      os.Getenv("CONFIG"),
+	}
+}
+
+// Redacted returns e for logs: URLs without passwords, no API key.
+func (e Env) Redacted() []zap.Field {
+	return []zap.Field{
+		zap.String("database_url", redactURL(e.DatabaseURL)),
+		zap.String("nats_url", redactURL(e.NATSURL)),
+		zap.String("llm_base_url", redactURL(e.LLMBaseURL)),
+		zap.Bool("llm_api_key_set", e.LLMAPIKey != ""),
+		zap.String("config", cmp.Or(e.Config, "(embedded defaults)")),
+	}
+}
+
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
+
+// NewLogger returns a production zap logger writing JSON to stderr at
+// level ("debug", "info", "warn", "error"), named for the component.
+func NewLogger(component, level string) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(cmp.Or(level, "info"))
+	if err != nil {
+		return nil, fmt.Errorf("log level %q: %w", level, err)
+	}
+	zc := zap.NewProductionConfig()
+	zc.Level = zap.NewAtomicLevelAt(lvl)
+	zc.Sampling = nil
+	zc.EncoderConfig.TimeKey = "time"
+	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	log, err := zc.Build()
+	if err != nil {
+		return nil, err
+	}
+	return log.Named(component), nil
+}
+
+// LoadConfig loads the configuration file at path (empty: embedded
+// defaults) and applies LLM_MODEL.
+func LoadConfig(path string, env Env) (*config.Config, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if env.LLMModel != "" {
+		cfg.LLM.Model = env.LLMModel
+	}
+	return cfg, nil
+}
+
+// Context returns a context that ends on SIGINT or SIGTERM.
+func Context() (context.Context, context.CancelFunc) {
+	return signalContext()
+}

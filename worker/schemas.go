@@ -1,0 +1,28 @@
+package worker
+
+import (
+	"fmt"
+
+	"github.com/extractq/extractq/config"
+	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/schemas"
+)
+
+// LoadSchemas compiles every schema of the configuration (cfg.Schemas),
+// from the embedded schemas, with its prompt and repair strategy: the
+// table of Config.Schemas. The error names the schema that does not load.
+func LoadSchemas(cfg *config.Config) (map[string]SchemaEntry, error) {
+	out := map[string]SchemaEntry{}
+	for _, sc := range cfg.Schemas {
+		s, err := pipeline.LoadSchema(schemas.FS, sc.ID, sc.File)
+		if err != nil {
+			return nil, err
+		}
+		p, err := pipeline.LoadPrompt(sc.Prompt)
+		if err != nil {
+			return nil, fmt.Errorf("schema %s: %w", sc.ID, err)
+		}
+		out[sc.ID] = SchemaEntry{Schema: s, Prompt: p, Repair: sc.Repair}
+	}
+	return out, nil
+}
