@@ -153,9 +153,21 @@
 // prompt and schema versions, request mode, repair strategy, prompt,
 // cached and completion tokens, cost ([Price.Cost]: cached prompt tokens
 // at the cached rate), price version, latency, finish reason, the raw
-// reply, what the parser stripped, its errors and the applied patch. A call
-// that failed in transport has no Call: Process returns a *TransportError,
-// and Result.Calls holds the calls made before it. The provider's metrics
+// reply, what the parser stripped, its errors and the applied patch.
+//
+// A reply without usage (some OpenAI-compatible servers and proxies omit
+// it) is never costed at 0: its prompt tokens are estimated as the budget
+// estimates them, its completion tokens at one token per four bytes of the
+// reply (content or tool arguments, and reasoning text), and the Call is
+// marked [Call.UsageEstimated]. The Extractor warns once per model.
+//
+// A 2xx reply that cannot be decoded as a chat completion (provider class
+// malformed) was answered, so it is paid: it is a Call too, with finish
+// reason [FinishUndecodable], its HTTP status and size, the body as
+// received and estimated tokens, and Process returns it in Result.Calls
+// beside a retryable *TransportError. Any other call that failed in
+// transport has no Call: Process returns a *TransportError, and
+// Result.Calls holds the calls made before it. The provider's metrics
 // count the failed call.
 //
 // # Outcomes

@@ -89,6 +89,9 @@ type Extractor struct {
 	feats   Features
 	log     *zap.Logger
 	schemas sync.Map // *Schema -> *sentSchema
+	// noUsage holds the models whose replies were found without usage,
+	// so that it is logged once per model.
+	noUsage sync.Map
 }
 
 // NewExtractor returns an Extractor calling client.
@@ -140,21 +143,39 @@ type Input struct {
 
 // Call is one LLM call as recorded in the cost ledger.
 type Call struct {
-	Attempt          int
-	Purpose          string
-	Model            string
-	PromptVersion    string
-	SchemaVersion    string
-	RequestMode      string
-	RepairStrategy   string
+	Attempt        int
+	Purpose        string
+	Model          string
+	PromptVersion  string
+	SchemaVersion  string
+	RequestMode    string
+	RepairStrategy string
+	// PromptTokens, CachedTokens (the part of PromptTokens served from the
+	// provider's prompt cache) and CompletionTokens are the reply's usage,
+	// or estimates when UsageEstimated.
 	PromptTokens     int
 	CachedTokens     int
 	CompletionTokens int
-	CostUSD          float64
-	PriceVersion     string
-	Latency          time.Duration
-	FinishReason     string
-	// Reply is the raw reply: the content, or the tool call arguments.
+	// UsageEstimated is true when the reply said nothing of its usage (no
+	// usage object, or one with no prompt and no completion tokens) or
+	// could not be decoded: the prompt
+	// is then estimated as the budget estimates it, and the completion at
+	// one token per four bytes of the reply (see EstimateTokens), with no
+	// cached tokens. The call is never costed at 0 for want of usage.
+	UsageEstimated bool
+	CostUSD        float64
+	PriceVersion   string
+	Latency        time.Duration
+	// FinishReason is the reply's finish_reason, or FinishUndecodable.
+	FinishReason string
+	// HTTPStatus and ReplyBytes are, for a reply that could not be decoded
+	// (FinishUndecodable), its HTTP status and its size in bytes; 0 for
+	// every other call.
+	HTTPStatus int
+	ReplyBytes int
+	// Reply is the raw reply: the content, or the tool call arguments; for
+	// a reply that could not be decoded, the body as received (its first
+	// 64 KiB).
 	Reply string
 	// Stripped names what the parser removed around the JSON.
 	Stripped string
@@ -164,8 +185,18 @@ type Call struct {
 	Patch json.RawMessage
 }
 
-// Valid reports whether the call's reply validated.
-func (c Call) Valid() bool { return len(c.Errors) == 0 }
+// FinishUndecodable is the FinishReason of a call whose 2xx reply could
+// not be decoded as a chat completion (provider.ClassMalformed: not JSON,
+// or a wrong shape). It was answered, so it is paid and recorded, with its
+// usage estimated; Process returns a *TransportError with it.
+const FinishUndecodable = "undecodable"
+
+// Undecodable reports whether the call's reply could not be decoded.
+func (c Call) Undecodable() bool { return c.FinishReason == FinishUndecodable }
+
+// Valid reports whether the call's reply validated: it was decoded and
+// validation found no error.
+func (c Call) Valid() bool { return len(c.Errors) == 0 && !c.Undecodable() }
 
 // Result is the outcome of a run.
 type Result struct {
@@ -246,7 +277,7 @@ func (e *Extractor) Process(ctx context.Context, in Input) (*Result, error) {
 	}
 	call, resp, err := e.call(ctx, msgs, in, 1, PurposeExtract, "")
 	if err != nil {
-		return res, err
+		return answered(res, call), err
 	}
 	text := &runText{text: in.Text}
 	inst, errs, stripped, ev := e.check(resp, in, text)
@@ -272,7 +303,7 @@ func (e *Extractor) Process(ctx context.Context, in Input) (*Result, error) {
 	}
 	call2, resp2, err := e.call(ctx, msgs, in, 2, PurposeRepair, in.Repair)
 	if err != nil {
-		return res, err
+		return answered(res, call2), err
 	}
 	var inst2 any
 	var errs2 extracttype.ErrorList
@@ -290,6 +321,15 @@ func (e *Extractor) Process(ctx context.Context, in Input) (*Result, error) {
 		return succeed(res, OutcomeRepaired, inst2, ev2), nil
 	}
 	return fail(res, errs2), nil
+}
+
+// answered adds c to res.Calls when the provider answered it although the
+// call failed (its reply could not be decoded): it was paid.
+func answered(res *Result, c Call) *Result {
+	if c.Undecodable() {
+		res.Calls = append(res.Calls, c)
+	}
+	return res
 }
 
 func fail(res *Result, errs extracttype.ErrorList) *Result {
@@ -356,7 +396,9 @@ func (e *Extractor) checkBudget(res *Result, estPrompt int) extracttype.ErrorLis
 }
 
 // call makes one chat call and records it. Provider failures that are not
-// the message's fault come back as *TransportError.
+// the message's fault come back as *TransportError; a reply that could not
+// be decoded comes back so too, with its Call filled (see
+// FinishUndecodable).
 func (e *Extractor) call(ctx context.Context, msgs []openai.ChatCompletionMessage, in Input, attempt int, purpose, strategy string) (Call, openai.ChatCompletionResponse, error) {
 	c := Call{
 		Attempt: attempt, Purpose: purpose, Model: e.cfg.Model, PromptVersion: in.Prompt.Version,
@@ -372,14 +414,13 @@ func (e *Extractor) call(ctx context.Context, msgs []openai.ChatCompletionMessag
 		if ctx.Err() != nil {
 			return c, resp, ctx.Err()
 		}
-		return c, resp, classifyTransport(err)
+		te := classifyTransport(err)
+		if te.Class == provider.ClassMalformed {
+			e.undecodable(&c, err, msgs, in)
+		}
+		return c, resp, te
 	}
-	c.PromptTokens = resp.Usage.PromptTokens
-	if d := resp.Usage.PromptTokensDetails; d != nil {
-		c.CachedTokens = d.CachedTokens
-	}
-	c.CompletionTokens = resp.Usage.CompletionTokens
-	c.CostUSD = e.cfg.Price.Cost(c.PromptTokens, c.CachedTokens, c.CompletionTokens)
+	var reasoning string
 	if len(resp.Choices) > 0 {
 		ch := resp.Choices[0]
 		c.FinishReason = string(ch.FinishReason)
@@ -394,18 +435,69 @@ func (e *Extractor) call(ctx context.Context, msgs []openai.ChatCompletionMessag
 		if c.Reply == "" && ch.Message.Refusal != "" {
 			c.Reply = ch.Message.Refusal
 		}
+		reasoning = ch.Message.ReasoningContent
+	}
+	if e.usage(&c, resp.Usage, msgs, in, EstimateTokens(c.Reply)+EstimateTokens(reasoning)) {
+		if _, seen := e.noUsage.LoadOrStore(c.Model, true); !seen {
+			e.log.Warn("provider replies carry no token usage; tokens are estimated (one per four bytes) and the calls marked usage_estimated",
+				zap.String("model", c.Model))
+		}
 	}
 	e.log.Debug("llm call", zap.Int("attempt", attempt), zap.String("purpose", purpose),
-		zap.Int("prompt_tokens", c.PromptTokens), zap.Int("completion_tokens", c.CompletionTokens),
+		zap.Int("prompt_tokens", c.PromptTokens), zap.Int("cached_tokens", c.CachedTokens),
+		zap.Int("completion_tokens", c.CompletionTokens), zap.Bool("usage_estimated", c.UsageEstimated),
 		zap.String("finish_reason", c.FinishReason), zap.Duration("latency", c.Latency))
 	return c, resp, nil
+}
+
+// usage sets c's tokens from the reply's usage u and costs the call. A
+// reply without usage (no usage object, or no prompt and no completion
+// tokens in it) gets estimates: the prompt as the budget estimates it, the
+// completion at estCompletion; usage then reports true.
+func (e *Extractor) usage(c *Call, u openai.Usage, msgs []openai.ChatCompletionMessage, in Input, estCompletion int) bool {
+	if u.PromptTokens == 0 && u.CompletionTokens == 0 {
+		c.PromptTokens, c.CachedTokens, c.CompletionTokens = e.estimate(msgs, e.outputSchema(in, c.RepairStrategy)), 0, estCompletion
+		c.UsageEstimated = true
+	} else {
+		c.PromptTokens, c.CompletionTokens = u.PromptTokens, u.CompletionTokens
+		if d := u.PromptTokensDetails; d != nil {
+			c.CachedTokens = d.CachedTokens
+		}
+	}
+	c.CostUSD = e.cfg.Price.Cost(c.PromptTokens, c.CachedTokens, c.CompletionTokens)
+	return c.UsageEstimated
+}
+
+// undecodable records in c a 2xx reply that could not be decoded (err is
+// of class malformed): its status, size and body when the
+// provider.Transport kept them, and its usage if the body still holds a
+// readable one, else estimates (the completion from the body's size).
+func (e *Extractor) undecodable(c *Call, err error, msgs []openai.ChatCompletionMessage, in Input) {
+	c.FinishReason = FinishUndecodable
+	var u openai.Usage
+	var pe *provider.Error
+	if errors.As(err, &pe) {
+		c.HTTPStatus, c.ReplyBytes, c.Reply = pe.StatusCode, pe.BodySize, string(pe.Body)
+		if len(pe.Body) == pe.BodySize {
+			var body struct {
+				Usage openai.Usage `json:"usage"`
+			}
+			if json.Unmarshal(pe.Body, &body) == nil {
+				u = body.Usage
+			}
+		}
+	}
+	e.usage(c, u, msgs, in, estimateBytes(c.ReplyBytes))
+	e.log.Debug("llm call answered with a reply that cannot be decoded", zap.Int("attempt", c.Attempt),
+		zap.String("purpose", c.Purpose), zap.Int("status", c.HTTPStatus), zap.Int("bytes", c.ReplyBytes),
+		zap.Bool("usage_estimated", c.UsageEstimated), zap.Duration("latency", c.Latency))
 }
 
 // classifyTransport turns a go-openai error into a *TransportError with
 // its class: a *provider.Error in the chain (the provider.Transport
 // under go-openai returns one), else go-openai's *openai.APIError or
 // *openai.RequestError, else a network error (provider.Class).
-func classifyTransport(err error) error {
+func classifyTransport(err error) *TransportError {
 	te := &TransportError{Class: provider.Class(err), Err: err}
 	var pe *provider.Error
 	var apiErr *openai.APIError

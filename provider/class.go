@@ -105,8 +105,15 @@ type Error struct {
 	// Attempts is how many requests were sent for this call.
 	Attempts int
 	// Err is the underlying error: the network error, gobreaker's open
-	// state error, or nil for an HTTP answer.
+	// state error, the decoding error of a ClassMalformed reply, or nil for
+	// an HTTP answer.
 	Err error
+	// Body is the body of a ClassMalformed answer (a 2xx that is not a
+	// chat completion), its first 64 KiB, and BodySize its whole size in
+	// bytes; nil and 0 for other failures. The body may echo the customer's
+	// text: it is never in Error() nor logged.
+	Body     []byte
+	BodySize int
 
 	// local marks a refusal made here (client-side limiter, breaker)
 	// without asking the provider; the breaker does not count it.
@@ -308,16 +315,16 @@ func contentType(h http.Header) string {
 }
 
 // checkCompletion reports whether body is a chat completion: a JSON
-// object with a non-empty choices array.
+// object with a non-empty choices array that decodes as go-openai's
+// ChatCompletionResponse, the way go-openai decodes it (the first JSON
+// value of the body).
 func checkCompletion(body []byte) error {
-	var c struct {
-		Choices []json.RawMessage `json:"choices"`
-	}
 	t := bytes.TrimSpace(body)
 	if len(t) == 0 || t[0] != '{' {
 		return errors.New("body is not a JSON object")
 	}
-	if err := json.Unmarshal(t, &c); err != nil {
+	var c openai.ChatCompletionResponse
+	if err := json.NewDecoder(bytes.NewReader(t)).Decode(&c); err != nil {
 		return fmt.Errorf("body is not a chat completion: %w", err)
 	}
 	if len(c.Choices) == 0 {

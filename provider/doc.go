@@ -34,7 +34,7 @@
 //	rate_limited     429: wait and retry
 //	server_error     408, 5xx: retry
 //	connection       refused, reset, DNS, TLS, timeout: retry
-//	malformed        a 2xx that is not a chat completion: retry later
+//	malformed        a 2xx that is not a chat completion go-openai can decode: retry later
 //	circuit_open     refused by the breaker without sending: retry later
 //	quota_exhausted  429 insufficient_quota, 402: stop taking work, alert
 //	credentials      401, 403 with a JSON body: stop taking work, alert
@@ -42,7 +42,19 @@
 //	endpoint         404, 405 with a JSON body (base URL or model): stop, alert
 //	bad_request      400 and other 4xx: the request's fault, not retried
 //
-// ErrorClass.MessageFault, Alert and Transient group them.
+// ErrorClass.MessageFault, Alert and Transient group them. A malformed
+// *Error carries the body (its first 64 KiB) and its size, so that the
+// caller can record the answered call; Error() never shows the body.
+//
+// # Replies
+//
+// A 2xx chat completion is read whole and decoded as go-openai decodes it
+// before go-openai sees it. Tool-call arguments sent as a JSON object
+// instead of the JSON string OpenAI's API specifies (llama.cpp server,
+// ggml-org/llama.cpp#20198) are rewritten once, here, as the string
+// holding the object's compact JSON text; every other byte of the reply
+// is kept. Each such reply is counted in
+// extractq_provider_tool_arguments_rewritten_total and logged at debug.
 //
 // # Rate limits
 //
@@ -68,6 +80,7 @@
 // Registered on the prometheus.Registerer given to New:
 // extractq_provider_calls_total{result,class},
 // extractq_provider_retries_total{class},
-// extractq_provider_rate_limit_wait_seconds_total{reason} and
-// extractq_provider_breaker_state (0 closed, 1 half-open, 2 open).
+// extractq_provider_rate_limit_wait_seconds_total{reason},
+// extractq_provider_breaker_state (0 closed, 1 half-open, 2 open) and
+// extractq_provider_tool_arguments_rewritten_total.
 package provider

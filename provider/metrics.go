@@ -15,10 +15,13 @@ import (
 //	    requests_limit, tokens_limit (client-side limiters), provider_headers
 //	    (x-ratelimit-remaining-* reached 0), retry_after (waits before retrying a 429)
 //	extractq_provider_breaker_state                               0 closed, 1 half-open, 2 open
+//	extractq_provider_tool_arguments_rewritten_total              replies whose tool-call arguments came as
+//	    JSON values, not strings (llama.cpp server), and were rewritten as strings
 type metrics struct {
-	calls   *prometheus.CounterVec
-	retries *prometheus.CounterVec
-	waits   *prometheus.CounterVec
+	calls    *prometheus.CounterVec
+	retries  *prometheus.CounterVec
+	waits    *prometheus.CounterVec
+	toolArgs prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, state func() float64, log *zap.Logger) *metrics {
@@ -35,6 +38,10 @@ func newMetrics(reg prometheus.Registerer, state func() float64, log *zap.Logger
 			Namespace: "extractq", Subsystem: "provider", Name: "rate_limit_wait_seconds_total",
 			Help: "Seconds spent waiting for rate limits, by reason (requests_limit, tokens_limit, provider_headers, retry_after).",
 		}, []string{"reason"}),
+		toolArgs: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "extractq", Subsystem: "provider", Name: "tool_arguments_rewritten_total",
+			Help: "Chat completions whose tool-call arguments came as JSON values, not strings, and were rewritten as strings.",
+		}),
 	}
 	if reg == nil {
 		return m
@@ -42,6 +49,7 @@ func newMetrics(reg prometheus.Registerer, state func() float64, log *zap.Logger
 	m.calls = register(reg, m.calls, log)
 	m.retries = register(reg, m.retries, log)
 	m.waits = register(reg, m.waits, log)
+	m.toolArgs = register(reg, m.toolArgs, log)
 	register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "extractq", Subsystem: "provider", Name: "breaker_state",
 		Help: "State of the LLM provider circuit breaker: 0 closed, 1 half-open, 2 open.",

@@ -20,11 +20,13 @@ import (
 	"github.com/extractq/extractq/config"
 )
 
-// Body size limits: what is read of an error answer, and of a chat
-// completion checked for ClassMalformed.
+// Body size limits: what is read of an error answer, of a chat
+// completion checked for ClassMalformed, and what a ClassMalformed *Error
+// keeps of the body.
 const (
 	maxErrorBody      = 1 << 20
 	maxCompletionBody = 64 << 20
+	maxMalformedBody  = 64 << 10
 )
 
 // readyPoll is how often WaitReady looks again while a half-open probe is
@@ -223,7 +225,7 @@ func (t *Transport) retry(ctx context.Context, req *http.Request, body []byte, c
 		}
 		switch {
 		case resp.StatusCode >= 200 && resp.StatusCode < 300:
-			resp, last = checkSuccess(req, resp)
+			resp, last = t.checkSuccess(req, resp)
 			if last == nil {
 				return resp, nil
 			}
@@ -271,10 +273,13 @@ func (t *Transport) retry(ctx context.Context, req *http.Request, body []byte, c
 }
 
 // checkSuccess checks that a 2xx answer to a chat completion request is a
-// chat completion, and gives the response back with its body replayable.
-// It returns a ClassMalformed *Error when it is not one, and a
-// ClassConnection one when its body could not be read.
-func checkSuccess(req *http.Request, resp *http.Response) (*http.Response, *Error) {
+// chat completion that go-openai can decode, and gives the response back
+// with its body replayable. Tool-call arguments sent as a JSON object
+// rather than a string are rewritten as the string first (see
+// rewriteToolArguments), once, here where the bytes arrive. It returns a
+// ClassMalformed *Error carrying the body when it is not a chat completion,
+// and a ClassConnection one when its body could not be read.
+func (t *Transport) checkSuccess(req *http.Request, resp *http.Response) (*http.Response, *Error) {
 	if req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/chat/completions") ||
 		strings.Contains(resp.Header.Get("Content-Type"), "event-stream") {
 		return resp, nil
@@ -284,9 +289,19 @@ func checkSuccess(req *http.Request, resp *http.Response) (*http.Response, *Erro
 	if err != nil {
 		return nil, &Error{Class: ClassConnection, StatusCode: resp.StatusCode, Message: "reading the reply failed", Err: err}
 	}
-	if err := checkCompletion(b); err != nil {
+	err = checkCompletion(b)
+	if err != nil {
+		if fixed, n := rewriteToolArguments(b); n > 0 && checkCompletion(fixed) == nil {
+			t.m.toolArgs.Inc()
+			t.log.Debug("tool-call arguments came as JSON values, not strings; rewritten as strings",
+				zap.Int("tool_calls", n), zap.Int("bytes", len(b)))
+			b, err = fixed, nil
+		}
+	}
+	if err != nil {
 		return nil, &Error{Class: ClassMalformed, StatusCode: resp.StatusCode,
-			Message: fmt.Sprintf("reply is not a chat completion (%s, %d bytes)", contentType(resp.Header), len(b)), Err: err}
+			Message: fmt.Sprintf("reply is not a chat completion (%s, %d bytes)", contentType(resp.Header), len(b)), Err: err,
+			Body: b[:min(len(b), maxMalformedBody)], BodySize: len(b)}
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(b))
 	resp.ContentLength = int64(len(b))

@@ -35,16 +35,23 @@ func (s *Store) BatchInsert(ctx context.Context, db DBTX, p BatchInsertParams) e
 // calls of every run of the batch (re-runs and the runs they replaced
 // included: what the batch cost).
 type BatchSummary struct {
-	BatchID          string  `db:"batch_id" json:"batch_id"`
-	Messages         int     `db:"messages" json:"messages"`   // messages with a run in the batch
-	Runs             int     `db:"runs" json:"runs"`           // runs in the batch: one per message, more after re-runs
-	Queued           int     `db:"queued" json:"queued"`       // latest run still queued
-	Succeeded        int     `db:"succeeded" json:"succeeded"` // valid at the first pass
-	Repaired         int     `db:"repaired" json:"repaired"`   // valid after the one repair
-	Failed           int     `db:"failed" json:"failed"`       // sent to triage
-	Erased           int     `db:"erased" json:"erased"`       // messages whose text was erased (retention); counted above too
-	LLMCalls         int     `db:"llm_calls" json:"llm_calls"`
-	PromptTokens     int     `db:"prompt_tokens" json:"prompt_tokens"`
+	BatchID   string `db:"batch_id" json:"batch_id"`
+	Messages  int    `db:"messages" json:"messages"`   // messages with a run in the batch
+	Runs      int    `db:"runs" json:"runs"`           // runs in the batch: one per message, more after re-runs
+	Queued    int    `db:"queued" json:"queued"`       // latest run still queued
+	Succeeded int    `db:"succeeded" json:"succeeded"` // valid at the first pass
+	Repaired  int    `db:"repaired" json:"repaired"`   // valid after the one repair
+	Failed    int    `db:"failed" json:"failed"`       // sent to triage
+	Erased    int    `db:"erased" json:"erased"`       // messages whose text was erased (retention); counted above too
+	// LLMCalls counts every paid call, those of deliveries that did not
+	// decide their run (superseded: nak'ed) included; UsageEstimatedCalls those of them
+	// whose tokens are the worker's estimates (the reply had no usage).
+	LLMCalls            int `db:"llm_calls" json:"llm_calls"`
+	UsageEstimatedCalls int `db:"usage_estimated_calls" json:"usage_estimated_calls"`
+	PromptTokens        int `db:"prompt_tokens" json:"prompt_tokens"`
+	// CachedTokens is the part of PromptTokens served from the provider's
+	// prompt cache.
+	CachedTokens     int     `db:"cached_tokens" json:"cached_tokens"`
 	CompletionTokens int     `db:"completion_tokens" json:"completion_tokens"`
 	CostUSD          float64 `db:"cost_usd" json:"cost_usd"` // US dollars
 }
@@ -71,7 +78,9 @@ WITH latest AS (
     FROM latest
 ), calls AS (
     SELECT count(*)                              AS llm_calls,
+           count(*) FILTER (WHERE c.usage_estimated) AS usage_estimated_calls,
            coalesce(sum(c.prompt_tokens), 0)     AS prompt_tokens,
+           coalesce(sum(c.cached_tokens), 0)     AS cached_tokens,
            coalesce(sum(c.completion_tokens), 0) AS completion_tokens,
            coalesce(sum(c.cost_usd), 0)::float8  AS cost_usd
     FROM llm_calls c

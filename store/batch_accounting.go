@@ -7,8 +7,10 @@ import (
 
 // BatchAccounting is what the repair did for a batch. Outcomes
 // (FirstPassFailures, Repaired, Failed) are those of the latest run of
-// each of its messages; calls and costs count every run of the batch,
-// re-runs and the runs they replaced included, as BatchSummary does.
+// each of its messages, read from the calls of the delivery that decided
+// it; calls and costs count every paid call of every run of the batch,
+// re-runs and the runs they replaced included, and the calls of deliveries
+// that were nak'ed (superseded), as BatchSummary does.
 type BatchAccounting struct {
 	Runs int `json:"runs"`
 	// FirstPassFailures counts latest runs whose first call did not
@@ -34,7 +36,7 @@ WITH latest AS (
     FROM runs WHERE batch_id = $1
     ORDER BY message_id, run_no DESC
 ), calls AS (
-    SELECT c.* FROM llm_calls c JOIN latest l USING (message_id, run_no)
+    SELECT c.* FROM llm_calls c JOIN latest l USING (message_id, run_no) WHERE NOT c.superseded
 ), every_call AS (
     SELECT c.* FROM llm_calls c JOIN runs r USING (message_id, run_no) WHERE r.batch_id = $1
 )

@@ -22,7 +22,10 @@ type BatchRow struct {
 	Repaired   int       `db:"repaired" json:"repaired"`
 	Failed     int       `db:"failed" json:"failed"`
 	LLMCalls   int       `db:"llm_calls" json:"llm_calls"`
-	CostUSD    float64   `db:"cost_usd" json:"cost_usd"` // US dollars
+	// UsageEstimatedCalls counts the calls whose tokens, and so cost, are
+	// estimates (the reply had no usage).
+	UsageEstimatedCalls int     `db:"usage_estimated_calls" json:"usage_estimated_calls"`
+	CostUSD             float64 `db:"cost_usd" json:"cost_usd"` // US dollars
 }
 
 // Done reports whether every message of the batch has a final state for
@@ -57,7 +60,8 @@ WITH b AS (
            count(*) FILTER (WHERE status = 'failed')    AS failed
     FROM latest GROUP BY batch_id
 ), calls AS (
-    SELECT r.batch_id, count(*) AS llm_calls, sum(c.cost_usd)::float8 AS cost_usd
+    SELECT r.batch_id, count(*) AS llm_calls, count(*) FILTER (WHERE c.usage_estimated) AS usage_estimated_calls,
+           sum(c.cost_usd)::float8 AS cost_usd
     FROM llm_calls c
     JOIN runs r ON r.message_id = c.message_id AND r.run_no = c.run_no
     JOIN b ON b.id = r.batch_id
@@ -70,6 +74,7 @@ SELECT b.id, b.schema_id, b.source_name, b.created_at,
        coalesce(counts.repaired, 0)  AS repaired,
        coalesce(counts.failed, 0)    AS failed,
        coalesce(calls.llm_calls, 0)  AS llm_calls,
+       coalesce(calls.usage_estimated_calls, 0) AS usage_estimated_calls,
        coalesce(calls.cost_usd, 0)   AS cost_usd
 FROM b
 LEFT JOIN counts ON counts.batch_id = b.id

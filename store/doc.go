@@ -55,6 +55,10 @@
 // RunListUnpublished finds runs a sweeper must publish again.
 // RunOutcomeInsert writes the outcome of a run once: calls, then the
 // extraction or the triage item, then the failure events.
+// LLMCallInsertSuperseded writes, on their own, the paid calls of a
+// delivery that did not decide its run (a nak, or another delivery's
+// commit first; llm_calls.superseded), so that every paid call is in the
+// ledger while the run's outcome is still read from its own calls.
 //
 // # Text Postgres refuses
 //

@@ -46,7 +46,13 @@ func TestMessagesErase(t *testing.T) {
 
 	// A result, an approved triage item (its audit entry holds the
 	// record), an open triage item, a queued run.
+	// Its first delivery was nak'ed after a reply that could not be
+	// decoded: that call is in the ledger with the raw body, which may
+	// echo the text.
 	done := messageFixture(ctx, t, st, batch)
+	if err := st.LLMCallInsertSuperseded(ctx, st.Pool, undecodableCall(done)); err != nil {
+		t.Fatal(err)
+	}
 	if err := st.RunOutcomeInsert(ctx, st.Pool, succeededOutcome(done)); err != nil {
 		t.Fatal(err)
 	}
@@ -113,6 +119,11 @@ func TestMessagesErase(t *testing.T) {
 		t.Fatalf("results = %+v", got)
 	}
 
+	// A delivery that ran beside the one that finished the run, and whose
+	// nak comes after the erasure, books its paid call without the text.
+	if err := st.LLMCallInsertSuperseded(ctx, st.Pool, undecodableCall(done)); err != nil {
+		t.Fatal(err)
+	}
 	for _, r := range []store.Run{done, approved, open} {
 		if left := textLeft(ctx, t, st, r.MessageID); len(left) > 0 {
 			t.Errorf("message %d: text left in %v", r.MessageID, left)
@@ -129,8 +140,8 @@ func TestMessagesErase(t *testing.T) {
 	var status string
 	var tokens int
 	if err := st.Pool.QueryRow(ctx, `SELECT r.status, sum(c.prompt_tokens) FROM runs r JOIN llm_calls c USING (message_id, run_no)
-		WHERE r.message_id = $1 GROUP BY r.status`, done.MessageID).Scan(&status, &tokens); err != nil || status != "succeeded" || tokens != 100 {
-		t.Errorf("erased run: status %q, prompt tokens %d, %v; want succeeded, 100", status, tokens, err)
+		WHERE r.message_id = $1 GROUP BY r.status`, done.MessageID).Scan(&status, &tokens); err != nil || status != "succeeded" || tokens != 100+2*70 {
+		t.Errorf("erased run: status %q, prompt tokens %d, %v; want succeeded, 240 (its call and two superseded)", status, tokens, err)
 	}
 	var failuresAfter int
 	if err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM failure_events`).Scan(&failuresAfter); err != nil || failuresAfter != failuresBefore {
@@ -209,6 +220,15 @@ func TestMessagesErase(t *testing.T) {
 	}
 }
 
+// undecodableCall is the call of a delivery of r nak'ed after a reply
+// that could not be decoded, its raw body quoting the message.
+func undecodableCall(r store.Run) store.LLMCallInsertSupersededParams {
+	return store.LLMCallInsertSupersededParams{MessageID: r.MessageID, RunNo: r.RunNo, SchemaID: "support_ticket", SchemaVersion: "1",
+		Calls: []store.LLMCall{{Attempt: 1, Model: "sim-1", PromptVersion: "extract.v1", RequestMode: "response_format",
+			PromptTokens: 70, CompletionTokens: 12, UsageEstimated: true, CostUSD: 0.0001, LatencyMS: 30,
+			FinishReason: "undecodable", HTTPStatus: 200, ReplyBytes: 48, Reply: `{"choices":[{"message":{"content":{"order":"48213"}}}]}`}}}
+}
+
 func TestMessagesPurge(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -216,8 +236,14 @@ func TestMessagesPurge(t *testing.T) {
 	batch := batchFixture(ctx, t, st)
 
 	var old []store.Run
-	for range 5 {
+	for i := range 5 {
 		r := messageFixture(ctx, t, st, batch)
+		if i == 0 {
+			// One had a delivery nak'ed after an undecodable reply.
+			if err := st.LLMCallInsertSuperseded(ctx, st.Pool, undecodableCall(r)); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if err := st.RunOutcomeInsert(ctx, st.Pool, succeededOutcome(r)); err != nil {
 			t.Fatal(err)
 		}

@@ -19,15 +19,22 @@ type LLMCall struct {
 	RequestMode      string // "response_format" or "tools"
 	RepairStrategy   string // "regenerate" or "patch"; empty for the extraction
 	PromptTokens     int
+	CachedTokens     int // the part of PromptTokens served from the provider's prompt cache
 	CompletionTokens int
+	UsageEstimated   bool    // the tokens are the worker's estimates: the reply had no usage
 	CostUSD          float64 // US dollars, stored to 8 decimals
 	PriceVersion     string  // the price table version CostUSD was computed with
 	LatencyMS        int     // milliseconds
-	FinishReason     string
-	Reply            string // the model's raw reply; NUL and invalid UTF-8 become U+FFFD
-	Stripped         string // the JSON taken from the reply; cleaned as Reply
-	Valid            bool   // the reply passed validation
-	ErrorCount       int    // errors found in the reply
+	FinishReason     string  // the reply's finish_reason, or "undecodable"
+	// HTTPStatus and ReplyBytes are, for a reply that could not be decoded
+	// (finish reason "undecodable"), its HTTP status and size in bytes; 0
+	// otherwise.
+	HTTPStatus int
+	ReplyBytes int
+	Reply      string // the model's raw reply; NUL and invalid UTF-8 become U+FFFD
+	Stripped   string // the JSON taken from the reply; cleaned as Reply
+	Valid      bool   // the reply passed validation
+	ErrorCount int    // errors found in the reply
 	// Patch is the RFC 6902 patch a patch-strategy repair applied; nil
 	// for other calls.
 	Patch json.RawMessage

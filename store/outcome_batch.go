@@ -25,17 +25,20 @@ WITH fin AS (
     INSERT INTO llm_calls (
         message_id, run_no, attempt, purpose, model, prompt_version, schema_id, schema_version,
         request_mode, repair_strategy, prompt_tokens, completion_tokens, cost_usd, price_version,
-        latency_ms, finish_reason, reply, stripped, valid, error_count, patch)
+        latency_ms, finish_reason, reply, stripped, valid, error_count, patch,
+        cached_tokens, usage_estimated, http_status, reply_bytes)
     SELECT fin.message_id, fin.run_no, u.attempt, u.purpose, u.model, u.prompt_version, u.schema_id,
            u.schema_version, u.request_mode, u.repair_strategy, u.prompt_tokens, u.completion_tokens,
            u.cost_usd, u.price_version, u.latency_ms, u.finish_reason, u.reply, u.stripped, u.valid,
-           u.error_count, u.patch
+           u.error_count, u.patch, u.cached_tokens, u.usage_estimated, u.http_status, u.reply_bytes
     FROM fin CROSS JOIN unnest($4::int[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
         $10::text[], $11::text[], $12::int[], $13::int[], $14::numeric[], $15::text[], $16::int[],
-        $17::text[], $18::text[], $19::text[], $20::bool[], $21::int[], $22::jsonb[])
+        $17::text[], $18::text[], $19::text[], $20::bool[], $21::int[], $22::jsonb[],
+        $43::int[], $44::bool[], $45::int[], $46::int[])
         AS u(attempt, purpose, model, prompt_version, schema_id, schema_version, request_mode,
              repair_strategy, prompt_tokens, completion_tokens, cost_usd, price_version, latency_ms,
-             finish_reason, reply, stripped, valid, error_count, patch)
+             finish_reason, reply, stripped, valid, error_count, patch,
+             cached_tokens, usage_estimated, http_status, reply_bytes)
     RETURNING id, attempt
 ), ext AS (
     INSERT INTO extractions (message_id, run_no, schema_id, schema_version, outcome, data, evidence, created_by)
@@ -63,40 +66,9 @@ SELECT count(*) FROM fin`
 // outcomeArgs returns outcomeWriteSQL's arguments for p, or an error when
 // p cannot be written in one statement (calls sharing an attempt).
 func outcomeArgs(p RunOutcomeParams) ([]any, error) {
-	n := len(p.Calls)
-	var (
-		attempt, promptTok, complTok, latency, errCount = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
-		purpose, model, promptVer, schemaID, schemaVer  = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		mode, strategy, priceVer, finish, reply         = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		stripped                                        = make([]string, n)
-		cost                                            = make([]float64, n)
-		valid                                           = make([]bool, n)
-		patch                                           = make([]*string, n)
-	)
-	seen := map[int]bool{}
-	for i, c := range p.Calls {
-		if seen[c.Attempt] {
-			return nil, fmt.Errorf("two calls with attempt %d", c.Attempt)
-		}
-		seen[c.Attempt] = true
-		attempt[i] = int32(c.Attempt)
-		purpose[i] = c.Purpose
-		if purpose[i] == "" {
-			purpose[i] = "repair"
-			if c.Attempt <= 1 {
-				purpose[i] = "extract"
-			}
-		}
-		model[i], promptVer[i] = CleanText(c.Model), CleanText(c.PromptVersion)
-		schemaID[i], schemaVer[i] = cmp.Or(c.SchemaID, p.SchemaID), cmp.Or(c.SchemaVersion, p.SchemaVersion)
-		mode[i], strategy[i] = c.RequestMode, c.RepairStrategy
-		promptTok[i], complTok[i], cost[i], priceVer[i] = int32(c.PromptTokens), int32(c.CompletionTokens), c.CostUSD, c.PriceVersion
-		latency[i], finish[i] = int32(c.LatencyMS), CleanText(c.FinishReason)
-		reply[i], stripped[i], valid[i], errCount[i] = CleanText(c.Reply), CleanText(c.Stripped), c.Valid, int32(c.ErrorCount)
-		if doc := CleanJSON(c.Patch); len(doc) > 0 {
-			s := string(doc)
-			patch[i] = &s
-		}
+	calls, err := callArrays(p.Calls, p.SchemaID, p.SchemaVersion)
+	if err != nil {
+		return nil, err
 	}
 
 	var extData, extEvidence, extOutcome, extBy any
@@ -135,13 +107,63 @@ func outcomeArgs(p RunOutcomeParams) ([]any, error) {
 		fPromptVer[i], fModel[i] = CleanText(cmp.Or(f.PromptVersion, call.PromptVersion)), CleanText(cmp.Or(f.Model, call.Model))
 		fKind[i], fPath[i], fPattern[i], fKeyword[i], fMessage[i] = string(e.Kind), e.Path, e.PathPattern(), e.Keyword, e.Message
 	}
-	return []any{p.MessageID, p.RunNo, p.Status,
-		attempt, purpose, model, promptVer, schemaID, schemaVer, mode, strategy, promptTok, complTok, cost, priceVer,
-		latency, finish, reply, stripped, valid, errCount, patch,
-		p.SchemaID, p.SchemaVersion, extOutcome, extData, extEvidence, extBy,
+	args := []any{p.MessageID, p.RunNo, p.Status}
+	args = append(args, calls[:19]...)
+	args = append(args, p.SchemaID, p.SchemaVersion, extOutcome, extData, extEvidence, extBy,
 		triReason, triErrors, triReply,
-		fCall, fAttempt, fSchema, fSchemaVer, fPromptVer, fModel, fKind, fPath, fPattern, fKeyword, fMessage,
-	}, nil
+		fCall, fAttempt, fSchema, fSchemaVer, fPromptVer, fModel, fKind, fPath, fPattern, fKeyword, fMessage)
+	return append(args, calls[19:]...), nil
+}
+
+// callArrays returns the column arrays of calls, one element per call, in
+// the order outcomeWriteSQL and llmCallSupersededSQL read them: attempt,
+// purpose, model, prompt_version, schema_id, schema_version,
+// request_mode, repair_strategy, prompt_tokens, completion_tokens,
+// cost_usd, price_version, latency_ms, finish_reason, reply, stripped,
+// valid, error_count, patch (19 arrays), then cached_tokens,
+// usage_estimated, http_status, reply_bytes. schemaID and schemaVersion
+// fill a call's empty ones. Two calls with one attempt are an error.
+func callArrays(calls []LLMCall, schemaID, schemaVersion string) ([]any, error) {
+	n := len(calls)
+	var (
+		attempt, promptTok, complTok, latency, errCount = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
+		purpose, model, promptVer, schemaIDs, schemaVer = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		mode, strategy, priceVer, finish, reply         = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		stripped                                        = make([]string, n)
+		cost                                            = make([]float64, n)
+		valid, estimated                                = make([]bool, n), make([]bool, n)
+		patch                                           = make([]*string, n)
+		cached, status, replyBytes                      = make([]int32, n), make([]int32, n), make([]int32, n)
+	)
+	seen := map[int]bool{}
+	for i, c := range calls {
+		if seen[c.Attempt] {
+			return nil, fmt.Errorf("two calls with attempt %d", c.Attempt)
+		}
+		seen[c.Attempt] = true
+		attempt[i] = int32(c.Attempt)
+		purpose[i] = c.Purpose
+		if purpose[i] == "" {
+			purpose[i] = "repair"
+			if c.Attempt <= 1 {
+				purpose[i] = "extract"
+			}
+		}
+		model[i], promptVer[i] = CleanText(c.Model), CleanText(c.PromptVersion)
+		schemaIDs[i], schemaVer[i] = cmp.Or(c.SchemaID, schemaID), cmp.Or(c.SchemaVersion, schemaVersion)
+		mode[i], strategy[i] = c.RequestMode, c.RepairStrategy
+		promptTok[i], complTok[i], cost[i], priceVer[i] = int32(c.PromptTokens), int32(c.CompletionTokens), c.CostUSD, c.PriceVersion
+		latency[i], finish[i] = int32(c.LatencyMS), CleanText(c.FinishReason)
+		reply[i], stripped[i], valid[i], errCount[i] = CleanText(c.Reply), CleanText(c.Stripped), c.Valid, int32(c.ErrorCount)
+		if doc := CleanJSON(c.Patch); len(doc) > 0 {
+			s := string(doc)
+			patch[i] = &s
+		}
+		cached[i], estimated[i], status[i], replyBytes[i] = int32(c.CachedTokens), c.UsageEstimated, int32(c.HTTPStatus), int32(c.ReplyBytes)
+	}
+	return []any{attempt, purpose, model, promptVer, schemaIDs, schemaVer, mode, strategy, promptTok, complTok, cost, priceVer,
+		latency, finish, reply, stripped, valid, errCount, patch,
+		cached, estimated, status, replyBytes}, nil
 }
 
 // RunOutcomeInsertMany writes several runs' outcomes in one transaction and

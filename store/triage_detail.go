@@ -21,9 +21,11 @@ type LLMCallRecord struct {
 	RequestMode      string          `db:"request_mode"`
 	RepairStrategy   string          `db:"repair_strategy"`
 	PromptTokens     int             `db:"prompt_tokens"`
+	CachedTokens     int             `db:"cached_tokens"` // the part of PromptTokens from the provider's prompt cache
 	CompletionTokens int             `db:"completion_tokens"`
-	CostUSD          float64         `db:"cost_usd"`   // US dollars
-	LatencyMS        int             `db:"latency_ms"` // milliseconds
+	UsageEstimated   bool            `db:"usage_estimated"` // the tokens are estimates: the reply had no usage
+	CostUSD          float64         `db:"cost_usd"`        // US dollars
+	LatencyMS        int             `db:"latency_ms"`      // milliseconds
 	FinishReason     string          `db:"finish_reason"`
 	Reply            string          `db:"reply"`
 	Stripped         string          `db:"stripped"` // what the parser removed around the JSON
@@ -42,7 +44,9 @@ type TriageItemDetail struct {
 	LastReply string
 	Message   Message
 	Run       Run
-	// Calls are the failed run's LLM calls, in order.
+	// Calls are the failed run's LLM calls, in order: those of the
+	// delivery that decided it, not those of deliveries nak'ed before
+	// (superseded), which the ledger keeps.
 	Calls []LLMCallRecord
 	// Runs are every run of the message, in order.
 	Runs []Run
@@ -76,9 +80,9 @@ func (s *Store) TriageItemGet(ctx context.Context, db DBTX, id int64) (TriageIte
 
 	rows, err = db.Query(ctx, `
 SELECT id, attempt, purpose, model, prompt_version, schema_version, request_mode, repair_strategy,
-       prompt_tokens, completion_tokens, cost_usd::float8 AS cost_usd, latency_ms, finish_reason,
-       reply, stripped, valid, error_count, patch, created_at
-FROM llm_calls WHERE message_id = $1 AND run_no = $2
+       prompt_tokens, cached_tokens, completion_tokens, usage_estimated, cost_usd::float8 AS cost_usd,
+       latency_ms, finish_reason, reply, stripped, valid, error_count, patch, created_at
+FROM llm_calls WHERE message_id = $1 AND run_no = $2 AND NOT superseded
 ORDER BY attempt, id`, d.Item.MessageID, d.Item.RunNo)
 	if err != nil {
 		return d, fmt.Errorf("store.TriageItemGet(%d): calls: %w", id, err)

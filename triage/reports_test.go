@@ -149,6 +149,10 @@ func TestReports(t *testing.T) {
 			SourceName: `<script>alert(1)</script>.jsonl`}); err != nil {
 			t.Fatal(err)
 		}
+		// One call's reply had no usage: the batch's calls say so.
+		if _, err := b.st.Pool.Exec(ctx, `UPDATE llm_calls SET usage_estimated = true WHERE id = (SELECT min(id) FROM llm_calls)`); err != nil {
+			t.Fatal(err)
+		}
 		b.reviewer(t, "alice", "alice's long password")
 		c := b.client(t)
 		c.login("alice", "alice's long password")
@@ -163,6 +167,7 @@ func TestReports(t *testing.T) {
 			`&lt;script&gt;alert(1)&lt;/script&gt;.jsonl`,
 			`(none new: duplicates or rejected lines)`,
 			`id="repair-table"`,
+			`>3 <small title="calls whose reply had no usage: their tokens and cost are estimates">(1 estimated)</small></td>`,
 		} {
 			if !strings.Contains(r.body, s) {
 				t.Errorf("reports page lacks %q", s)

@@ -11,7 +11,7 @@ type Metrics struct {
 	runs         *prometheus.CounterVec   // runs finished, by outcome and reason
 	naks         *prometheus.CounterVec   // runs put back, by cause
 	calls        *prometheus.CounterVec   // LLM calls, by purpose and result (valid, invalid)
-	tokens       *prometheus.CounterVec   // tokens, by kind (prompt, completion)
+	tokens       *prometheus.CounterVec   // tokens, by kind (prompt, cached: the part of prompt from the cache, completion)
 	cost         prometheus.Counter       // US dollars
 	callLatency  *prometheus.HistogramVec // seconds per call, by purpose
 	runDuration  prometheus.Histogram     // seconds from delivery to decision
@@ -30,7 +30,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "extractq_llm_calls_total",
 			Help: "LLM calls answered, by purpose (extract, repair) and result (valid, invalid)."}, []string{"purpose", "result"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "extractq_llm_tokens_total",
-			Help: "Tokens of answered LLM calls, by kind (prompt, completion)."}, []string{"kind"}),
+			Help: "Tokens of answered LLM calls, by kind (prompt, cached: the part of prompt served from the provider's cache, completion)."}, []string{"kind"}),
 		cost: prometheus.NewCounter(prometheus.CounterOpts{Name: "extractq_llm_cost_usd_total",
 			Help: "Cost of answered LLM calls in US dollars, from the price table."}),
 		callLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "extractq_llm_call_seconds",
@@ -55,13 +55,23 @@ func (m *Metrics) observe(res *pipeline.Result) {
 		return
 	}
 	m.runs.WithLabelValues(res.Outcome, string(res.Reason())).Inc()
-	for _, c := range res.Calls {
+	m.observeCalls(res.Calls)
+}
+
+// observeCalls counts answered calls, those of deliveries that did not
+// decide their run included.
+func (m *Metrics) observeCalls(calls []pipeline.Call) {
+	if m == nil {
+		return
+	}
+	for _, c := range calls {
 		result := "valid"
 		if !c.Valid() {
 			result = "invalid"
 		}
 		m.calls.WithLabelValues(c.Purpose, result).Inc()
 		m.tokens.WithLabelValues("prompt").Add(float64(c.PromptTokens))
+		m.tokens.WithLabelValues("cached").Add(float64(c.CachedTokens))
 		m.tokens.WithLabelValues("completion").Add(float64(c.CompletionTokens))
 		m.cost.Add(c.CostUSD)
 		m.callLatency.WithLabelValues(c.Purpose).Observe(c.Latency.Seconds())

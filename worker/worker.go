@@ -107,6 +107,9 @@ func (w *Worker) Close() {
 //   - Nak with a growing delay when the provider or the database failed in
 //     a way that is not the message's fault, unless this is the last
 //     delivery: then the run fails with kind delivery and goes to triage.
+//     The calls the provider answered before a provider failure (or a
+//     shutdown) are booked first, on their own, as superseded; so are
+//     those of a delivery that finds the outcome committed by another.
 //   - Term when the message names no stored run.
 func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
 	if m := w.cfg.Metrics; m != nil {
@@ -157,6 +160,7 @@ func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
 	if err != nil {
 		if ctx.Err() != nil {
 			log.Info("shutting down during the run; it will be redelivered")
+			w.bookSuperseded(ctx, log, rw, entry, res)
 			w.cfg.Metrics.nak("shutdown")
 			return queue.Nak(0)
 		}
@@ -183,6 +187,7 @@ func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
 		} else {
 			log.Warn("provider failed; will retry", zap.Error(err))
 		}
+		w.bookSuperseded(ctx, log, rw, entry, res)
 		w.cfg.Metrics.nak("provider")
 		return queue.Nak(w.nakDelay(d))
 	}
@@ -244,6 +249,7 @@ func (w *Worker) commit(ctx context.Context, log *zap.Logger, d *queue.Delivery,
 	switch {
 	case errors.Is(err, store.ErrOutcomeExists):
 		log.Info("run outcome was committed by another delivery; acking")
+		w.bookSuperseded(ctx, log, rw, entry, res)
 		return queue.Ack()
 	case err != nil:
 		w.noteDBError(err)
@@ -256,6 +262,32 @@ func (w *Worker) commit(ctx context.Context, log *zap.Logger, d *queue.Delivery,
 		zap.String("reason", string(res.Reason())), zap.Int("errors", len(res.Errors)))
 	w.announceNew(ctx, rw, res)
 	return queue.Ack()
+}
+
+// bookSuperseded writes the paid calls of res, a delivery that does not
+// decide its run (it is about to be nak'ed, or another delivery committed
+// the outcome first), on their own and marked superseded, so that the
+// ledger holds every paid call and a redelivery's calls come on top. It is
+// one statement, finished even while shutting down and bounded by
+// DBTimeout; a failure is logged and leaves the delivery's fate as it was.
+func (w *Worker) bookSuperseded(ctx context.Context, log *zap.Logger, rw store.RunWithMessage, entry SchemaEntry, res *pipeline.Result) {
+	if res == nil || len(res.Calls) == 0 {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.DBTimeout)
+	defer cancel()
+	err := w.cfg.Store.LLMCallInsertSuperseded(cctx, w.cfg.Store.Pool, store.LLMCallInsertSupersededParams{
+		MessageID: rw.Run.MessageID, RunNo: rw.Run.RunNo, SchemaID: entry.Schema.ID, SchemaVersion: entry.Schema.Version,
+		Calls: ledgerCalls(entry.Schema, res.Calls),
+	})
+	if err != nil {
+		w.noteDBError(err)
+		log.Warn("booking the paid calls of a delivery that did not decide its run failed; they are missing from the ledger",
+			zap.Int("llm_calls", len(res.Calls)), zap.Error(err))
+		return
+	}
+	w.cfg.Metrics.observeCalls(res.Calls)
+	log.Debug("paid calls of a delivery that did not decide its run booked as superseded", zap.Int("llm_calls", len(res.Calls)))
 }
 
 // announceNew announces the triage item that the committed outcome res of
@@ -346,15 +378,8 @@ func OutcomeParams(messageID int64, runNo int, schema *pipeline.Schema, model st
 	p := store.RunOutcomeParams{
 		MessageID: messageID, RunNo: runNo, SchemaID: schema.ID, SchemaVersion: schema.Version, Status: res.Outcome,
 	}
+	p.Calls = ledgerCalls(schema, res.Calls)
 	for i, c := range res.Calls {
-		p.Calls = append(p.Calls, store.LLMCall{
-			Attempt: c.Attempt, Purpose: c.Purpose, Model: c.Model, PromptVersion: c.PromptVersion,
-			SchemaID: schema.ID, SchemaVersion: c.SchemaVersion, RequestMode: c.RequestMode,
-			RepairStrategy: c.RepairStrategy, PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens,
-			CostUSD: c.CostUSD, PriceVersion: c.PriceVersion, LatencyMS: int(c.Latency.Milliseconds()),
-			FinishReason: c.FinishReason, Reply: c.Reply, Stripped: c.Stripped, Valid: c.Valid(), ErrorCount: len(c.Errors),
-			Patch: c.Patch,
-		})
 		for _, e := range c.Errors {
 			p.Failures = append(p.Failures, store.FailureEvent{CallIndex: i, Err: e})
 		}
@@ -391,6 +416,24 @@ func OutcomeParams(messageID int64, runNo int, schema *pipeline.Schema, model st
 		return p, fmt.Errorf("unknown outcome %q", res.Outcome)
 	}
 	return p, nil
+}
+
+// ledgerCalls maps the pipeline's calls to the ledger's rows.
+func ledgerCalls(schema *pipeline.Schema, calls []pipeline.Call) []store.LLMCall {
+	out := make([]store.LLMCall, 0, len(calls))
+	for _, c := range calls {
+		out = append(out, store.LLMCall{
+			Attempt: c.Attempt, Purpose: c.Purpose, Model: c.Model, PromptVersion: c.PromptVersion,
+			SchemaID: schema.ID, SchemaVersion: c.SchemaVersion, RequestMode: c.RequestMode,
+			RepairStrategy: c.RepairStrategy, PromptTokens: c.PromptTokens, CachedTokens: c.CachedTokens,
+			CompletionTokens: c.CompletionTokens, UsageEstimated: c.UsageEstimated,
+			CostUSD: c.CostUSD, PriceVersion: c.PriceVersion, LatencyMS: int(c.Latency.Milliseconds()),
+			FinishReason: c.FinishReason, HTTPStatus: c.HTTPStatus, ReplyBytes: c.ReplyBytes,
+			Reply: c.Reply, Stripped: c.Stripped, Valid: c.Valid(), ErrorCount: len(c.Errors),
+			Patch: c.Patch,
+		})
+	}
+	return out
 }
 
 func contains(l extracttype.ErrorList, e extracttype.Error) bool {

@@ -22,6 +22,7 @@ import (
 	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/ingest"
 	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/provider"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/queue/queuetest"
 	"github.com/extractq/extractq/schemas"
@@ -52,6 +53,9 @@ type setupOpts struct {
 	maxTokens  int    // per-message token budget; default the configuration's
 	contextWin int    // model context in tokens; default the configuration's
 	batch      int    // outcomes per transaction; default 1
+	// transport, when set, puts a provider.Transport with these settings
+	// under the LLM client, as the worker runs in production.
+	transport *config.Provider
 }
 
 func setup(t *testing.T, o setupOpts) *testBundle {
@@ -84,12 +88,16 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	}
 	oc := openai.DefaultConfig("test")
 	oc.BaseURL = srv.URL + "/v1"
+	if o.transport != nil {
+		oc.HTTPClient = provider.New(*o.transport, nil, nil, log).Client()
+	}
 	price := cfg.Prices.Models[cfg.LLM.Model]
 	ext := pipeline.NewExtractor(openai.NewClientWithConfig(oc), pipeline.ExtractorConfig{
 		Model: cfg.LLM.Model, RequestMode: o.mode, MaxCompletionTokens: cfg.LLM.MaxCompletionTokens,
 		ContextWindowTokens: cmp.Or(o.contextWin, cfg.LLM.ContextWindowTokens),
 		Budget:              pipeline.Budget{MaxTokens: cmp.Or(o.maxTokens, cfg.Budget.MaxTokens), MaxCostUSD: cfg.Budget.MaxCostUSD},
-		Price:               pipeline.Price{InputPerMTok: price.InputPerMTok, OutputPerMTok: price.OutputPerMTok}, PriceVersion: cfg.Prices.Version,
+		Price:               pipeline.Price{InputPerMTok: price.InputPerMTok, CachedInputPerMTok: price.CachedInputPerMTok, OutputPerMTok: price.OutputPerMTok},
+		PriceVersion:        cfg.Prices.Version, Logger: log,
 	})
 	w, err := worker.New(worker.Config{
 		Store: b.st, Extractor: ext, Model: cfg.LLM.Model, NakDelay: 20 * time.Millisecond, MaxNakDelay: 50 * time.Millisecond,

@@ -133,8 +133,8 @@ func PrintReport(ctx context.Context, w io.Writer, st *store.Store, p ReportPara
 	}
 	fmt.Fprintf(w, "  triage items (every run): %d open, %d approved, %d rejected, %d sent back for a re-run\n",
 		tc.ByStatus[store.TriageOpen], tc.ByStatus[store.TriageApproved], tc.ByStatus[store.TriageRejected], tc.ByStatus[store.TriageRerun])
-	fmt.Fprintf(w, "  LLM (every run): %d calls, %d prompt + %d completion tokens, cost $%.6f\n",
-		bs.LLMCalls, bs.PromptTokens, bs.CompletionTokens, bs.CostUSD)
+	fmt.Fprintf(w, "  LLM (every run): %d calls (%d with estimated tokens), %d prompt (%d cached) + %d completion tokens, cost $%.6f\n",
+		bs.LLMCalls, bs.UsageEstimatedCalls, bs.PromptTokens, bs.CachedTokens, bs.CompletionTokens, bs.CostUSD)
 
 	acc, err := st.BatchAccountingGet(ctx, db, batchID)
 	if err != nil {

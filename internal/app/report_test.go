@@ -34,6 +34,12 @@ func TestPrintReport(t *testing.T) {
 			t.Fatal(err)
 		}
 		o := store.RunOutcomeParams{MessageID: res.Run.MessageID, RunNo: 1, SchemaID: "support_ticket", SchemaVersion: "1", Calls: []store.LLMCall{call}}
+		switch i {
+		case 1: // the provider's cache served part of its prompt
+			o.Calls[0].CachedTokens = 40
+		case 2: // its reply had no usage
+			o.Calls[0].UsageEstimated = true
+		}
 		if i == 0 {
 			o.Status, o.Calls[0].Valid = store.RunSucceeded, true
 			o.Extraction = &store.ExtractionParams{Data: []byte(`{"order_id":"48213"}`), Evidence: []byte(`[]`)}
@@ -90,7 +96,7 @@ func TestPrintReport(t *testing.T) {
 		"succeeded 1 (valid at first pass), repaired 0 (valid after the one repair), failed 2 (sent to triage), queued 0",
 		"check: succeeded + repaired + failed + queued = 3 of 3 messages",
 		"triage items (every run): 1 open, 1 approved, 0 rejected, 0 sent back for a re-run",
-		"LLM (every run): 3 calls, 300 prompt + 60 completion tokens, cost $0.000300",
+		"LLM (every run): 3 calls (1 with estimated tokens), 300 prompt (40 cached) + 60 completion tokens, cost $0.000300",
 		"Failing fields of batch b-report (every run) (failing_fields_in, top 5):",
 		"support_ticket  /order_id  schema  2       2     0         2",
 	} {
@@ -155,7 +161,7 @@ func TestPrintReport(t *testing.T) {
 		"Batch b-report: 3 messages\n  4 runs: one more run of a message re-run in this batch",
 		"succeeded 2 (valid at first pass), repaired 0 (valid after the one repair), failed 1 (sent to triage), queued 0",
 		"triage items (every run): 0 open, 1 approved, 0 rejected, 1 sent back for a re-run",
-		"LLM (every run): 4 calls",
+		"LLM (every run): 4 calls (1 with estimated tokens), 400 prompt (40 cached) + 80 completion tokens",
 		"first-pass failures 1 (33.3% of messages); repair calls (every run) 0;",
 	} {
 		if !strings.Contains(out.String(), want) {

@@ -132,16 +132,18 @@ func TestCheckStore(t *testing.T) {
 		extraction  string // data, "" for none
 		triage      bool
 		extractCall int // llm_calls rows with attempt 1
+		superseded  int // llm_calls rows with attempt 1 of a delivery that did not decide the run
 	}
 	rows := []row{
 		{status: "succeeded", extraction: good, extractCall: 1}, // an outcome
 		{status: "queued"}, // lost
-		{status: "failed", triage: true, extractCall: 1},                      // an outcome
-		{status: "succeeded", extraction: ungrounded, extractCall: 1},         // an outcome, unvalidated
-		{status: "succeeded", extraction: good, triage: true, extractCall: 1}, // duplicated: two outcomes
-		{status: "repaired", extraction: good, extractCall: 2},                // duplicated: calls of two deliveries
-		{status: "succeeded", extractCall: 1},                                 // lost: no record
-		{status: "failed", extraction: good, triage: true, extractCall: 1},    // duplicated and unvalidated
+		{status: "failed", triage: true, extractCall: 1},                       // an outcome
+		{status: "succeeded", extraction: ungrounded, extractCall: 1},          // an outcome, unvalidated
+		{status: "succeeded", extraction: good, triage: true, extractCall: 1},  // duplicated: two outcomes
+		{status: "repaired", extraction: good, extractCall: 2},                 // duplicated: calls of two deliveries
+		{status: "succeeded", extractCall: 1},                                  // lost: no record
+		{status: "failed", extraction: good, triage: true, extractCall: 1},     // duplicated and unvalidated
+		{status: "succeeded", extraction: good, extractCall: 1, superseded: 1}, // an outcome, after a nak'ed delivery
 	}
 	for i, r := range rows {
 		var id int64
@@ -156,6 +158,10 @@ func TestCheckStore(t *testing.T) {
 			exec(`INSERT INTO llm_calls (message_id, run_no, attempt, purpose, model, prompt_version, schema_id, schema_version, request_mode)
 				VALUES ($1, 1, 1, 'extract', 'm', 'p', 'customer_message', 'v', 'response_format')`, id)
 		}
+		for range r.superseded {
+			exec(`INSERT INTO llm_calls (message_id, run_no, attempt, purpose, model, prompt_version, schema_id, schema_version, request_mode, superseded)
+				VALUES ($1, 1, 1, 'extract', 'm', 'p', 'customer_message', 'v', 'response_format', true)`, id)
+		}
 		if r.extraction != "" {
 			exec(`INSERT INTO extractions (message_id, run_no, schema_id, schema_version, outcome, data)
 				VALUES ($1, 1, 'customer_message', 'v', 'succeeded', $2)`, id, r.extraction)
@@ -166,20 +172,20 @@ func TestCheckStore(t *testing.T) {
 	}
 
 	// One more message was generated than was stored.
-	v, err := checkStore(ctx, st.Pool, map[string]*pipeline.Schema{"customer_message": schema}, len(rows)+1, 12)
+	v, err := checkStore(ctx, st.Pool, map[string]*pipeline.Schema{"customer_message": schema}, len(rows)+1, 14)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := verdict{Messages: 9, Stored: 8, Outcomes: 6, Lost: 3, Duplicated: 3, Unvalidated: 2, Served: 12, Recorded: 8, WastedCalls: 4}
+	want := verdict{Messages: 10, Stored: 9, Outcomes: 7, Lost: 3, Duplicated: 3, Unvalidated: 2, Served: 14, Recorded: 10, WastedCalls: 4}
 	got := v
 	got.ByStatus, got.ByReason = nil, nil
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("verdict\n got %+v\nwant %+v", got, want)
 	}
-	if v.ByStatus["succeeded"] != 4 || v.ByReason["parse"] != 3 || v.ok() {
+	if v.ByStatus["succeeded"] != 5 || v.ByReason["parse"] != 3 || v.ok() {
 		t.Fatalf("by status %v, by reason %v", v.ByStatus, v.ByReason)
 	}
-	if line := v.finalLine(); line != "messages=9 outcomes=6 lost=3 duplicated=3 unvalidated=2 wasted_calls=4" {
+	if line := v.finalLine(); line != "messages=10 outcomes=7 lost=3 duplicated=3 unvalidated=2 wasted_calls=4" {
 		t.Fatalf("final line %q", line)
 	}
 	if !(verdict{Messages: 5, Outcomes: 5, WastedCalls: 2}).ok() {

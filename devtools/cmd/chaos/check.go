@@ -30,15 +30,17 @@ type verdict struct {
 	// Duplicated counts runs with more than one outcome record (an
 	// extraction and a triage item, or two of either) or more than one
 	// current result, or whose extraction or repair call was recorded twice
-	// (the calls of two deliveries committed).
+	// as the run's own (the calls of two deliveries committed; the calls of
+	// a delivery that did not decide the run are booked superseded).
 	Duplicated int
 	// Unvalidated counts extractions that fail their schema (grounding
 	// included) when validated again now, or that belong to a run that
 	// did not end valid.
 	Unvalidated int
 	// Served counts the chat calls the simulator answered; Recorded the
-	// llm_calls rows. WastedCalls = Served - Recorded: calls whose outcome
-	// was never committed.
+	// llm_calls rows, superseded ones included. WastedCalls = Served -
+	// Recorded: paid calls missing from the ledger (their worker was killed
+	// or its commit failed before they were written).
 	Served, Recorded, WastedCalls int64
 	// Outcome counts by run status, and triage items by reason.
 	ByStatus map[string]int
@@ -76,7 +78,8 @@ SELECT count(*) FROM (
            (SELECT count(*) FROM extractions e WHERE e.message_id = r.message_id AND e.run_no = r.run_no AND e.created_by = 'model')
          + (SELECT count(*) FROM triage_items t WHERE t.message_id = r.message_id AND t.run_no = r.run_no) AS outcomes,
            (SELECT max(n) FROM (SELECT count(*) AS n FROM llm_calls c
-                                WHERE c.message_id = r.message_id AND c.run_no = r.run_no GROUP BY c.attempt) x) AS calls_per_attempt
+                                WHERE c.message_id = r.message_id AND c.run_no = r.run_no AND NOT c.superseded
+                                GROUP BY c.attempt) x) AS calls_per_attempt
     FROM runs r
 ) d
 WHERE results > 1 OR outcomes > 1 OR calls_per_attempt > 1`
