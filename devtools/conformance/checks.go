@@ -326,3 +326,42 @@ func checkRefused(t *testing.T, r *Run) {
 	}
 	t.Errorf("failure events %v, want transport 400", r.Failures)
 }
+
+// checkCached checks the cached prompt tokens the ledger keeps: under a
+// server that reports them, the repair, whose prompt starts with the
+// whole extraction prompt, has some and is priced below the same prompt
+// uncached; elsewhere none.
+func checkCached(t *testing.T, r *Run) {
+	ext, rep := r.Ledger[0], r.Ledger[1]
+	if ext.CachedTokens != 0 {
+		t.Errorf("extraction booked %d cached tokens: nothing was cached yet", ext.CachedTokens)
+	}
+	if r.Env.Server.CachedTokens == "" {
+		if rep.CachedTokens != 0 {
+			t.Errorf("profile %s reports no cached tokens, yet the repair booked %d", r.Env.Server.Profile, rep.CachedTokens)
+		}
+		return
+	}
+	if rep.CachedTokens <= 0 {
+		t.Errorf("profile %s reports cached tokens (%s), yet the repair, sharing the extraction's prompt, booked none of %d",
+			r.Env.Server.Profile, r.Env.Server.CachedTokens, rep.PromptTokens)
+	}
+}
+
+// checkUndecodable checks what the ledger keeps of a reply that could
+// not be decoded: its status and size.
+func checkUndecodable(t *testing.T, r *Run) {
+	l, sent := r.Ledger[0], r.Exchanges[0].Body
+	if l.HTTPStatus != http.StatusOK || l.ReplyBytes != len(sent) || json.Valid(sent) {
+		t.Errorf("undecodable row: status %d, %d bytes; want 200 and the %d bytes of the cut reply", l.HTTPStatus, l.ReplyBytes, len(sent))
+	}
+}
+
+// checkRedelivered checks that the first delivery was nak'ed after the
+// repair's retries, booking its answered extract on its own, and that the
+// redelivery decided the run.
+func checkRedelivered(t *testing.T, r *Run) {
+	if len(r.Decisions) != 2 || !strings.HasPrefix(r.Decisions[0], "nak") || r.Decisions[1] != "ack" {
+		t.Errorf("decisions %v, want a nak then an ack", r.Decisions)
+	}
+}

@@ -24,6 +24,23 @@ const (
 type Row struct {
 	Purpose string // "extract" or "repair"
 	Finish  string // the finish_reason stored
+	// Superseded marks a paid call of a delivery that did not decide the
+	// run (it was nak'ed), booked on its own.
+	Superseded bool
+	// Estimated marks a call whose reply said nothing of its usage: its
+	// tokens are the worker's estimates (usage_estimated).
+	Estimated bool
+}
+
+func (r Row) String() string {
+	s := r.Purpose + ":" + r.Finish
+	if r.Superseded {
+		s += ":superseded"
+	}
+	if r.Estimated {
+		s += ":estimated"
+	}
+	return s
 }
 
 // Expect is what one case must do on one target.
@@ -36,9 +53,6 @@ type Expect struct {
 	Calls int
 	// Ledger is the rows of llm_calls the run leaves, in attempt order.
 	Ledger []Row
-	// Unbooked is how many of the calls the server answered with 200
-	// (paid) are not in the ledger: a known gap, 0 where none.
-	Unbooked int
 	// Note says why, in a few words, when the outcome depends on what the
 	// target does ("prevented", "cap ignored"); it is shown in the table.
 	Note string
@@ -58,15 +72,27 @@ func (x Expect) Cell() string {
 	return s
 }
 
-// rows builds a ledger from "purpose:finish" pairs.
-func rows(pairs ...string) []Row {
-	out := make([]Row, 0, len(pairs))
-	for _, p := range pairs {
-		purpose, finish, ok := strings.Cut(p, ":")
-		if !ok {
-			panic("conformance: ledger row " + p + " is not purpose:finish")
+// rows builds a ledger from "purpose:finish" pairs, each followed by
+// the marks ":superseded" and ":estimated" where they apply.
+func rows(specs ...string) []Row {
+	out := make([]Row, 0, len(specs))
+	for _, spec := range specs {
+		parts := strings.Split(spec, ":")
+		if len(parts) < 2 {
+			panic("conformance: ledger row " + spec + " is not purpose:finish")
 		}
-		out = append(out, Row{Purpose: purpose, Finish: finish})
+		r := Row{Purpose: parts[0], Finish: parts[1]}
+		for _, mark := range parts[2:] {
+			switch mark {
+			case "superseded":
+				r.Superseded = true
+			case "estimated":
+				r.Estimated = true
+			default:
+				panic("conformance: ledger row " + spec + ": unknown mark " + mark)
+			}
+		}
+		out = append(out, r)
 	}
 	return out
 }

@@ -42,13 +42,16 @@ import (
 // real provider.Transport, pipeline.Extractor and worker.Worker set for
 // the target's provider, and one message of its own in a store shared by
 // the whole run (storetest: a schema of the test database). The worker
-// handles the message's first delivery; then the run's decision, its
+// handles the message's first delivery (and, for a case with
+// Deliveries, the next ones while it naks); then the run's decision, its
 // status, its extraction or triage item and its ledger rows are checked
 // against the case's Expect, and the case's Check runs.
 //
 // Whatever the case, a run must never store a record that does not
-// validate, never leave a ledger row with no tokens or no cost, and keep
-// every paid call (a 200 the server sent) in the ledger.
+// validate, never leave a ledger row with no tokens or no cost (a reply
+// without usage is estimated and marked so), and keep every paid call (a
+// 200 the server sent, decodable or not, of a delivery that decided the
+// run or was nak'ed) in the ledger.
 func TestProviders(t *testing.T, targets []Target, cases []Case) {
 	t.Helper()
 	s := newSuite(t)
@@ -105,9 +108,10 @@ type Run struct {
 	Text string
 	// Exchanges are the chat requests the server answered, in order.
 	Exchanges []Exchange
-	// Decision is what the worker decided for the delivery: "ack",
-	// "nak 10ms", ...
-	Decision string
+	// Decisions are what the worker decided for each delivery, "ack",
+	// "nak 10ms", ...; Decision is the last.
+	Decisions []string
+	Decision  string
 	// Status is the run's status in Postgres.
 	Status string
 	// Triage is the triage item's reason, "" without one.
@@ -144,6 +148,11 @@ type LedgerRow struct {
 	Stripped         string
 	Valid            bool
 	Patch            json.RawMessage
+	CachedTokens     int
+	UsageEstimated   bool
+	Superseded       bool
+	HTTPStatus       int
+	ReplyBytes       int
 }
 
 // base is the suite's simulator configuration: no fault, every listed
@@ -224,15 +233,23 @@ func (s *suite) run(t *testing.T, tg Target, c Case) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := w.Handle(ctx, &queue.Delivery{
-		Envelope:     queue.Envelope{MessageID: in.Message.ID, RunNo: in.Run.RunNo, BatchID: s.batch, SchemaID: schemaID},
-		NumDelivered: 1, MaxDeliver: 5,
-	})
+	var decisions []string
+	for n := 1; n <= max(c.Deliveries, 1); n++ {
+		dec := w.Handle(ctx, &queue.Delivery{
+			Envelope:     queue.Envelope{MessageID: in.Message.ID, RunNo: in.Run.RunNo, BatchID: s.batch, SchemaID: schemaID},
+			NumDelivered: uint64(n), MaxDeliver: 5,
+		})
+		decisions = append(decisions, dec.String())
+		if !strings.HasPrefix(dec.String(), "nak") {
+			break
+		}
+	}
 
-	r := &Run{Env: env, Case: c, Want: want, Text: text, Exchanges: rec.exchanges(), Decision: dec.String()}
+	r := &Run{Env: env, Case: c, Want: want, Text: text, Exchanges: rec.exchanges(),
+		Decisions: decisions, Decision: decisions[len(decisions)-1]}
 	s.read(t, r, in.Message.ID, in.Run.RunNo)
 	r.check(t, want, schema)
-	if c.Check != nil && !t.Failed() && want.Outcome != Nak {
+	if c.Check != nil && !t.Failed() {
 		c.Check(t, r)
 	}
 }
@@ -258,7 +275,7 @@ func (s *suite) read(t *testing.T, r *Run, messageID int64, runNo int) {
 	}
 	rows, err := db.Query(ctx, `
 SELECT attempt, purpose, repair_strategy, prompt_tokens, completion_tokens, cost_usd::float8, finish_reason,
-       reply, stripped, valid, patch
+       reply, stripped, valid, patch, cached_tokens, usage_estimated, superseded, http_status, reply_bytes
 FROM llm_calls WHERE message_id = $1 AND run_no = $2 ORDER BY attempt, id`, messageID, runNo)
 	if err != nil {
 		t.Fatalf("reading the ledger: %v", err)
@@ -267,7 +284,8 @@ FROM llm_calls WHERE message_id = $1 AND run_no = $2 ORDER BY attempt, id`, mess
 		var l LedgerRow
 		var patch []byte
 		err := row.Scan(&l.Attempt, &l.Purpose, &l.RepairStrategy, &l.PromptTokens, &l.CompletionTokens, &l.CostUSD,
-			&l.FinishReason, &l.Reply, &l.Stripped, &l.Valid, &patch)
+			&l.FinishReason, &l.Reply, &l.Stripped, &l.Valid, &patch, &l.CachedTokens, &l.UsageEstimated, &l.Superseded,
+			&l.HTTPStatus, &l.ReplyBytes)
 		l.Patch = patch
 		return l, err
 	})
@@ -329,16 +347,23 @@ func (r *Run) check(t *testing.T, want Expect, schema *pipeline.Schema) {
 	}
 	got := make([]Row, len(r.Ledger))
 	for i, l := range r.Ledger {
-		got[i] = Row{Purpose: l.Purpose, Finish: l.FinishReason}
+		got[i] = Row{Purpose: l.Purpose, Finish: l.FinishReason, Superseded: l.Superseded, Estimated: l.UsageEstimated}
 	}
 	if !slices.Equal(got, want.Ledger) {
 		t.Errorf("ledger rows %v, want %v", got, want.Ledger)
 	}
-	// Never a row without tokens or cost.
+	// Never a row without tokens or cost: a reply without usage is
+	// estimated and marked so, never a silent $0.
 	for _, l := range r.Ledger {
 		if l.PromptTokens <= 0 || l.CostUSD <= 0 || (l.CompletionTokens <= 0 && l.FinishReason != "content_filter") {
-			t.Errorf("ledger row of attempt %d: %d prompt + %d completion tokens, $%g: a paid call booked without its usage",
-				l.Attempt, l.PromptTokens, l.CompletionTokens, l.CostUSD)
+			t.Errorf("ledger row of attempt %d: %d prompt + %d completion tokens, $%g (estimated %v): a paid call booked without its usage",
+				l.Attempt, l.PromptTokens, l.CompletionTokens, l.CostUSD, l.UsageEstimated)
+		}
+		if l.CachedTokens < 0 || l.CachedTokens > l.PromptTokens {
+			t.Errorf("ledger row of attempt %d: %d cached of %d prompt tokens", l.Attempt, l.CachedTokens, l.PromptTokens)
+		}
+		if (l.FinishReason == pipeline.FinishUndecodable) != (l.HTTPStatus != 0) {
+			t.Errorf("ledger row of attempt %d: finish %q with http_status %d", l.Attempt, l.FinishReason, l.HTTPStatus)
 		}
 	}
 	// Every paid call in the ledger.
@@ -348,8 +373,8 @@ func (r *Run) check(t *testing.T, want Expect, schema *pipeline.Schema) {
 			paid++
 		}
 	}
-	if paid != len(r.Ledger)+want.Unbooked {
-		t.Errorf("server answered %d calls with 200; the ledger holds %d rows (%d known unbooked)", paid, len(r.Ledger), want.Unbooked)
+	if paid != len(r.Ledger) {
+		t.Errorf("server answered %d calls with 200; the ledger holds %d rows", paid, len(r.Ledger))
 	}
 }
 
