@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO ?= go
 
-.PHONY: help setup demo test test/short lint stop build fuzz migrate bench bench/smoke
+.PHONY: help setup demo test test/short lint stop build fuzz migrate bench bench/smoke conformance
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z/_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -25,6 +25,10 @@ lint: ## go vet, a gofmt check and staticcheck; each names the files at fault
 	$(GO) vet ./...
 	@out="$$(gofmt -l .)"; test -z "$$out" || { echo "$$out"; echo "gofmt: the files above need formatting (gofmt -w FILE)"; exit 1; }
 	$(GO) tool staticcheck ./...
+
+# The suite is an ordinary test package: `make test` runs it too.
+conformance: setup ## run the provider conformance suite: every case on every simulator profile and mismatch (Postgres)
+	$(GO) test -race -count=1 -run Conformance ./devtools/conformance/...
 
 test/short: ## run the tests without the race detector
 	$(GO) test -count=1 ./...

@@ -226,6 +226,9 @@ type Simulator struct {
 	WrongTypeRate float64 `yaml:"wrong_type_rate"`
 	// MissingRequiredRate: one required field left out.
 	MissingRequiredRate float64 `yaml:"missing_required_rate"`
+	// WrongEnumRate: one field given a value outside its enum (a near
+	// miss: "Refund status" for refund_status).
+	WrongEnumRate float64 `yaml:"wrong_enum_rate"`
 	// UngroundedRate: an id that is not in the message.
 	UngroundedRate float64 `yaml:"ungrounded_rate"`
 	// TruncatedRate: a reply cut off with finish_reason length.
@@ -258,6 +261,10 @@ type Simulator struct {
 	// profiles never answer either.
 	RefusalRate       float64 `yaml:"refusal_rate"`
 	ContentFilterRate float64 `yaml:"content_filter_rate"`
+	// SeveralToolCallsRate: in tools mode, a first reply that calls the
+	// tool twice, under the profiles whose server may (generic, openai
+	// unless parallel_tool_calls is false, ollama).
+	SeveralToolCallsRate float64 `yaml:"several_tool_calls_rate"`
 	// Reasoning makes the simulator answer as a reasoning model: the
 	// reasoning text in the profile's field (vllm and llamacpp
 	// reasoning_content, ollama reasoning), or, under generic, a
@@ -432,7 +439,8 @@ func (c Config) Validate() error {
 	for name, r := range map[string]float64{
 		"invalid_json_rate": c.Simulator.InvalidJSONRate, "fenced_rate": c.Simulator.FencedRate,
 		"prose_rate": c.Simulator.ProseRate, "wrong_type_rate": c.Simulator.WrongTypeRate,
-		"missing_required_rate": c.Simulator.MissingRequiredRate, "ungrounded_rate": c.Simulator.UngroundedRate,
+		"missing_required_rate": c.Simulator.MissingRequiredRate, "wrong_enum_rate": c.Simulator.WrongEnumRate,
+		"ungrounded_rate": c.Simulator.UngroundedRate, "several_tool_calls_rate": c.Simulator.SeveralToolCallsRate,
 		"truncated_rate": c.Simulator.TruncatedRate, "repair_fix_rate": c.Simulator.RepairFixRate,
 		"rate_limited_rate": c.Simulator.RateLimitedRate, "server_error_rate": c.Simulator.ServerErrorRate,
 		"forbidden_html_rate": c.Simulator.ForbiddenHTMLRate,

@@ -96,6 +96,10 @@
 //     JSON type its schema does not allow: "7149958247" becomes a number, a
 //     word a one-element array, a number a string.
 //   - missing_required: one required property, maybe nested, left out.
+//   - wrong_enum: one field with an enum given a value of the right JSON
+//     type that the enum does not hold, the way a model misses one: the
+//     value in words with a capital ("Refund status" for refund_status),
+//     else "unknown".
 //   - ungrounded: one grounded field ("x-grounded": true; without
 //     annotations, a searchable string named like an id: order_id, email,
 //     phone, ...) set to a made-up value of the right shape (its pattern,
@@ -261,6 +265,13 @@
 //   - Reasoning (config Reasoning): reasoning_content (vllm, llamacpp),
 //     reasoning (ollama), a <think> block before the content (generic).
 //   - llamacpp sends tool call arguments as a JSON object.
+//   - Several tool calls (config SeveralToolCallsRate): in tools mode a
+//     first reply may call the tool twice, with the same arguments, under
+//     generic, openai (unless the request sends parallel_tool_calls
+//     false) and ollama (which reads neither tool_choice nor
+//     parallel_tool_calls); X-Llmsim-Fault says several_tool_calls. vLLM
+//     guides a named tool_choice to one call and llama.cpp defaults
+//     parallel_tool_calls to false: their profiles send one.
 //   - Errors: each server's error body for 400s, the injected 500, and
 //     an outage's 503 (Ollama's busy queue, llama.cpp's loading model);
 //     the injected 429 is Ollama's own under ollama, else OpenAI's (vLLM

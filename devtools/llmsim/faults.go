@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"regexp/syntax"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,12 +27,17 @@ const (
 	FaultProse           Fault = "prose"            // valid JSON inside prose
 	FaultWrongType       Fault = "wrong_type"       // one field with a wrong JSON type
 	FaultMissingRequired Fault = "missing_required" // one required field left out
+	FaultWrongEnum       Fault = "wrong_enum"       // one value outside its enum
 	FaultUngrounded      Fault = "ungrounded"       // an id that is not in the message
 	FaultTruncated       Fault = "truncated"        // cut off, finish_reason "length"
 
 	// Under the openai profile only (RefusalRate, ContentFilterRate):
 	FaultRefusal       Fault = "refusal"        // message.refusal set, content null
 	FaultContentFilter Fault = "content_filter" // content null, finish_reason "content_filter"
+
+	// In tools mode, under the profiles whose server may send it
+	// (SeveralToolCallsRate, ProfileFeatures.SeveralToolCalls):
+	FaultSeveralToolCalls Fault = "several_tool_calls" // the tool called twice
 )
 
 // pickFault draws at most one fault. The rates are cumulative in the order
@@ -43,7 +49,7 @@ func pickFault(cfg config.Simulator, rng *rand.Rand) Fault {
 		rate float64
 	}{
 		{FaultInvalidJSON, cfg.InvalidJSONRate}, {FaultFenced, cfg.FencedRate}, {FaultProse, cfg.ProseRate},
-		{FaultWrongType, cfg.WrongTypeRate}, {FaultMissingRequired, cfg.MissingRequiredRate},
+		{FaultWrongType, cfg.WrongTypeRate}, {FaultMissingRequired, cfg.MissingRequiredRate}, {FaultWrongEnum, cfg.WrongEnumRate},
 		{FaultUngrounded, cfg.UngroundedRate}, {FaultTruncated, cfg.TruncatedRate},
 	} {
 		if u < r.rate {
@@ -173,6 +179,31 @@ func (f *filler) inject(fl Fault, doc any, text string, rng *rand.Rand) (content
 			return honest()
 		}
 		return compactJSON(out), false, fl, joinPointer(s.toks)
+	case FaultWrongEnum:
+		var sites, strs []site
+		for _, s := range f.sites(doc) {
+			if s.scalarLike && len(s.n.enum()) > 0 {
+				sites = append(sites, s)
+				if _, ok := s.v.(string); ok {
+					strs = append(strs, s)
+				}
+			}
+		}
+		if len(strs) > 0 {
+			sites = strs // a near miss of a chosen value, rather than of a null
+		}
+		for len(sites) > 0 {
+			i := rng.IntN(len(sites))
+			s := sites[i]
+			if v, ok := nearMiss(s); ok {
+				out, err := apply(doc, patchOp{Op: "replace", Path: joinPointer(s.toks), Value: v})
+				if err == nil {
+					return compactJSON(out), false, fl, joinPointer(s.toks)
+				}
+			}
+			sites = append(sites[:i], sites[i+1:]...)
+		}
+		return honest()
 	case FaultUngrounded:
 		var ids []site
 		for _, s := range f.sites(doc) {
@@ -237,6 +268,27 @@ func wrongValue(s site) any {
 		}
 	}
 	return map[string]any{"value": s.v}
+}
+
+// nearMiss returns a value of the site's JSON type that its enum does not
+// hold, the way a model misses an enum: the value in words with a
+// capital ("refund_status" becomes "Refund status"), else "unknown".
+func nearMiss(s site) (any, bool) {
+	enum := s.n.enum()
+	var alts []string
+	if v, ok := s.v.(string); ok && v != "" {
+		w := []rune(strings.ReplaceAll(v, "_", " "))
+		w[0] = unicode.ToUpper(w[0])
+		alts = append(alts, string(w), strings.ToUpper(v))
+	}
+	alts = append(alts, "unknown", "n/a")
+	for _, a := range alts {
+		held := slices.ContainsFunc(enum, func(e any) bool { es, ok := e.(string); return ok && es == a })
+		if !held && s.n.allows(a) {
+			return a, true
+		}
+	}
+	return nil, false
 }
 
 // idName reports whether a property name reads as an identifier.

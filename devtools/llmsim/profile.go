@@ -55,7 +55,7 @@ func ParseProfile(s string) (Profile, error) {
 //     the JSON, invalid JSON, a wrong JSON type, a missing required
 //     property, a key additionalProperties: false forbids, a value outside
 //     an enum or const. The first-reply faults invalid_json, fenced, prose,
-//     wrong_type and missing_required are therefore never sent under
+//     wrong_type, missing_required and wrong_enum are therefore never sent under
 //     enforcement (X-Llmsim-Fault says none, X-Llmsim-Prevented names the
 //     fault the grammar prevented).
 //   - It cannot prevent wrong values of the right shape: an id that is not
@@ -102,9 +102,19 @@ type ProfileFeatures struct {
 	EnforcesToolSchema bool
 	// ToolChoice reports that tool_choice is read; Ollama ignores it.
 	ToolChoice bool
-	// ParallelToolCalls reports that parallel_tool_calls is read. The
-	// simulator sends one tool call either way.
+	// ParallelToolCalls reports that parallel_tool_calls is read: with
+	// false the server sends at most one tool call.
 	ParallelToolCalls bool
+	// SeveralToolCalls reports that the server may answer a request that
+	// forces one tool with several calls of it (at SeveralToolCallsRate):
+	// OpenAI unless parallel_tool_calls is false (a named tool_choice is
+	// read as "at least this tool", Arize-ai/phoenix#6300; the structured
+	// outputs guide asks for parallel_tool_calls false with strict
+	// tools), Ollama (it reads neither tool_choice nor
+	// parallel_tool_calls: the model's text decides). Not vLLM, whose
+	// guided decoding of a named tool_choice yields one call, nor
+	// llama.cpp, whose parallel_tool_calls defaults to false.
+	SeveralToolCalls bool
 	// RefusesUnknownResponseFormat reports a 400 for a response_format
 	// type other than text, json_object and json_schema (llama.cpp).
 	RefusesUnknownResponseFormat bool
@@ -184,6 +194,7 @@ func Features(p Profile) ProfileFeatures {
 			EnforcesToolSchema: true, // with strict tools
 			ToolChoice:         true,
 			ParallelToolCalls:  true,
+			SeveralToolCalls:   true,
 			Seed:               true,
 			Usage:              true,
 			CachedTokens:       "openai",
@@ -210,6 +221,7 @@ func Features(p Profile) ProfileFeatures {
 			Profile:          p,
 			TokenLimitFields: []string{"max_tokens"},
 			EnforcesSchema:   true,
+			SeveralToolCalls: true,
 			Seed:             true,
 			Usage:            true,
 			ReasoningField:   "reasoning",
@@ -236,6 +248,7 @@ func Features(p Profile) ProfileFeatures {
 		TokenLimitFields:  []string{"max_completion_tokens", "max_tokens"},
 		ToolChoice:        true,
 		ParallelToolCalls: false,
+		SeveralToolCalls:  true,
 		Seed:              true,
 		Usage:             true,
 		ThinkInContent:    true,

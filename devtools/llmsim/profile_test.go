@@ -283,6 +283,7 @@ func TestProfileEnforcement(t *testing.T) {
 		{FaultProse, func(c *config.Simulator) { c.ProseRate = 1 }},
 		{FaultWrongType, func(c *config.Simulator) { c.WrongTypeRate = 1 }},
 		{FaultMissingRequired, func(c *config.Simulator) { c.MissingRequiredRate = 1 }},
+		{FaultWrongEnum, func(c *config.Simulator) { c.WrongEnumRate = 1 }},
 	} {
 		for _, tools := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/tools=%v", tc.fault, tools), func(t *testing.T) {
@@ -568,4 +569,66 @@ func TestProfileReplies(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestProfileSeveralToolCalls checks which profiles may call the tool
+// twice (SeveralToolCallsRate), and that parallel_tool_calls false stops
+// it where the server reads the field.
+func TestProfileSeveralToolCalls(t *testing.T) {
+	t.Parallel()
+	noParallel := func(req map[string]any) { req["parallel_tool_calls"] = false }
+	for _, tc := range []struct {
+		profile Profile
+		edit    func(map[string]any)
+		want    int
+	}{
+		{ProfileGeneric, nil, 2},
+		{ProfileOpenAI, nil, 2},
+		{ProfileOpenAI, noParallel, 1},
+		{ProfileOllama, nil, 2},
+		{ProfileOllama, noParallel, 2}, // Ollama does not read the field
+		{ProfileVLLM, nil, 1},
+		{ProfileLlamaCpp, nil, 1},
+	} {
+		t.Run(fmt.Sprintf("%s/parallel=%v", tc.profile, tc.edit == nil), func(t *testing.T) {
+			t.Parallel()
+			cfg := profileConfig(tc.profile)
+			cfg.SeveralToolCallsRate = 1
+			resp, data := setup(t, cfg).post(t, profileRequest(t, textDispute, true, tc.edit))
+			var reply struct {
+				Choices []struct {
+					Message struct {
+						ToolCalls []struct {
+							ID       string `json:"id"`
+							Function struct {
+								Name string `json:"name"`
+							} `json:"function"`
+						} `json:"tool_calls"`
+					} `json:"message"`
+				} `json:"choices"`
+			}
+			if err := json.Unmarshal(data, &reply); err != nil || len(reply.Choices) != 1 {
+				t.Fatalf("reply %s: %v", data, err)
+			}
+			calls := reply.Choices[0].Message.ToolCalls
+			if len(calls) != tc.want {
+				t.Fatalf("%d tool calls, want %d: %s", len(calls), tc.want, data)
+			}
+			if len(calls) == 2 && (calls[0].ID == calls[1].ID || calls[1].Function.Name != "record") {
+				t.Errorf("second call %+v, want another id for the same tool", calls[1])
+			}
+			wantFault := FaultNone
+			if tc.want == 2 {
+				wantFault = FaultSeveralToolCalls
+			}
+			if got := resp.Header.Get("X-Llmsim-Fault"); got != string(wantFault) {
+				t.Errorf("X-Llmsim-Fault %q, want %s", got, wantFault)
+			}
+			// response_format mode has no tool to call twice
+			resp, _ = setup(t, cfg).post(t, profileRequest(t, textDispute, false, nil))
+			if got := resp.Header.Get("X-Llmsim-Fault"); got != string(FaultNone) {
+				t.Errorf("response_format mode: X-Llmsim-Fault %q, want none", got)
+			}
+		})
+	}
 }

@@ -117,6 +117,7 @@ type replyValues struct {
 	toolName string
 	toolID   string
 	args     string // tool call arguments, JSON text
+	calls    int    // how many calls of the tool, each with args; 0 is 1
 	refusal  *string
 	reason   *string // reasoning text, nil for none
 	prompt   int
@@ -231,7 +232,16 @@ func fillToolCall(p Profile, msg map[string]any, v replyValues) {
 		// arguments that are not JSON (a truncated reply) stay a string:
 		// there is no object to send
 	}
-	msg["tool_calls"] = calls[:1]
+	out := []any{tc}
+	for i := 1; i < v.calls; i++ {
+		dup := deepCopy(tc).(map[string]any)
+		dup["id"] = callID(v.toolID, i)
+		if _, ok := dup["index"]; ok {
+			dup["index"] = i
+		}
+		out = append(out, dup)
+	}
+	msg["tool_calls"] = out
 }
 
 // zero sets every number in m to 0.

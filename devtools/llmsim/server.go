@@ -329,9 +329,13 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, rec *callRecord) {
 		content = string([]rune(content)[:limit*4])
 		finish = "length"
 	}
+	calls := 1
+	if !conv.repair && tg.toolName != "" && fault == FaultNone && finish == "stop" && s.pickSeveralCalls(&req, conv) {
+		calls, fault = 2, FaultSeveralToolCalls
+	}
 
 	n := s.calls.Add(1)
-	complTok := estimateTokens(content)
+	complTok := estimateTokens(content) * calls
 	if reason != nil {
 		complTok += estimateTokens(*reason)
 	}
@@ -389,7 +393,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, rec *callRecord) {
 		case fault == FaultContentFilter:
 			name = "content_filter"
 		case tg.toolName != "":
-			v.toolName, v.toolID, v.args = tg.toolName, toolID, content
+			v.toolName, v.toolID, v.args, v.calls = tg.toolName, toolID, content, calls
 		default:
 			c := content
 			v.content = &c
@@ -399,11 +403,13 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, rec *callRecord) {
 	}
 	msg := replyMessage{Role: "assistant"}
 	if tg.toolName != "" {
-		msg.ToolCalls = []toolCall{{
-			ID:       toolID,
-			Type:     "function",
-			Function: functionCall{Name: tg.toolName, Arguments: argString(content)},
-		}}
+		for i := range calls {
+			msg.ToolCalls = append(msg.ToolCalls, toolCall{
+				ID:       callID(toolID, i),
+				Type:     "function",
+				Function: functionCall{Name: tg.toolName, Arguments: argString(content)},
+			})
+		}
 	} else {
 		msg.Content = &content
 	}
@@ -443,6 +449,29 @@ func (s *Server) pickOpenAIRefusal(seed *int64, conv conversation) Fault {
 		return FaultContentFilter
 	}
 	return FaultNone
+}
+
+// pickSeveralCalls draws whether a first tools-mode reply calls the tool
+// twice (SeveralToolCallsRate), under a profile whose server may
+// (ProfileFeatures.SeveralToolCalls) and a request that does not forbid
+// it (parallel_tool_calls false, where the server reads it). It has its
+// own generator, so the other draws of the reply do not move.
+func (s *Server) pickSeveralCalls(req *chatRequest, conv conversation) bool {
+	if !s.feat.SeveralToolCalls || s.cfg.SeveralToolCallsRate <= 0 {
+		return false
+	}
+	if s.feat.ParallelToolCalls && req.ParallelToolCalls != nil && !*req.ParallelToolCalls {
+		return false
+	}
+	return s.rand(req.Seed, conv, "several_tool_calls").Float64() < s.cfg.SeveralToolCallsRate
+}
+
+// callID is the id of the i-th tool call of a reply whose first is id.
+func callID(id string, i int) string {
+	if i == 0 {
+		return id
+	}
+	return fmt.Sprintf("%s_%d", id, i)
 }
 
 // checkRequest validates req and reads what it asks for, as the profile

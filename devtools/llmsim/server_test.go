@@ -363,6 +363,17 @@ func TestFaults(t *testing.T) {
 				t.Errorf("missing_required reply is schema-valid: %s", c)
 			}
 		}},
+		{FaultWrongEnum, config.Simulator{WrongEnumRate: 1}, func(t *testing.T, text string, resp openai.ChatCompletionResponse, c string) {
+			doc, path := decode(t, c), resp.Header().Get("X-Llmsim-Fault-Path")
+			v, _ := valueAt(doc, path)
+			hv, _ := valueAt(honest(t, text), path)
+			if s, ok := v.(string); !ok || s == "" || v == hv {
+				t.Errorf("%s: %v, honest %v: want another string", path, v, hv)
+			}
+			if err := testValidator(t).Validate(any(doc)); err == nil {
+				t.Errorf("wrong_enum reply is schema-valid: %s", c)
+			}
+		}},
 		{FaultUngrounded, config.Simulator{UngroundedRate: 1}, func(t *testing.T, text string, resp openai.ChatCompletionResponse, c string) {
 			doc, path := decode(t, c), resp.Header().Get("X-Llmsim-Fault-Path")
 			v, _ := valueAt(doc, path)

@@ -17,6 +17,7 @@ type chatRequest struct {
 	MaxTokens           int             `json:"max_tokens,omitempty"`
 	MaxCompletionTokens int             `json:"max_completion_tokens,omitempty"`
 	Seed                *int64          `json:"seed,omitempty"`
+	ParallelToolCalls   *bool           `json:"parallel_tool_calls,omitempty"`
 	Stream              bool            `json:"stream,omitempty"`
 	N                   int             `json:"n,omitempty"`
 }

@@ -68,6 +68,13 @@ type Options struct {
 	// RequestMode is pipeline.ModeResponseFormat (default) or
 	// pipeline.ModeTools.
 	RequestMode string
+	// Profile is the simulator's profile (llmsim.Profiles; "" is
+	// generic), the server it behaves as. The extractor is set for the
+	// same server (llm.provider), as docs/providers.md advises: under
+	// vllm, ollama, llamacpp and openai the server enforces the schema
+	// each request sends, so the structural faults never reach the
+	// repair and a patch repair is answered within the patch schema.
+	Profile string
 	// Concurrency is how many messages run at once; 0 means 8.
 	Concurrency int
 	// Config gives the model, token caps, budget and prices; nil means
@@ -133,10 +140,14 @@ type Report struct {
 	Prompt        string `json:"prompt"`
 	Model         string `json:"model"`
 	RequestMode   string `json:"request_mode"`
-	PriceVersion  string `json:"price_version"`
-	Messages      int    `json:"messages"`
-	Seed          int64  `json:"seed"`
-	Rates         Rates  `json:"rates"`
+	// Profile is the simulator's profile and Provider the extractor's
+	// llm.provider (the same server).
+	Profile      string `json:"profile"`
+	Provider     string `json:"provider"`
+	PriceVersion string `json:"price_version"`
+	Messages     int    `json:"messages"`
+	Seed         int64  `json:"seed"`
+	Rates        Rates  `json:"rates"`
 	// Strategies holds regenerate, then patch.
 	Strategies []StrategyStats `json:"strategies"`
 	// PatchToRegenerateCompletion is patch's mean completion tokens per
@@ -203,6 +214,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
+	profile, err := llmsim.ParseProfile(opts.Profile)
+	if err != nil {
+		return nil, err
+	}
+	opts.Profile = string(profile)
 
 	msgs, err := readMessages(opts.File, opts.N)
 	if err != nil {
@@ -234,13 +250,13 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 
 	rep := &Report{
 		Note: Note, Schema: SchemaID, SchemaVersion: schema.Version, Prompt: prompt.Version,
-		Model: cfg.LLM.Model, RequestMode: mode, PriceVersion: cfg.Prices.Version,
-		Messages: len(msgs), Seed: opts.Seed, Rates: opts.Rates,
+		Model: cfg.LLM.Model, RequestMode: mode, Profile: opts.Profile, Provider: opts.Profile,
+		PriceVersion: cfg.Prices.Version, Messages: len(msgs), Seed: opts.Seed, Rates: opts.Rates,
 	}
 	var results [][]*pipeline.Result
 	for _, strategy := range []string{pipeline.RepairRegenerate, pipeline.RepairPatch} {
 		ex := pipeline.NewExtractor(client, pipeline.ExtractorConfig{
-			Model: cfg.LLM.Model, RequestMode: mode, MaxCompletionTokens: cfg.LLM.MaxCompletionTokens,
+			Model: cfg.LLM.Model, RequestMode: mode, Provider: opts.Profile, MaxCompletionTokens: cfg.LLM.MaxCompletionTokens,
 			ContextWindowTokens: cfg.LLM.ContextWindowTokens, Timeout: cfg.LLM.Timeout,
 			Budget: pipeline.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCostUSD: cfg.Budget.MaxCostUSD},
 			Price: pipeline.Price{InputPerMTok: price.InputPerMTok, CachedInputPerMTok: price.CachedInputPerMTok,
@@ -270,7 +286,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 func startSimulator(ctx context.Context, opts Options, log *zap.Logger) (string, func(), error) {
 	r := opts.Rates
 	sim := llmsim.New(config.Simulator{
-		Seed: opts.Seed, InvalidJSONRate: r.InvalidJSON, FencedRate: r.Fenced, ProseRate: r.Prose,
+		Profile: opts.Profile, Seed: opts.Seed, InvalidJSONRate: r.InvalidJSON, FencedRate: r.Fenced, ProseRate: r.Prose,
 		WrongTypeRate: r.WrongType, MissingRequiredRate: r.MissingRequired, UngroundedRate: r.Ungrounded,
 		TruncatedRate: r.Truncated, RepairFixRate: r.RepairFix,
 	}, log)
@@ -428,6 +444,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(ew, "repaircompare: %s.\n", r.Note)
 	fmt.Fprintf(ew, "schema %s v%s, prompt %s, model %s, %s, %d messages, seed %d\n",
 		r.Schema, r.SchemaVersion, r.Prompt, r.Model, r.RequestMode, r.Messages, r.Seed)
+	fmt.Fprintf(ew, "simulator profile %s, worker llm.provider %s\n", r.Profile, r.Provider)
 	fmt.Fprintf(ew, "first-reply fault rates: invalid_json %g, fenced %g, prose %g, wrong_type %g, missing_required %g, ungrounded %g, truncated %g; repair fix rate %g\n\n",
 		r.Rates.InvalidJSON, r.Rates.Fenced, r.Rates.Prose, r.Rates.WrongType, r.Rates.MissingRequired,
 		r.Rates.Ungrounded, r.Rates.Truncated, r.Rates.RepairFix)

@@ -156,3 +156,33 @@ func TestRunErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestRunProfileVLLM runs the comparison under the vllm profile, a server
+// that enforces the schema each request sends: only what a grammar cannot
+// prevent (made-up ids, kind rule) reaches the repair, and every patch
+// repair is answered within the patch schema and succeeds as often as a
+// regeneration.
+func TestRunProfileVLLM(t *testing.T) {
+	t.Parallel()
+	rep, err := Run(context.Background(), Options{File: sampleFile, N: 30, Seed: 1, Rates: DefaultRates, Profile: "vllm",
+		Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Profile != "vllm" || rep.Provider != "vllm" {
+		t.Fatalf("report profile %q provider %q, want vllm", rep.Profile, rep.Provider)
+	}
+	reg, pat := rep.Strategies[0], rep.Strategies[1]
+	for _, s := range rep.Strategies {
+		if s.FirstPassFailures == 0 || s.FirstPassByKind["rule"] != s.FirstPassFailures {
+			t.Errorf("%s: first-pass failures %v, want only rule errors (the grammar prevents the rest)", s.Strategy, s.FirstPassByKind)
+		}
+	}
+	if pat.PatchInvalid != 0 || pat.RegenerateFallbacks != 0 || pat.Repaired != reg.Repaired {
+		t.Errorf("patch: %d patch_invalid, %d fallbacks, %d repaired (regenerate %d): want every patch applied",
+			pat.PatchInvalid, pat.RegenerateFallbacks, pat.Repaired, reg.Repaired)
+	}
+	if _, err := Run(context.Background(), Options{File: sampleFile, N: 1, Profile: "mistral"}); err == nil || !strings.Contains(err.Error(), "mistral") {
+		t.Errorf("unknown profile: error %v, want one naming it", err)
+	}
+}

@@ -23,8 +23,15 @@
 //	repaircompare [-file testdata/abcd/messages.jsonl] [-n 400] [-seed 1]
 //	    [-invalid-json 0.02] [-wrong-type 0.15] [-missing-required 0.15]
 //	    [-ungrounded 0.15] [-truncated 0] [-fenced 0] [-prose 0]
-//	    [-fix-rate 0.75] [-mode response_format] [-concurrency 8]
+//	    [-fix-rate 0.75] [-mode response_format] [-profile generic] [-concurrency 8]
 //	    [-json file] [-log-level warn]
+//
+// -profile is the simulator's profile (generic, openai, vllm, ollama,
+// llamacpp), with the extractor set for the same server (llm.provider).
+// Under a server that enforces the schema each request sends (every
+// named profile), the faults that break the structure are prevented, so
+// what reaches the repair is what a grammar cannot prevent (made-up ids),
+// and a patch repair is answered within the patch schema.
 //
 // -json writes the figures as JSON to the file ("-" for stdout, instead of
 // the table). Run it from the repository root for the default -file.
@@ -35,6 +42,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/extractq/extractq/devtools/llmsim"
 	"github.com/extractq/extractq/internal/startup"
 	"github.com/extractq/extractq/pipeline"
 )
@@ -54,6 +62,7 @@ func main() {
 	flag.Float64Var(&o.Rates.Truncated, "truncated", d.Truncated, "first-reply rate of a reply cut off (not repaired)")
 	flag.Float64Var(&o.Rates.RepairFix, "fix-rate", d.RepairFix, "chance a repair fixes each listed error")
 	flag.StringVar(&o.RequestMode, "mode", pipeline.ModeResponseFormat, "request mode: response_format or tools")
+	flag.StringVar(&o.Profile, "profile", string(llmsim.ProfileGeneric), "simulator profile, and the worker's llm.provider: generic, openai, vllm, ollama or llamacpp")
 	flag.IntVar(&o.Concurrency, "concurrency", 8, "messages in flight")
 	jsonOut := flag.String("json", "", "also write the figures as JSON to this file (\"-\": stdout, instead of the table)")
 	level := flag.String("log-level", "warn", "log level on stderr")
