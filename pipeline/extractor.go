@@ -120,6 +120,7 @@ func NewExtractor(client ChatClient, cfg ExtractorConfig) *Extractor {
 		// go-openai refuses to send max_tokens for model names it takes
 		// for reasoning models (o1, o3, o4, gpt-5...): such a request
 		// would fail before it is sent, on every delivery.
+		//lint:ignore SA1019 Ollama and llama.cpp server read max_tokens only (pipeline/providers.go)
 		if err := openai.NewReasoningValidator().Validate(openai.ChatCompletionRequest{Model: cfg.Model, MaxTokens: 1}); err != nil {
 			log.Warn("the client library refuses max_tokens for this model name; sending max_completion_tokens",
 				zap.String("provider", cfg.Provider), zap.String("model", cfg.Model))

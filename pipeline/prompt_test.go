@@ -46,7 +46,7 @@ func TestPromptStaticPrefix(t *testing.T) {
 					quoted, _ := json.Marshal(texts[i])
 					esc := quoted[1 : len(quoted)-1] // the text as it appears inside a JSON string
 					at := bytes.Index(body, esc)
-					if at < 0 || bytes.Index(body[at+1:], esc) >= 0 {
+					if at < 0 || bytes.Contains(body[at+1:], esc) {
 						t.Fatalf("body %d holds the text %d times, want once", i, bytes.Count(body, esc))
 					}
 					prefix = append(prefix, body[:at])

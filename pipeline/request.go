@@ -134,6 +134,7 @@ func (e *Extractor) request(msgs []openai.ChatCompletionMessage, in Input, strat
 	req := openai.ChatCompletionRequest{Model: e.cfg.Model, Messages: msgs}
 	switch e.feats.TokenLimit {
 	case TokenLimitMaxTokens:
+		//lint:ignore SA1019 Ollama and llama.cpp server read max_tokens only (pipeline/providers.go)
 		req.MaxTokens = e.cfg.MaxCompletionTokens
 	default:
 		req.MaxCompletionTokens = e.cfg.MaxCompletionTokens
