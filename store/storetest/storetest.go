@@ -1,9 +1,17 @@
-// Package storetest gives tests a store of their own on the test Postgres
-// server, as river's riverdbtest does.
+// Package storetest gives tests a database of their own on the test
+// Postgres server, as river's riverdbtest does, in one of two ways.
 //
+// TestTx is the fast one: a transaction on a schema that the test binary
+// migrates once and shares between all its tests, rolled back when the
+// test ends. Tests that run in parallel never see each other's rows, as
+// none is ever committed. Use it whenever the code under test can run in
+// the caller's transaction (every store method takes a store.DBTX).
+//
+// NewStore is for the rest: code that commits or opens its own
+// transactions on the pool, several connections racing each other (FOR
+// UPDATE SKIP LOCKED, unique keys), LISTEN, subprocesses, or migrations.
 // Each NewStore makes a fresh schema t_<random hex> in the test database,
-// applies the migrations into it, and drops it when the test ends, so
-// tests that commit can run in parallel without seeing each other's rows.
+// applies the migrations into it, and drops it when the test ends.
 //
 // The server is TEST_DATABASE_URL, default DefaultURL. The database is
 // created if missing.
@@ -14,15 +22,18 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
@@ -55,11 +66,8 @@ func NewStore(t testing.TB) *store.Store {
 	defer cancel()
 	base := BaseURL()
 
-	v, _ := ensured.LoadOrStore(base, &ensureOnce{})
-	e := v.(*ensureOnce)
-	e.once.Do(func() { e.err = store.EnsureDatabase(ctx, base) })
-	if e.err != nil {
-		t.Fatalf("storetest: %v", e.err)
+	if err := ensureDatabase(ctx, base); err != nil {
+		t.Fatalf("storetest: %v", err)
 	}
 
 	schema := "t_" + randomHex(8)
@@ -88,6 +96,139 @@ func NewStore(t testing.TB) *store.Store {
 		t.Fatalf("storetest: migrate schema %s: %v", schema, err)
 	}
 	return st
+}
+
+// ensureDatabase creates the test database at base once per test binary.
+func ensureDatabase(ctx context.Context, base string) error {
+	v, _ := ensured.LoadOrStore(base, &ensureOnce{})
+	e := v.(*ensureOnce)
+	e.once.Do(func() { e.err = store.EnsureDatabase(ctx, base) })
+	return e.err
+}
+
+// TestTx begins a transaction for one test on the schema this test binary
+// shares between its TestTx callers, and rolls it back in t.Cleanup (with
+// context.WithoutCancel, as t.Context is cancelled by then), as river's
+// riverdbtest.TestTxPgx does. The first call makes the schema,
+// tx_<unix seconds>_<random hex>, and applies the migrations into it; it
+// also drops the tx_ schemas that earlier test binaries left more than an
+// hour ago (a shared schema outlives its tests and is never dropped by
+// its own binary). The transaction's search_path is the shared schema.
+//
+// Pass tx as the store.DBTX of every call. The returned Store has no pool
+// (its Pool is nil), so a test never commits into the shared schema by
+// mistake: code that uses the pool itself (Store.InTx, MessagesPurge,
+// RunOutcomeInsertMany, RequireMigrated) needs NewStore. So do tests of
+// several connections at once: rows a test writes are invisible to every
+// other connection, and hold their unique keys until the test ends, so
+// tests sharing the schema should use keys of their own.
+//
+// A statement that fails aborts the transaction: run a statement expected
+// to fail in a savepoint (tx.Begin) when the test goes on after it. Within
+// one transaction now() does not move.
+func TestTx(ctx context.Context, t testing.TB) (*store.Store, pgx.Tx) {
+	t.Helper()
+	pool, err := txPool(ctx, t)
+	if err != nil {
+		t.Fatalf("storetest.TestTx: %v", err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatalf("storetest.TestTx: begin: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		err := tx.Rollback(ctx)
+		// A test may roll back itself; a statement whose ctx was
+		// cancelled closes the connection, which ends the transaction.
+		if err == nil || errors.Is(err, pgx.ErrTxClosed) || tx.Conn().IsClosed() {
+			return
+		}
+		t.Errorf("storetest.TestTx: roll back: %v", err)
+	})
+	return &store.Store{}, tx
+}
+
+// txShared is the schema TestTx transactions share, made once per test
+// binary.
+var txShared struct {
+	once   sync.Once
+	pool   *pgxpool.Pool
+	schema string
+	err    error
+}
+
+// txSchemaPrefix starts the names of the schemas TestTx makes.
+const txSchemaPrefix = "tx_"
+
+// txSchemaExpiry is the age after which a tx_ schema is taken to be left
+// over by a test binary that has ended. A test binary runs for 10 minutes
+// unless -timeout says otherwise.
+const txSchemaExpiry = time.Hour
+
+// txPool returns the pool on the shared schema, making and migrating the
+// schema on the first call.
+func txPool(ctx context.Context, t testing.TB) (*pgxpool.Pool, error) {
+	txShared.once.Do(func() {
+		// The schema outlives the test that happens to make it.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		base := BaseURL()
+		if err := ensureDatabase(ctx, base); err != nil {
+			txShared.err = err
+			return
+		}
+		dropExpiredTxSchemas(ctx, t, base, time.Now().Add(-txSchemaExpiry))
+		schema := fmt.Sprintf("%s%d_%s", txSchemaPrefix, time.Now().Unix(), randomHex(4))
+		if err := adminExec(ctx, base, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+			txShared.err = fmt.Errorf("create schema %s: %w", schema, err)
+			return
+		}
+		st, err := store.Open(ctx, withSearchPath(base, schema), nil)
+		if err != nil {
+			txShared.err = err
+			return
+		}
+		if err := store.Migrate(ctx, st.Pool, nil); err != nil {
+			st.Close()
+			txShared.err = fmt.Errorf("migrate schema %s: %w", schema, err)
+			return
+		}
+		txShared.pool, txShared.schema = st.Pool, schema
+	})
+	return txShared.pool, txShared.err
+}
+
+// dropExpiredTxSchemas drops the tx_ schemas made before cutoff. Another
+// test binary may be dropping the same ones: failures are only logged.
+func dropExpiredTxSchemas(ctx context.Context, t testing.TB, base string, cutoff time.Time) {
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Logf("storetest: list expired schemas: %v", err)
+		return
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, `SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1)`, txSchemaPrefix)
+	if err != nil {
+		t.Logf("storetest: list expired schemas: %v", err)
+		return
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Logf("storetest: list expired schemas: %v", err)
+		return
+	}
+	for _, name := range names {
+		secs, _, _ := strings.Cut(strings.TrimPrefix(name, txSchemaPrefix), "_")
+		made, err := strconv.ParseInt(secs, 10, 64)
+		if err != nil || !time.Unix(made, 0).Before(cutoff) {
+			continue
+		}
+		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
+			t.Logf("storetest: drop expired schema %s: %v", name, err)
+		}
+	}
 }
 
 // SchemaURL returns a database URL that reaches st's schema (it carries
