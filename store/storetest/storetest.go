@@ -10,8 +10,8 @@
 // NewStore is for the rest: code that commits or opens its own
 // transactions on the pool, several connections racing each other (FOR
 // UPDATE SKIP LOCKED, unique keys), LISTEN, subprocesses, or migrations.
-// Each NewStore makes a fresh schema t_<random hex> in the test database,
-// applies the migrations into it, and drops it when the test ends.
+// Each NewStore gives its test a migrated schema of its own, made for it
+// or emptied by an earlier test of the same binary.
 //
 // The server is TEST_DATABASE_URL, default DefaultURL. The database is
 // created if missing.
@@ -55,11 +55,20 @@ type ensureOnce struct {
 	err  error
 }
 
-// NewStore returns a store whose pool works in a new schema of the test
-// database (search_path), with the migrations applied there; the goose
-// version table lands in the schema too. When the test ends the pool is
-// closed and the schema dropped. Logs go to the test log at warn level and
-// above. Use SchemaURL to hand the same schema to a subprocess.
+// NewStore returns a store whose pool works in a schema of the test
+// database of its own (search_path), with the migrations applied there;
+// the goose version table lands in the schema too. Logs go to the test log
+// at warn level and above. Use SchemaURL to hand the same schema to a
+// subprocess.
+//
+// When the test ends the pool is closed and the schema, if every migration
+// is still applied, is emptied (TRUNCATE ... RESTART IDENTITY) and kept for
+// the next NewStore of the test binary, as river's riverdbtest.TestSchema
+// does: emptying a schema costs far less than migrating a new one. A
+// schema is never in use by two tests at once. One that cannot be emptied,
+// or whose migrations a test took down, is dropped. The schemas are named
+// t_<unix seconds>_<random hex>; those a test binary leaves at its end are
+// dropped by the first NewStore or TestTx of a binary an hour later.
 func NewStore(t testing.TB) *store.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -69,10 +78,14 @@ func NewStore(t testing.TB) *store.Store {
 	if err := ensureDatabase(ctx, base); err != nil {
 		t.Fatalf("storetest: %v", err)
 	}
+	expireSchemas(ctx, t, base)
 
-	schema := "t_" + randomHex(8)
-	if err := adminExec(ctx, base, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		t.Fatalf("storetest: create schema %s: %v", schema, err)
+	schema, reused := idleSchemas.take(base)
+	if !reused {
+		schema = newSchemaName(schemaPrefix)
+		if err := adminExec(ctx, base, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+			t.Fatalf("storetest: create schema %s: %v", schema, err)
+		}
 	}
 	dropSchema := func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -89,13 +102,91 @@ func NewStore(t testing.TB) *store.Store {
 		t.Fatalf("storetest: %v", err)
 	}
 	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		err := emptyForReuse(ctx, st)
 		st.Close()
-		dropSchema()
+		if err != nil {
+			t.Logf("storetest: schema %s not kept for reuse: %v", schema, err)
+			dropSchema()
+			return
+		}
+		idleSchemas.put(base, schema)
 	})
+	if reused {
+		return st
+	}
 	if err := store.Migrate(ctx, st.Pool, log); err != nil {
 		t.Fatalf("storetest: migrate schema %s: %v", schema, err)
 	}
 	return st
+}
+
+// schemaPrefix starts the names of the schemas NewStore makes.
+const schemaPrefix = "t_"
+
+// newSchemaName returns prefix<unix seconds>_<random hex>.
+func newSchemaName(prefix string) string {
+	return fmt.Sprintf("%s%d_%s", prefix, time.Now().Unix(), randomHex(4))
+}
+
+// idleSchemas are the emptied schemas NewStore may hand out again, by
+// base URL.
+var idleSchemas = schemaSet{m: map[string][]string{}}
+
+type schemaSet struct {
+	mu sync.Mutex
+	m  map[string][]string
+}
+
+func (s *schemaSet) take(base string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.m[base]
+	if len(l) == 0 {
+		return "", false
+	}
+	s.m[base] = l[:len(l)-1]
+	return l[len(l)-1], true
+}
+
+func (s *schemaSet) put(base, schema string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[base] = append(s.m[base], schema)
+}
+
+// emptyForReuse deletes every row of st's schema, and restarts its
+// identity columns, if every migration is applied there; else, or if
+// that fails, it returns an error and the schema must be dropped. It
+// gives up on a lock held elsewhere (such as by a subprocess still
+// connected) after 5s.
+func emptyForReuse(ctx context.Context, st *store.Store) error {
+	status, err := store.MigrateStatus(ctx, st.Pool)
+	if err != nil {
+		return err
+	}
+	for _, m := range status {
+		if !m.Applied {
+			return fmt.Errorf("migration %s is not applied", m.Name)
+		}
+	}
+	return st.InTx(ctx, func(tx store.DBTX) error {
+		rows, err := tx.Query(ctx, `SELECT format('%I', tablename) FROM pg_tables
+			WHERE schemaname = current_schema() AND tablename <> 'goose_db_version'`)
+		if err != nil {
+			return err
+		}
+		tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil || len(tables) == 0 {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '5s'`); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, "TRUNCATE "+strings.Join(tables, ", ")+" RESTART IDENTITY CASCADE")
+		return err
+	})
 }
 
 // ensureDatabase creates the test database at base once per test binary.
@@ -110,10 +201,10 @@ func ensureDatabase(ctx context.Context, base string) error {
 // shares between its TestTx callers, and rolls it back in t.Cleanup (with
 // context.WithoutCancel, as t.Context is cancelled by then), as river's
 // riverdbtest.TestTxPgx does. The first call makes the schema,
-// tx_<unix seconds>_<random hex>, and applies the migrations into it; it
-// also drops the tx_ schemas that earlier test binaries left more than an
-// hour ago (a shared schema outlives its tests and is never dropped by
-// its own binary). The transaction's search_path is the shared schema.
+// tx_<unix seconds>_<random hex>, and applies the migrations into it. The
+// schema outlives the tests and is never dropped by its own binary: the
+// first NewStore or TestTx of a binary an hour later drops it. The
+// transaction's search_path is the shared schema.
 //
 // Pass tx as the store.DBTX of every call. The returned Store has no pool
 // (its Pool is nil), so a test never commits into the shared schema by
@@ -162,10 +253,10 @@ var txShared struct {
 // txSchemaPrefix starts the names of the schemas TestTx makes.
 const txSchemaPrefix = "tx_"
 
-// txSchemaExpiry is the age after which a tx_ schema is taken to be left
-// over by a test binary that has ended. A test binary runs for 10 minutes
-// unless -timeout says otherwise.
-const txSchemaExpiry = time.Hour
+// schemaExpiry is the age after which a t_ or tx_ schema is taken to be
+// left over by a test binary that has ended. A test binary runs for 10
+// minutes unless -timeout says otherwise.
+const schemaExpiry = time.Hour
 
 // txPool returns the pool on the shared schema, making and migrating the
 // schema on the first call.
@@ -179,8 +270,8 @@ func txPool(ctx context.Context, t testing.TB) (*pgxpool.Pool, error) {
 			txShared.err = err
 			return
 		}
-		dropExpiredTxSchemas(ctx, t, base, time.Now().Add(-txSchemaExpiry))
-		schema := fmt.Sprintf("%s%d_%s", txSchemaPrefix, time.Now().Unix(), randomHex(4))
+		expireSchemas(ctx, t, base)
+		schema := newSchemaName(txSchemaPrefix)
 		if err := adminExec(ctx, base, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
 			txShared.err = fmt.Errorf("create schema %s: %w", schema, err)
 			return
@@ -200,16 +291,27 @@ func txPool(ctx context.Context, t testing.TB) (*pgxpool.Pool, error) {
 	return txShared.pool, txShared.err
 }
 
-// dropExpiredTxSchemas drops the tx_ schemas made before cutoff. Another
-// test binary may be dropping the same ones: failures are only logged.
-func dropExpiredTxSchemas(ctx context.Context, t testing.TB, base string, cutoff time.Time) {
+var expired sync.Map // base URL -> *sync.Once
+
+// expireSchemas drops, once per test binary, the schemas earlier binaries
+// left (see dropExpiredSchemas).
+func expireSchemas(ctx context.Context, t testing.TB, base string) {
+	v, _ := expired.LoadOrStore(base, &sync.Once{})
+	v.(*sync.Once).Do(func() { dropExpiredSchemas(ctx, t, base, time.Now().Add(-schemaExpiry)) })
+}
+
+// dropExpiredSchemas drops the t_ and tx_ schemas made before cutoff, as
+// their names tell. Another test binary may be dropping the same ones:
+// failures are only logged.
+func dropExpiredSchemas(ctx context.Context, t testing.TB, base string, cutoff time.Time) {
 	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
 		t.Logf("storetest: list expired schemas: %v", err)
 		return
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	rows, err := conn.Query(ctx, `SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1)`, txSchemaPrefix)
+	rows, err := conn.Query(ctx, `SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1) OR starts_with(nspname, $2)`,
+		schemaPrefix, txSchemaPrefix)
 	if err != nil {
 		t.Logf("storetest: list expired schemas: %v", err)
 		return
@@ -220,9 +322,13 @@ func dropExpiredTxSchemas(ctx context.Context, t testing.TB, base string, cutoff
 		return
 	}
 	for _, name := range names {
-		secs, _, _ := strings.Cut(strings.TrimPrefix(name, txSchemaPrefix), "_")
+		rest, ok := strings.CutPrefix(name, txSchemaPrefix)
+		if !ok {
+			rest = strings.TrimPrefix(name, schemaPrefix)
+		}
+		secs, _, ok := strings.Cut(rest, "_")
 		made, err := strconv.ParseInt(secs, 10, 64)
-		if err != nil || !time.Unix(made, 0).Before(cutoff) {
+		if !ok || err != nil || !time.Unix(made, 0).Before(cutoff) {
 			continue
 		}
 		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {

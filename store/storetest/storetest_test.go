@@ -88,9 +88,75 @@ func TestTestTx(t *testing.T) {
 	})
 }
 
-// TestDropExpiredTxSchemas: a tx_ schema older than the cutoff is dropped,
-// a younger one (another test binary's, still running) is kept.
-func TestDropExpiredTxSchemas(t *testing.T) {
+// TestNewStoreReusesSchemas: a schema comes back to the next test
+// emptied, its identity columns restarted, unless a test took its
+// migrations down; then it is dropped.
+func TestNewStoreReusesSchemas(t *testing.T) {
+	// Not parallel: no other test may take the schema in between.
+	currentSchema := func(ctx context.Context, t *testing.T, st *store.Store) string {
+		t.Helper()
+		var schema string
+		if err := st.Pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+			t.Fatal(err)
+		}
+		return schema
+	}
+	ingest := func(ctx context.Context, t *testing.T, st *store.Store) int64 {
+		t.Helper()
+		if err := st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: "b1", SchemaID: "s"}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := st.MessageIngest(ctx, st.Pool, store.MessageIngestParams{
+			Source: "src", ExternalID: "m1", Body: "text", ContentHash: []byte{1}, BatchID: "b1", SchemaID: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Message.ID
+	}
+	var first string
+	var firstID int64
+	t.Run("Writes", func(t *testing.T) {
+		ctx := t.Context()
+		st := NewStore(t)
+		first, firstID = currentSchema(ctx, t, st), ingest(ctx, t, st)
+		if !strings.HasPrefix(first, schemaPrefix) {
+			t.Errorf("schema %q", first)
+		}
+	})
+	t.Run("GetsItEmptied", func(t *testing.T) {
+		ctx := t.Context()
+		st := NewStore(t)
+		if s := currentSchema(ctx, t, st); s != first {
+			t.Fatalf("schema %q, want %q again", s, first)
+		}
+		// The same keys are free again, and ids start over.
+		if id := ingest(ctx, t, st); id != firstID {
+			t.Errorf("message id %d, want %d (identity restarted)", id, firstID)
+		}
+		if err := store.MigrateDown(ctx, st.Pool, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("NotAfterMigrateDown", func(t *testing.T) {
+		ctx := t.Context()
+		st := NewStore(t)
+		if s := currentSchema(ctx, t, st); s == first {
+			t.Fatalf("schema %q handed out again after a migration was taken down", s)
+		}
+		var exists bool
+		if err := st.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, first).Scan(&exists); err != nil || exists {
+			t.Errorf("schema %s exists = %v, %v; want it dropped", first, exists, err)
+		}
+		if err := st.RequireMigrated(ctx); err != nil {
+			t.Errorf("new schema: %v", err)
+		}
+	})
+}
+
+// TestDropExpiredSchemas: a t_ or tx_ schema older than the cutoff is
+// dropped, a younger one (another test binary's, still running) is kept,
+// and so is a schema whose name tells no time.
+func TestDropExpiredSchemas(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	base := BaseURL()
@@ -98,9 +164,17 @@ func TestDropExpiredTxSchemas(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	old := fmt.Sprintf("%s%d_%s", txSchemaPrefix, now.Add(-2*txSchemaExpiry).Unix(), randomHex(4))
-	live := fmt.Sprintf("%s%d_%s", txSchemaPrefix, now.Unix(), randomHex(4))
-	for _, s := range []string{old, live} {
+	named := func(prefix string, at time.Time) string {
+		return fmt.Sprintf("%s%d_%s", prefix, at.Unix(), randomHex(4))
+	}
+	want := map[string]bool{
+		named(txSchemaPrefix, now.Add(-2*schemaExpiry)): false,
+		named(schemaPrefix, now.Add(-2*schemaExpiry)):   false,
+		named(txSchemaPrefix, now):                      true,
+		named(schemaPrefix, now):                        true,
+		schemaPrefix + randomHex(8):                     true,
+	}
+	for s := range want {
 		if err := adminExec(ctx, base, "CREATE SCHEMA "+pgx.Identifier{s}.Sanitize()); err != nil {
 			t.Fatal(err)
 		}
@@ -108,14 +182,14 @@ func TestDropExpiredTxSchemas(t *testing.T) {
 			_ = adminExec(context.WithoutCancel(ctx), base, "DROP SCHEMA IF EXISTS "+pgx.Identifier{s}.Sanitize())
 		})
 	}
-	dropExpiredTxSchemas(ctx, t, base, now.Add(-txSchemaExpiry))
+	dropExpiredSchemas(ctx, t, base, now.Add(-schemaExpiry))
 
 	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	for s, want := range map[string]bool{old: false, live: true} {
+	for s, want := range want {
 		var exists bool
 		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, s).Scan(&exists); err != nil {
 			t.Fatal(err)
