@@ -89,10 +89,19 @@ func TestTestTx(t *testing.T) {
 }
 
 // TestNewStoreReusesSchemas: a schema comes back to the next test
-// emptied, its identity columns restarted, unless a test took its
-// migrations down; then it is dropped.
+// emptied, its identity columns restarted, whether its rows are deleted
+// or truncated, unless a test took its migrations down; then it is
+// dropped.
 func TestNewStoreReusesSchemas(t *testing.T) {
 	// Not parallel: no other test may take the schema in between.
+	for _, byDelete := range []bool{true, false} {
+		emptyByDelete = byDelete
+		t.Run(fmt.Sprintf("ByDelete=%v", byDelete), testNewStoreReusesSchemas)
+	}
+	emptyByDelete = true
+}
+
+func testNewStoreReusesSchemas(t *testing.T) {
 	currentSchema := func(ctx context.Context, t *testing.T, st *store.Store) string {
 		t.Helper()
 		var schema string
@@ -109,6 +118,11 @@ func TestNewStoreReusesSchemas(t *testing.T) {
 		res, err := st.MessageIngest(ctx, st.Pool, store.MessageIngestParams{
 			Source: "src", ExternalID: "m1", Body: "text", ContentHash: []byte{1}, BatchID: "b1", SchemaID: "s"})
 		if err != nil {
+			t.Fatal(err)
+		}
+		// The audit log refuses deletes: emptying must get past that too.
+		if _, err := st.Pool.Exec(ctx, `INSERT INTO audit_log (actor, via, action, message_id) VALUES ('alice', 'ui', 'approve', $1)`,
+			res.Message.ID); err != nil {
 			t.Fatal(err)
 		}
 		return res.Message.ID
@@ -132,6 +146,10 @@ func TestNewStoreReusesSchemas(t *testing.T) {
 		// The same keys are free again, and ids start over.
 		if id := ingest(ctx, t, st); id != firstID {
 			t.Errorf("message id %d, want %d (identity restarted)", id, firstID)
+		}
+		var audit int
+		if err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM audit_log`).Scan(&audit); err != nil || audit != 1 {
+			t.Errorf("audit entries %d, %v; want only this test's one", audit, err)
 		}
 		if err := store.MigrateDown(ctx, st.Pool, nil); err != nil {
 			t.Fatal(err)
