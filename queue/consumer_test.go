@@ -2,15 +2,18 @@ package queue_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/extractq/extractq/internal/testsignal"
 	"github.com/extractq/extractq/queue"
 )
 
@@ -75,8 +78,8 @@ func TestRun(t *testing.T) {
 			return queue.Ack()
 		}, queue.ConsumerOptions{Concurrency: k})
 
-		eventually(t, 10*time.Second, "all messages handled", func() bool { return rec.len() >= n })
-		eventually(t, 5*time.Second, "stream empty", func() bool { return b.streamMsgs(t) == 0 })
+		testsignal.Eventually(t, 10*time.Second, "all messages handled", func() bool { return rec.len() >= n })
+		testsignal.Eventually(t, 5*time.Second, "stream empty", func() bool { return b.streamMsgs(t) == 0 })
 
 		if m := maxInFlight.Load(); m > k {
 			t.Errorf("%d handlers ran at once, want at most %d", m, k)
@@ -117,8 +120,8 @@ func TestRun(t *testing.T) {
 			return queue.Ack()
 		}, queue.ConsumerOptions{Concurrency: 2})
 
-		eventually(t, 5*time.Second, "redelivery", func() bool { return rec.len() >= 2 })
-		eventually(t, 5*time.Second, "stream empty", func() bool { return b.streamMsgs(t) == 0 })
+		testsignal.Eventually(t, 5*time.Second, "redelivery", func() bool { return rec.len() >= 2 })
+		testsignal.Eventually(t, 5*time.Second, "stream empty", func() bool { return b.streamMsgs(t) == 0 })
 		got, at := rec.all()
 		if got[0].NumDelivered != 1 || got[1].NumDelivered != 2 {
 			t.Errorf("NumDelivered = %d then %d, want 1 then 2", got[0].NumDelivered, got[1].NumDelivered)
@@ -145,8 +148,8 @@ func TestRun(t *testing.T) {
 			return queue.Ack()
 		}, queue.ConsumerOptions{Concurrency: 1, PanicDelay: 100 * time.Millisecond})
 
-		eventually(t, 5*time.Second, "redelivery after panic", func() bool { return rec.len() >= 2 })
-		eventually(t, 5*time.Second, "stream empty", func() bool { return b.streamMsgs(t) == 0 })
+		testsignal.Eventually(t, 5*time.Second, "redelivery after panic", func() bool { return rec.len() >= 2 })
+		testsignal.Eventually(t, 5*time.Second, "stream empty", func() bool { return b.streamMsgs(t) == 0 })
 		got, _ := rec.all()
 		if got[1].NumDelivered != 2 {
 			t.Errorf("second delivery NumDelivered = %d, want 2", got[1].NumDelivered)
@@ -170,14 +173,15 @@ func TestRun(t *testing.T) {
 			return queue.Ack()
 		}, queue.ConsumerOptions{Concurrency: 2, Log: zap.New(core)})
 
-		eventually(t, 5*time.Second, "valid message handled", func() bool { return rec.len() >= 1 })
-		eventually(t, 5*time.Second, "nothing pending", func() bool {
+		testsignal.Eventually(t, 5*time.Second, "valid message handled", func() bool { return rec.len() >= 1 })
+		testsignal.Eventually(t, 5*time.Second, "nothing pending", func() bool {
 			info := consumerInfo(t, c)
 			return info.NumAckPending == 0 && info.NumPending == 0
 		})
-		// Past the ack wait (1s) a message that was not termed would be
-		// delivered again and termed again.
-		time.Sleep(1500 * time.Millisecond)
+		// A termed message leaves the work-queue stream: one the server did
+		// not take as termed would stay, to be delivered again past the
+		// ack wait and termed again.
+		testsignal.Eventually(t, 5*time.Second, "termed messages removed", func() bool { return b.streamMsgs(t) == 0 })
 		if n := logs.FilterMessage("message terminated").Len(); n != 2 {
 			t.Errorf("%d terms, want 2 (one per invalid message)", n)
 		}
@@ -195,9 +199,10 @@ func TestRun(t *testing.T) {
 	t.Run("InProgressKeepsSlowMessage", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		// Handlers run 1s past the ack wait; an in-progress signal every
-		// 200ms leaves 1.8s for one to reach the server on a loaded machine.
-		b.worker.AckWait = 2 * time.Second
+		// Handlers run half a second past the ack wait (1s): the slow
+		// handler is what is under test, so this sleep stays. An
+		// in-progress signal every 100ms leaves 0.9s for one to reach the
+		// server on a loaded machine.
 		c := b.consumer(t)
 		b.publishN(t, 3)
 		var rec deliveries
@@ -206,13 +211,13 @@ func TestRun(t *testing.T) {
 		// handler.
 		stop := runInBackground(t, c, func(ctx context.Context, d *queue.Delivery) queue.Decision {
 			rec.add(d)
-			time.Sleep(3 * time.Second)
+			time.Sleep(b.worker.AckWait + 500*time.Millisecond)
 			finished.Add(1)
 			return queue.Ack()
-		}, queue.ConsumerOptions{Concurrency: 6, InProgressEvery: 200 * time.Millisecond})
+		}, queue.ConsumerOptions{Concurrency: 6, InProgressEvery: 100 * time.Millisecond})
 
-		eventually(t, 20*time.Second, "slow messages handled", func() bool { return finished.Load() >= 3 })
-		eventually(t, 5*time.Second, "stream empty", func() bool { return b.streamMsgs(t) == 0 })
+		testsignal.Eventually(t, 20*time.Second, "slow messages handled", func() bool { return finished.Load() >= 3 })
+		testsignal.Eventually(t, 5*time.Second, "stream empty", func() bool { return b.streamMsgs(t) == 0 })
 		stop()
 		got, _ := rec.all()
 		for _, d := range got {
@@ -311,6 +316,17 @@ func TestRun(t *testing.T) {
 		t.Parallel()
 		b := setup(t) // max deliver 3
 		c := b.consumer(t)
+		// The server announces the message it will not deliver again when
+		// it would have: after that no fourth delivery can come.
+		advisories := make(chan *nats.Msg, 4)
+		sub, err := b.nc.ChanSubscribe(queue.MaxDeliveriesSubject(b.cfg), advisories)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		if err := b.nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
 		b.publishN(t, 1)
 		var rec deliveries
 		runInBackground(t, c, func(ctx context.Context, d *queue.Delivery) queue.Decision {
@@ -318,9 +334,11 @@ func TestRun(t *testing.T) {
 			return queue.Nak(0)
 		}, queue.ConsumerOptions{Concurrency: 1})
 
-		eventually(t, 5*time.Second, "three deliveries", func() bool { return rec.len() >= 3 })
-		// Past the longest backoff step (2s) a fourth delivery would show.
-		time.Sleep(2500 * time.Millisecond)
+		select {
+		case <-advisories:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no max-deliveries advisory after %d deliveries", rec.len())
+		}
 		got, _ := rec.all()
 		if len(got) != 3 {
 			t.Fatalf("%d deliveries, want 3 (MaxDeliver)", len(got))
@@ -340,14 +358,22 @@ func TestRun(t *testing.T) {
 		b := setup(t)
 		c := b.consumer(t)
 		var rec deliveries
+		// Ready is called before each fetch.
+		fetches := testsignal.New[struct{}](10)
 		runInBackground(t, c, func(ctx context.Context, d *queue.Delivery) queue.Decision {
 			rec.add(d)
 			return queue.Ack()
-		}, queue.ConsumerOptions{Concurrency: 2, FetchWait: 300 * time.Millisecond})
-		// Several fetches expire empty before anything arrives.
-		time.Sleep(time.Second)
+		}, queue.ConsumerOptions{Concurrency: 2, FetchWait: 300 * time.Millisecond, Ready: func(context.Context) error {
+			fetches.Send(struct{}{})
+			return nil
+		}})
+		// Two fetches expire empty before anything arrives: the third is
+		// about to start.
+		for i := range 3 {
+			fetches.Wait(t, 10*time.Second, fmt.Sprintf("fetch %d", i+1))
+		}
 		b.publishN(t, 2)
-		eventually(t, 5*time.Second, "late messages handled", func() bool { return rec.len() >= 2 })
+		testsignal.Eventually(t, 5*time.Second, "late messages handled", func() bool { return rec.len() >= 2 })
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/extractq/extractq/internal/testsignal"
 	"github.com/extractq/extractq/queue"
 )
 
@@ -51,18 +52,5 @@ func TestDeadLetter(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no max-deliveries advisory reached the handler")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		info, err := b.stream.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.State.Msgs == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run message still on the stream: %+v", info.State)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testsignal.Eventually(t, 5*time.Second, "the run message to leave the stream", func() bool { return b.streamMsgs(t) == 0 })
 }

@@ -103,15 +103,3 @@ func runInBackground(t *testing.T, cons jetstream.Consumer, h queue.Handler, opt
 	t.Cleanup(stop)
 	return stop
 }
-
-// eventually polls cond every 20ms until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/extractq/extractq/internal/testsignal"
 	"github.com/extractq/extractq/queue"
 )
 
@@ -28,11 +29,14 @@ func TestReadyGatesFetching(t *testing.T) {
 		}
 	}
 	open := make(chan struct{})
+	waiting := testsignal.New[struct{}](1)
 	var handled atomic.Int64
+	const fetchWait = 200 * time.Millisecond
 	go queue.Run(ctx, cons, func(ctx context.Context, d *queue.Delivery) queue.Decision {
 		handled.Add(1)
 		return queue.Ack()
-	}, queue.ConsumerOptions{Concurrency: 2, FetchWait: 200 * time.Millisecond, Ready: func(ctx context.Context) error {
+	}, queue.ConsumerOptions{Concurrency: 2, FetchWait: fetchWait, Ready: func(ctx context.Context) error {
+		waiting.Send(struct{}{})
 		select {
 		case <-open:
 			return nil
@@ -40,16 +44,16 @@ func TestReadyGatesFetching(t *testing.T) {
 			return ctx.Err()
 		}
 	}})
-	time.Sleep(500 * time.Millisecond)
+	waiting.Wait(t, 10*time.Second, "Run to ask Ready")
+	// Nothing to wait for but the absence of a fetch: a fetch made anyway
+	// would deliver within one fetch wait.
+	time.Sleep(fetchWait)
 	if n := handled.Load(); n != 0 {
 		t.Fatalf("%d runs handled while not ready", n)
 	}
+	if info, err := cons.Info(ctx); err != nil || info.NumAckPending != 0 || info.NumWaiting != 0 {
+		t.Fatalf("consumer while not ready: %+v, %v; want no pull request and nothing delivered", info, err)
+	}
 	close(open)
-	deadline := time.Now().Add(10 * time.Second)
-	for handled.Load() < 3 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if n := handled.Load(); n != 3 {
-		t.Fatalf("%d of 3 runs handled once ready", n)
-	}
+	testsignal.Eventually(t, 10*time.Second, "3 runs handled once ready", func() bool { return handled.Load() == 3 })
 }

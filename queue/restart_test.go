@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/extractq/extractq/config"
+	"github.com/extractq/extractq/internal/testsignal"
 	"github.com/extractq/extractq/queue"
 )
 
@@ -100,11 +101,7 @@ func TestRunSurvivesServerRestart(t *testing.T) {
 	// Several fetch rounds against no server: a second failure logged shows
 	// that Run went on after the first.
 	failures := func() int { return logs.FilterMessage("fetch failed; retrying").Len() }
-	for deadline := time.Now().Add(30 * time.Second); failures() < 2; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d fetch failures logged in 30s with the server down, want 2", failures())
-		}
-	}
+	testsignal.Eventually(t, 30*time.Second, "a second fetch failure logged with the server down", func() bool { return failures() >= 2 })
 	select {
 	case err := <-done:
 		t.Fatalf("Run returned while the server was down: %v", err)

@@ -12,39 +12,39 @@ import (
 func TestBatchResultList(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	st := storetest.NewStore(t)
-	batch, other := batchFixture(ctx, t, st), batchFixture(ctx, t, st)
+	st, tx := storetest.TestTx(ctx, t)
+	batch, other := batchFixture(ctx, t, st, tx), batchFixture(ctx, t, st, tx)
 
-	ok := messageFixture(ctx, t, st, batch)
-	if err := st.RunOutcomeInsert(ctx, st.Pool, succeededOutcome(ok)); err != nil {
+	ok := messageFixture(ctx, t, st, tx, batch)
+	if err := st.RunOutcomeInsert(ctx, tx, succeededOutcome(ok)); err != nil {
 		t.Fatal(err)
 	}
-	open := messageFixture(ctx, t, st, batch)
-	if err := st.RunOutcomeInsert(ctx, st.Pool, failedOutcome(open)); err != nil {
+	open := messageFixture(ctx, t, st, tx, batch)
+	if err := st.RunOutcomeInsert(ctx, tx, failedOutcome(open)); err != nil {
 		t.Fatal(err)
 	}
-	approved := messageFixture(ctx, t, st, batch)
-	if err := st.RunOutcomeInsert(ctx, st.Pool, failedOutcome(approved)); err != nil {
+	approved := messageFixture(ctx, t, st, tx, batch)
+	if err := st.RunOutcomeInsert(ctx, tx, failedOutcome(approved)); err != nil {
 		t.Fatal(err)
 	}
-	item, err := st.TriageItemOfRun(ctx, st.Pool, approved.MessageID, approved.RunNo)
+	item, err := st.TriageItemOfRun(ctx, tx, approved.MessageID, approved.RunNo)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.TriageItemClaim(ctx, st.Pool, store.TriageItemClaimParams{ItemID: item.ID, Reviewer: "alice", Via: store.ViaAPI}); err != nil {
+	if _, err := st.TriageItemClaim(ctx, tx, store.TriageItemClaimParams{ItemID: item.ID, Reviewer: "alice", Via: store.ViaAPI}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.TriageItemApprove(ctx, st.Pool, store.TriageItemApproveParams{ItemID: item.ID, Reviewer: "alice", Via: store.ViaAPI,
+	if _, err := st.TriageItemApprove(ctx, tx, store.TriageItemApproveParams{ItemID: item.ID, Reviewer: "alice", Via: store.ViaAPI,
 		Data: []byte(`{"order_id":"by-alice"}`), SchemaVersion: "1"}); err != nil {
 		t.Fatal(err)
 	}
-	queued := messageFixture(ctx, t, st, batch)
+	queued := messageFixture(ctx, t, st, tx, batch)
 	// A message of another batch only is not listed.
-	if err := st.RunOutcomeInsert(ctx, st.Pool, succeededOutcome(messageFixture(ctx, t, st, other))); err != nil {
+	if err := st.RunOutcomeInsert(ctx, tx, succeededOutcome(messageFixture(ctx, t, st, tx, other))); err != nil {
 		t.Fatal(err)
 	}
 
-	all, err := st.BatchResultList(ctx, st.Pool, store.BatchResultListParams{BatchID: batch})
+	all, err := st.BatchResultList(ctx, tx, store.BatchResultListParams{BatchID: batch})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,15 +74,15 @@ func TestBatchResultList(t *testing.T) {
 	}
 
 	// Pages of 3 and 1, then none.
-	page1, err := st.BatchResultList(ctx, st.Pool, store.BatchResultListParams{BatchID: batch, Limit: 3})
+	page1, err := st.BatchResultList(ctx, tx, store.BatchResultListParams{BatchID: batch, Limit: 3})
 	if err != nil || len(page1) != 3 {
 		t.Fatalf("page 1: %d rows, %v", len(page1), err)
 	}
-	page2, err := st.BatchResultList(ctx, st.Pool, store.BatchResultListParams{BatchID: batch, After: page1[2].MessageID, Limit: 3})
+	page2, err := st.BatchResultList(ctx, tx, store.BatchResultListParams{BatchID: batch, After: page1[2].MessageID, Limit: 3})
 	if err != nil || len(page2) != 1 || page2[0].MessageID != all[3].MessageID {
 		t.Fatalf("page 2: %+v, %v", page2, err)
 	}
-	none, err := st.BatchResultList(ctx, st.Pool, store.BatchResultListParams{BatchID: "no-such-batch"})
+	none, err := st.BatchResultList(ctx, tx, store.BatchResultListParams{BatchID: "no-such-batch"})
 	if err != nil || len(none) != 0 {
 		t.Errorf("unknown batch: %+v, %v", none, err)
 	}

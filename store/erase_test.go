@@ -14,7 +14,7 @@ import (
 
 // textLeft reports, for message id, every place its customer text (or a
 // copy of it) is still stored: the tables and columns Erasure lists.
-func textLeft(ctx context.Context, t *testing.T, st *store.Store, id int64) []string {
+func textLeft(ctx context.Context, t *testing.T, db store.DBTX, id int64) []string {
 	t.Helper()
 	checks := []struct{ name, sql string }{
 		{"messages.body", `SELECT count(*) FROM messages WHERE id = $1 AND (body <> '' OR metadata <> '{}' OR length(content_hash) > 0)`},
@@ -28,7 +28,7 @@ func textLeft(ctx context.Context, t *testing.T, st *store.Store, id int64) []st
 	var left []string
 	for _, c := range checks {
 		var n int
-		if err := st.Pool.QueryRow(ctx, c.sql, id).Scan(&n); err != nil {
+		if err := db.QueryRow(ctx, c.sql, id).Scan(&n); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		if n > 0 {
@@ -41,22 +41,25 @@ func textLeft(ctx context.Context, t *testing.T, st *store.Store, id int64) []st
 func TestMessagesErase(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
+	// A schema of its own: an erasure sets extractq.erasing for the rest of
+	// its transaction, and the test checks the audit log is append-only
+	// again once that transaction has ended.
 	st := storetest.NewStore(t)
-	batch := batchFixture(ctx, t, st)
+	batch := batchFixture(ctx, t, st, st.Pool)
 
 	// A result, an approved triage item (its audit entry holds the
 	// record), an open triage item, a queued run.
 	// Its first delivery was nak'ed after a reply that could not be
 	// decoded: that call is in the ledger with the raw body, which may
 	// echo the text.
-	done := messageFixture(ctx, t, st, batch)
+	done := messageFixture(ctx, t, st, st.Pool, batch)
 	if err := st.LLMCallInsertSuperseded(ctx, st.Pool, undecodableCall(done)); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.RunOutcomeInsert(ctx, st.Pool, succeededOutcome(done)); err != nil {
 		t.Fatal(err)
 	}
-	approvedItem, approved := triageItemFixture(ctx, t, st, batch)
+	approvedItem, approved := triageItemFixture(ctx, t, st, st.Pool, batch)
 	if _, err := st.TriageItemApprove(ctx, st.Pool, store.TriageItemApproveParams{
 		ItemID: approvedItem, Reviewer: "alice", Via: store.ViaUI, Data: []byte(`{"order_id":"48213"}`), SchemaVersion: "1",
 		Overridden:     extracttype.ErrorList{{Kind: extracttype.KindRule, Path: "/order_id", Keyword: "grounded", Message: "value does not appear in the message"}},
@@ -64,9 +67,9 @@ func TestMessagesErase(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	openItem, open := triageItemFixture(ctx, t, st, batch)
-	queued := messageFixture(ctx, t, st, batch)
-	keep := messageFixture(ctx, t, st, batch)
+	openItem, open := triageItemFixture(ctx, t, st, st.Pool, batch)
+	queued := messageFixture(ctx, t, st, st.Pool, batch)
+	keep := messageFixture(ctx, t, st, st.Pool, batch)
 
 	var failuresBefore int
 	if err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM failure_events`).Scan(&failuresBefore); err != nil {
@@ -93,7 +96,7 @@ func TestMessagesErase(t *testing.T) {
 		t.Errorf("dry run = %+v", got)
 	}
 	for _, r := range []store.Run{done, approved, open} {
-		if left := textLeft(ctx, t, st, r.MessageID); !slices.Contains(left, "messages.body") {
+		if left := textLeft(ctx, t, st.Pool, r.MessageID); !slices.Contains(left, "messages.body") {
 			t.Fatalf("a dry run erased message %d", r.MessageID)
 		}
 	}
@@ -125,12 +128,12 @@ func TestMessagesErase(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range []store.Run{done, approved, open} {
-		if left := textLeft(ctx, t, st, r.MessageID); len(left) > 0 {
+		if left := textLeft(ctx, t, st.Pool, r.MessageID); len(left) > 0 {
 			t.Errorf("message %d: text left in %v", r.MessageID, left)
 		}
 	}
 	for _, r := range []store.Run{queued, keep} {
-		if left := textLeft(ctx, t, st, r.MessageID); !slices.Contains(left, "messages.body") {
+		if left := textLeft(ctx, t, st.Pool, r.MessageID); !slices.Contains(left, "messages.body") {
 			t.Errorf("message %d, not erased, lost its text: left only %v", r.MessageID, left)
 		}
 	}
@@ -153,10 +156,10 @@ func TestMessagesErase(t *testing.T) {
 		t.Errorf("open item after erasure: %s by %s (%v); want rejected by dpo", itemStatus, decidedBy, err)
 	}
 	// Each item's history shows the erasure after what it had.
-	if got := auditActions(ctx, t, st, approvedItem); !slices.Equal(got, []string{store.AuditApprove, store.AuditErase}) {
+	if got := auditActions(ctx, t, st, st.Pool, approvedItem); !slices.Equal(got, []string{store.AuditApprove, store.AuditErase}) {
 		t.Errorf("approved item's audit actions = %v, want the approval kept, then the erasure", got)
 	}
-	if got := auditActions(ctx, t, st, openItem); !slices.Equal(got, []string{store.AuditErase}) {
+	if got := auditActions(ctx, t, st, st.Pool, openItem); !slices.Equal(got, []string{store.AuditErase}) {
 		t.Errorf("open item's audit actions = %v, want the erasure", got)
 	}
 	var erasures int
@@ -232,12 +235,13 @@ func undecodableCall(r store.Run) store.LLMCallInsertSupersededParams {
 func TestMessagesPurge(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
+	// A schema of its own: MessagesPurge commits each chunk on the pool.
 	st := storetest.NewStore(t)
-	batch := batchFixture(ctx, t, st)
+	batch := batchFixture(ctx, t, st, st.Pool)
 
 	var old []store.Run
 	for i := range 5 {
-		r := messageFixture(ctx, t, st, batch)
+		r := messageFixture(ctx, t, st, st.Pool, batch)
 		if i == 0 {
 			// One had a delivery nak'ed after an undecodable reply.
 			if err := st.LLMCallInsertSuperseded(ctx, st.Pool, undecodableCall(r)); err != nil {
@@ -249,9 +253,9 @@ func TestMessagesPurge(t *testing.T) {
 		}
 		old = append(old, r)
 	}
-	_, openOld := triageItemFixture(ctx, t, st, batch)
-	queuedOld := messageFixture(ctx, t, st, batch)
-	recent := messageFixture(ctx, t, st, batch)
+	_, openOld := triageItemFixture(ctx, t, st, st.Pool, batch)
+	queuedOld := messageFixture(ctx, t, st, st.Pool, batch)
+	recent := messageFixture(ctx, t, st, st.Pool, batch)
 	if err := st.RunOutcomeInsert(ctx, st.Pool, succeededOutcome(recent)); err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +275,7 @@ func TestMessagesPurge(t *testing.T) {
 	if want := (store.PurgeResult{Erased: 5, KeptQueued: 1, KeptOpenItem: 1}); counted != want {
 		t.Errorf("dry run = %+v, want %+v", counted, want)
 	}
-	if left := textLeft(ctx, t, st, old[0].MessageID); !slices.Contains(left, "messages.body") {
+	if left := textLeft(ctx, t, st.Pool, old[0].MessageID); !slices.Contains(left, "messages.body") {
 		t.Fatal("a dry run erased a message")
 	}
 
@@ -288,12 +292,12 @@ func TestMessagesPurge(t *testing.T) {
 		t.Errorf("progress = %v, want 2, 4, 5 (chunks of 2)", chunks)
 	}
 	for _, r := range old {
-		if left := textLeft(ctx, t, st, r.MessageID); len(left) > 0 {
+		if left := textLeft(ctx, t, st.Pool, r.MessageID); len(left) > 0 {
 			t.Errorf("old message %d: text left in %v", r.MessageID, left)
 		}
 	}
 	for _, r := range []store.Run{openOld, queuedOld, recent} {
-		if left := textLeft(ctx, t, st, r.MessageID); !slices.Contains(left, "messages.body") {
+		if left := textLeft(ctx, t, st.Pool, r.MessageID); !slices.Contains(left, "messages.body") {
 			t.Errorf("message %d should be kept; left only %v", r.MessageID, left)
 		}
 	}
@@ -318,11 +322,13 @@ func TestMessagesPurge(t *testing.T) {
 func TestMessagesEraseRacesRerun(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
+	// A schema of its own: the erasure and the re-run race on two
+	// connections.
 	st := storetest.NewStore(t)
-	batch := batchFixture(ctx, t, st)
+	batch := batchFixture(ctx, t, st, st.Pool)
 	erasedFirst, rerunFirst := 0, 0
 	for range 20 {
-		item, r := triageItemFixture(ctx, t, st, batch)
+		item, r := triageItemFixture(ctx, t, st, st.Pool, batch)
 		var k store.MessageKey
 		if err := st.Pool.QueryRow(ctx, `SELECT source, external_id FROM messages WHERE id = $1`, r.MessageID).Scan(&k.Source, &k.ExternalID); err != nil {
 			t.Fatal(err)

@@ -14,14 +14,14 @@ import (
 func TestFailingFieldsRootPath(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	st := storetest.NewStore(t)
-	run := messageFixture(ctx, t, st, batchFixture(ctx, t, st))
+	st, tx := storetest.TestTx(ctx, t)
+	run := messageFixture(ctx, t, st, tx, batchFixture(ctx, t, st, tx))
 	p := failedOutcome(run)
 	p.Failures = append(p.Failures, store.FailureEvent{CallIndex: 0, Err: extracttype.Error{Kind: extracttype.KindParse, Message: "reply holds no JSON object"}})
-	if err := st.RunOutcomeInsert(ctx, st.Pool, p); err != nil {
+	if err := st.RunOutcomeInsert(ctx, tx, p); err != nil {
 		t.Fatal(err)
 	}
-	ff, err := st.FailingFieldList(ctx, st.Pool, store.FailingFieldListParams{})
+	ff, err := st.FailingFieldList(ctx, tx, store.FailingFieldListParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestFailingFieldsRootPath(t *testing.T) {
 		t.Fatalf("no parse error at / in %+v", ff)
 	}
 	var n int
-	if err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM repair_effectiveness WHERE path_pattern = '/'`).Scan(&n); err != nil || n != 1 {
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM repair_effectiveness WHERE path_pattern = '/'`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("repair_effectiveness at /: %d %v", n, err)
 	}
 }
@@ -50,24 +50,24 @@ func TestFailingFieldsRootPath(t *testing.T) {
 func TestRepairEffectivenessOnlyRepairedRuns(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	st := storetest.NewStore(t)
-	batch := batchFixture(ctx, t, st)
+	st, tx := storetest.TestTx(ctx, t)
+	batch := batchFixture(ctx, t, st, tx)
 	// Repaired: a parse error at attempt 1, then a valid repair.
-	repaired := repairedOutcome(messageFixture(ctx, t, st, batch))
+	repaired := repairedOutcome(messageFixture(ctx, t, st, tx, batch))
 	repaired.Failures = []store.FailureEvent{{CallIndex: 0, Err: extracttype.Error{Kind: extracttype.KindParse, Message: "reply holds no JSON object"}}}
 	// Truncated: one call, cut off, straight to triage.
-	truncated := failedOutcome(messageFixture(ctx, t, st, batch))
+	truncated := failedOutcome(messageFixture(ctx, t, st, tx, batch))
 	truncated.Calls = truncated.Calls[:1]
 	truncated.Calls[0].FinishReason = "length"
 	cut := extracttype.Error{Kind: extracttype.KindTruncated, Message: "reply was cut off at the completion token limit"}
 	truncated.Failures = []store.FailureEvent{{CallIndex: 0, Err: cut}}
 	truncated.Triage = &store.TriageParams{Reason: string(extracttype.KindTruncated), Errors: extracttype.ErrorList{cut}}
 	for _, p := range []store.RunOutcomeParams{repaired, truncated} {
-		if err := st.RunOutcomeInsert(ctx, st.Pool, p); err != nil {
+		if err := st.RunOutcomeInsert(ctx, tx, p); err != nil {
 			t.Fatal(err)
 		}
 	}
-	re, err := st.RepairEffectList(ctx, st.Pool, store.RepairEffectListParams{})
+	re, err := st.RepairEffectList(ctx, tx, store.RepairEffectListParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestRepairEffectivenessOnlyRepairedRuns(t *testing.T) {
 	if len(re) != 1 || re[0] != want {
 		t.Errorf("repair effectiveness = %+v, want only %+v", re, want)
 	}
-	ff, err := st.FailingFieldList(ctx, st.Pool, store.FailingFieldListParams{})
+	ff, err := st.FailingFieldList(ctx, tx, store.FailingFieldListParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,22 +93,27 @@ func TestRepairEffectivenessOnlyRepairedRuns(t *testing.T) {
 func TestBatchLatest(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	st := storetest.NewStore(t)
-	withRuns := batchFixture(ctx, t, st)
-	messageFixture(ctx, t, st, withRuns)
-	if err := st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: "empty-later", SchemaID: "s", SourceName: "other.jsonl"}); err != nil {
+	st, tx := storetest.TestTx(ctx, t)
+	withRuns := batchFixture(ctx, t, st, tx)
+	messageFixture(ctx, t, st, tx, withRuns)
+	emptyLater := uniqueID("empty-later")
+	if err := st.BatchInsert(ctx, tx, store.BatchInsertParams{ID: emptyLater, SchemaID: "s", SourceName: "other.jsonl"}); err != nil {
 		t.Fatal(err)
 	}
-	if id, err := st.BatchLatest(ctx, st.Pool, "", ""); err != nil || id != withRuns {
+	// now() stands still in the test's transaction.
+	if _, err := tx.Exec(ctx, `UPDATE batches SET created_at = now() + interval '1 minute' WHERE id = $1`, emptyLater); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := st.BatchLatest(ctx, tx, "", ""); err != nil || id != withRuns {
 		t.Fatalf("latest %q %v, want %q", id, err, withRuns)
 	}
-	if _, err := st.BatchLatest(ctx, st.Pool, "other.jsonl", ""); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.BatchLatest(ctx, tx, "other.jsonl", ""); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("source with only an empty batch: %v", err)
 	}
-	if id, err := st.BatchLatest(ctx, st.Pool, "fixture.jsonl", "support_ticket"); err != nil || id != withRuns {
+	if id, err := st.BatchLatest(ctx, tx, "fixture.jsonl", "support_ticket"); err != nil || id != withRuns {
 		t.Fatalf("latest of source and schema %q %v, want %q", id, err, withRuns)
 	}
-	if _, err := st.BatchLatest(ctx, st.Pool, "fixture.jsonl", "return_request"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.BatchLatest(ctx, tx, "fixture.jsonl", "return_request"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("schema without a batch: %v", err)
 	}
 }

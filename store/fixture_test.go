@@ -7,19 +7,30 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/extractq/extractq/store"
 )
 
 // Fixture builders, in the manner of river's testfactory: each makes a
-// valid row with defaults the test may override.
+// valid row with defaults the test may override. Each writes on db: the
+// test's transaction (storetest.TestTx) or its store's pool
+// (storetest.NewStore).
 
 var fixtureSeq atomic.Int64
 
+// uniqueID returns prefix-<n>, a key no other test of this binary uses.
+// Tests of storetest.TestTx share one schema, where a key written by one
+// test would hold up another writing the same key until the first ends.
+func uniqueID(prefix string) string {
+	return fmt.Sprintf("%s-%d", prefix, fixtureSeq.Add(1))
+}
+
 // batchFixture inserts a batch of schema "support_ticket" and returns its id.
-func batchFixture(ctx context.Context, t *testing.T, st *store.Store) string {
+func batchFixture(ctx context.Context, t *testing.T, st *store.Store, db store.DBTX) string {
 	t.Helper()
-	id := fmt.Sprintf("batch-%d", fixtureSeq.Add(1))
-	if err := st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: id, SchemaID: "support_ticket", SourceName: "fixture.jsonl"}); err != nil {
+	id := uniqueID("batch")
+	if err := st.BatchInsert(ctx, db, store.BatchInsertParams{ID: id, SchemaID: "support_ticket", SourceName: "fixture.jsonl"}); err != nil {
 		t.Fatalf("BatchInsert: %v", err)
 	}
 	return id
@@ -40,10 +51,10 @@ func ingestParams(batchID, externalID, body string) store.MessageIngestParams {
 }
 
 // messageFixture ingests a new message in batch and returns its run 1.
-func messageFixture(ctx context.Context, t *testing.T, st *store.Store, batchID string) store.Run {
+func messageFixture(ctx context.Context, t *testing.T, st *store.Store, db store.DBTX, batchID string) store.Run {
 	t.Helper()
-	id := fmt.Sprintf("m-%d", fixtureSeq.Add(1))
-	res, err := st.MessageIngest(ctx, st.Pool, ingestParams(batchID, id, "my parcel never arrived, order "+id))
+	id := uniqueID("m")
+	res, err := st.MessageIngest(ctx, db, ingestParams(batchID, id, "my parcel never arrived, order "+id))
 	if err != nil {
 		t.Fatalf("MessageIngest(%s): %v", id, err)
 	}
@@ -73,11 +84,34 @@ func succeededOutcome(r store.Run) store.RunOutcomeParams {
 }
 
 // count returns the number of rows of table for message id.
-func count(ctx context.Context, t *testing.T, st *store.Store, table string, messageID int64) int {
+func count(ctx context.Context, t *testing.T, db store.DBTX, table string, messageID int64) int {
 	t.Helper()
 	var n int
-	if err := st.Pool.QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE message_id = $1", messageID).Scan(&n); err != nil {
+	if err := db.QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE message_id = $1", messageID).Scan(&n); err != nil {
 		t.Fatalf("count %s: %v", table, err)
 	}
 	return n
+}
+
+// savepoint runs fn on a savepoint of tx: it releases the savepoint when fn
+// returns nil and rolls back to it otherwise, as the method under test
+// rolls back its own transaction when it runs on the pool. A statement
+// expected to fail is run this way when the test goes on after it, since
+// a failed statement aborts the whole transaction.
+func savepoint(ctx context.Context, t *testing.T, tx pgx.Tx, fn func(db store.DBTX) error) error {
+	t.Helper()
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		t.Fatalf("savepoint: %v", err)
+	}
+	if err := fn(sp); err != nil {
+		if rbErr := sp.Rollback(ctx); rbErr != nil {
+			t.Fatalf("roll back to savepoint: %v", rbErr)
+		}
+		return err
+	}
+	if err := sp.Commit(ctx); err != nil {
+		t.Fatalf("release savepoint: %v", err)
+	}
+	return nil
 }

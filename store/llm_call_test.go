@@ -17,7 +17,7 @@ func TestLLMCallLedger(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	st := storetest.NewStore(t)
-	batch := batchFixture(ctx, t, st)
+	batch := batchFixture(ctx, t, st, st.Pool)
 
 	type row struct {
 		attempt, prompt, cached, completion, status, bytes int
@@ -50,7 +50,7 @@ func TestLLMCallLedger(t *testing.T) {
 
 	// Run a: an outcome whose call reports cached tokens, and one whose
 	// reply had no usage.
-	a := messageFixture(ctx, t, st, batch)
+	a := messageFixture(ctx, t, st, st.Pool, batch)
 	pa := failedOutcome(a)
 	pa.Calls[0].CachedTokens = 256
 	pa.Calls[1].UsageEstimated = true
@@ -65,7 +65,7 @@ func TestLLMCallLedger(t *testing.T) {
 	// Run b: its first delivery's extract was invalid and the repair's
 	// reply could not be decoded; the delivery was nak'ed. Its calls are
 	// written on their own, before any outcome.
-	b := messageFixture(ctx, t, st, batch)
+	b := messageFixture(ctx, t, st, st.Pool, batch)
 	nakd := store.LLMCallInsertSupersededParams{MessageID: b.MessageID, RunNo: b.RunNo, SchemaID: "support_ticket", SchemaVersion: "1",
 		Calls: []store.LLMCall{
 			{Attempt: 1, Model: "sim-1", PromptVersion: "extract.v1", RequestMode: "tools", PromptTokens: 300, CachedTokens: 128,
@@ -135,7 +135,7 @@ func TestLLMCallLedger(t *testing.T) {
 	if err := st.LLMCallInsertSuperseded(ctx, st.Pool, twice); err == nil {
 		t.Error("two calls with one attempt: no error")
 	}
-	if n := count(ctx, t, st, "llm_calls", b.MessageID); n != 3 {
+	if n := count(ctx, t, st.Pool, "llm_calls", b.MessageID); n != 3 {
 		t.Errorf("%d calls of b after the refused writes, want 3", n)
 	}
 }
@@ -146,8 +146,8 @@ func TestTriageItemCallsOfTheOutcome(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	st := storetest.NewStore(t)
-	batch := batchFixture(ctx, t, st)
-	r := messageFixture(ctx, t, st, batch)
+	batch := batchFixture(ctx, t, st, st.Pool)
+	r := messageFixture(ctx, t, st, st.Pool, batch)
 	if err := st.LLMCallInsertSuperseded(ctx, st.Pool, undecodableCall(r)); err != nil {
 		t.Fatal(err)
 	}

@@ -16,21 +16,32 @@ func TestMessageIngest(t *testing.T) {
 
 	type testBundle struct {
 		st      *store.Store
+		db      store.DBTX // the test's transaction, or its own store's pool
 		batchID string
+		key     string // an external id no other test uses
 	}
+	// setup gives the test a transaction on the shared schema.
 	setup := func(t *testing.T) (context.Context, *testBundle) {
 		t.Helper()
 		ctx := t.Context()
+		st, tx := storetest.TestTx(ctx, t)
+		return ctx, &testBundle{st: st, db: tx, batchID: batchFixture(ctx, t, st, tx), key: uniqueID("A")}
+	}
+	// setupPool gives the test a schema of its own: ingests racing on
+	// several connections must see each other's commits.
+	setupPool := func(t *testing.T) (context.Context, *testBundle) {
+		t.Helper()
+		ctx := t.Context()
 		st := storetest.NewStore(t)
-		return ctx, &testBundle{st: st, batchID: batchFixture(ctx, t, st)}
+		return ctx, &testBundle{st: st, db: st.Pool, batchID: batchFixture(ctx, t, st, st.Pool), key: uniqueID("A")}
 	}
 
 	t.Run("Inserted", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t)
-		p := ingestParams(b.batchID, "A-1", "parcel 1Z999AA10123456784 never arrived")
+		p := ingestParams(b.batchID, b.key, "parcel 1Z999AA10123456784 never arrived")
 		p.Flags = []string{"trimmed"}
-		res, err := b.st.MessageIngest(ctx, b.st.Pool, p)
+		res, err := b.st.MessageIngest(ctx, b.db, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,7 +49,7 @@ func TestMessageIngest(t *testing.T) {
 			t.Fatalf("status = %s, want inserted", res.Status)
 		}
 		m, r := res.Message, res.Run
-		if m.ID == 0 || m.Source != "fixture" || m.ExternalID != "A-1" || m.Body != p.Body ||
+		if m.ID == 0 || m.Source != "fixture" || m.ExternalID != b.key || m.Body != p.Body ||
 			!bytes.Equal(m.ContentHash, p.ContentHash) || m.BatchID != b.batchID || m.ReceivedAt.IsZero() {
 			t.Errorf("message = %+v", m)
 		}
@@ -60,9 +71,9 @@ func TestMessageIngest(t *testing.T) {
 	t.Run("NilMetadataAndFlags", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t)
-		p := ingestParams(b.batchID, "A-2", "hello")
+		p := ingestParams(b.batchID, b.key, "hello")
 		p.Metadata, p.Flags = nil, nil
-		res, err := b.st.MessageIngest(ctx, b.st.Pool, p)
+		res, err := b.st.MessageIngest(ctx, b.db, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,14 +85,14 @@ func TestMessageIngest(t *testing.T) {
 	t.Run("Duplicate", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t)
-		p := ingestParams(b.batchID, "A-1", "order 48213, please refund")
-		first, err := b.st.MessageIngest(ctx, b.st.Pool, p)
+		p := ingestParams(b.batchID, b.key, "order 48213, please refund")
+		first, err := b.st.MessageIngest(ctx, b.db, p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		// Same id and text from another batch, later: a duplicate.
-		p.BatchID = batchFixture(ctx, t, b.st)
-		res, err := b.st.MessageIngest(ctx, b.st.Pool, p)
+		p.BatchID = batchFixture(ctx, t, b.st, b.db)
+		res, err := b.st.MessageIngest(ctx, b.db, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +105,7 @@ func TestMessageIngest(t *testing.T) {
 		if res.Run.RunNo != 1 || res.Run.DedupID != first.Run.DedupID || res.Run.PublishedAt != nil {
 			t.Errorf("run = %+v, want run 1 unpublished", res.Run)
 		}
-		if n := count(ctx, t, b.st, "runs", first.Message.ID); n != 1 {
+		if n := count(ctx, t, b.db, "runs", first.Message.ID); n != 1 {
 			t.Errorf("runs = %d, want 1", n)
 		}
 	})
@@ -102,17 +113,17 @@ func TestMessageIngest(t *testing.T) {
 	t.Run("DuplicateReturnsLatestRun", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t)
-		p := ingestParams(b.batchID, "A-1", "text")
-		first, err := b.st.MessageIngest(ctx, b.st.Pool, p)
+		p := ingestParams(b.batchID, b.key, "text")
+		first, err := b.st.MessageIngest(ctx, b.db, p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = b.st.Pool.Exec(ctx, `INSERT INTO runs (message_id, run_no, batch_id, schema_id, dedup_id)
+		_, err = b.db.Exec(ctx, `INSERT INTO runs (message_id, run_no, batch_id, schema_id, dedup_id)
 			VALUES ($1, 2, $2, 'support_ticket', $3)`, first.Message.ID, b.batchID, store.RunDedupID(first.Message.ID, 2))
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := b.st.MessageIngest(ctx, b.st.Pool, p)
+		res, err := b.st.MessageIngest(ctx, b.db, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,18 +135,18 @@ func TestMessageIngest(t *testing.T) {
 	t.Run("ConflictNeverOverwrites", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t)
-		first, err := b.st.MessageIngest(ctx, b.st.Pool, ingestParams(b.batchID, "A-1", "the first text"))
+		first, err := b.st.MessageIngest(ctx, b.db, ingestParams(b.batchID, b.key, "the first text"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := b.st.MessageIngest(ctx, b.st.Pool, ingestParams(b.batchID, "A-1", "a different text"))
+		res, err := b.st.MessageIngest(ctx, b.db, ingestParams(b.batchID, b.key, "a different text"))
 		if !errors.Is(err, store.ErrConflict) {
 			t.Fatalf("err = %v, want ErrConflict", err)
 		}
 		if res.Status != store.IngestConflict || res.Message.ID != first.Message.ID {
 			t.Errorf("result = %s %d, want conflict with the stored message", res.Status, res.Message.ID)
 		}
-		got, err := b.st.RunGetWithMessage(ctx, b.st.Pool, store.RunGetParams{MessageID: first.Message.ID, RunNo: 1})
+		got, err := b.st.RunGetWithMessage(ctx, b.db, store.RunGetParams{MessageID: first.Message.ID, RunNo: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,12 +158,12 @@ func TestMessageIngest(t *testing.T) {
 	t.Run("SameIDOtherSource", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t)
-		p := ingestParams(b.batchID, "A-1", "text one")
-		if _, err := b.st.MessageIngest(ctx, b.st.Pool, p); err != nil {
+		p := ingestParams(b.batchID, b.key, "text one")
+		if _, err := b.st.MessageIngest(ctx, b.db, p); err != nil {
 			t.Fatal(err)
 		}
 		p.Source, p.Body = "crm", "text two"
-		res, err := b.st.MessageIngest(ctx, b.st.Pool, p)
+		res, err := b.st.MessageIngest(ctx, b.db, p)
 		if err != nil || res.Status != store.IngestInserted {
 			t.Fatalf("status %s, err %v; want inserted (the key is source + id)", res.Status, err)
 		}
@@ -161,7 +172,7 @@ func TestMessageIngest(t *testing.T) {
 	t.Run("NULInBodyStoredSafely", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t)
-		res, err := b.st.MessageIngest(ctx, b.st.Pool, ingestParams(b.batchID, "A-1", "a\x00b\xffc"))
+		res, err := b.st.MessageIngest(ctx, b.db, ingestParams(b.batchID, b.key, "a\x00b\xffc"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +184,7 @@ func TestMessageIngest(t *testing.T) {
 	t.Run("UnknownBatch", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t)
-		if _, err := b.st.MessageIngest(ctx, b.st.Pool, ingestParams("no-such-batch", "A-1", "x")); err == nil {
+		if _, err := b.st.MessageIngest(ctx, b.db, ingestParams("no-such-batch", b.key, "x")); err == nil {
 			t.Fatal("ingest into an unknown batch succeeded")
 		}
 	})
@@ -182,7 +193,7 @@ func TestMessageIngest(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t)
 		p := ingestParams(b.batchID, "", "x")
-		if _, err := b.st.MessageIngest(ctx, b.st.Pool, p); err == nil {
+		if _, err := b.st.MessageIngest(ctx, b.db, p); err == nil {
 			t.Fatal("ingest without an external id succeeded")
 		}
 	})
@@ -190,7 +201,7 @@ func TestMessageIngest(t *testing.T) {
 	t.Run("BatchIDTaken", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t)
-		err := b.st.BatchInsert(ctx, b.st.Pool, store.BatchInsertParams{ID: b.batchID, SchemaID: "x"})
+		err := b.st.BatchInsert(ctx, b.db, store.BatchInsertParams{ID: b.batchID, SchemaID: "x"})
 		if !errors.Is(err, store.ErrConflict) {
 			t.Fatalf("err = %v, want ErrConflict", err)
 		}
@@ -198,7 +209,7 @@ func TestMessageIngest(t *testing.T) {
 
 	t.Run("ConcurrentSameIDOneInserted", func(t *testing.T) {
 		t.Parallel()
-		ctx, b := setup(t)
+		ctx, b := setupPool(t)
 		results := ingestAtOnce(ctx, t, b.st, ingestParams(b.batchID, "RACE-1", "the same text"), 16)
 		inserted := 0
 		for i := range results {
@@ -216,7 +227,7 @@ func TestMessageIngest(t *testing.T) {
 		if inserted != 1 {
 			t.Errorf("inserted %d times, want 1", inserted)
 		}
-		if c := count(ctx, t, b.st, "runs", results[0].Message.ID); c != 1 {
+		if c := count(ctx, t, b.db, "runs", results[0].Message.ID); c != 1 {
 			t.Errorf("runs = %d, want 1", c)
 		}
 	})
@@ -224,14 +235,14 @@ func TestMessageIngest(t *testing.T) {
 	t.Run("SecondSchemaNewRun", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t)
-		p := ingestParams(b.batchID, "A-1", "I want to return the shoes")
-		first, err := b.st.MessageIngest(ctx, b.st.Pool, p)
+		p := ingestParams(b.batchID, b.key, "I want to return the shoes")
+		first, err := b.st.MessageIngest(ctx, b.db, p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		second := batchFixture(ctx, t, b.st)
+		second := batchFixture(ctx, t, b.st, b.db)
 		p.BatchID, p.SchemaID = second, "return_request"
-		res, err := b.st.MessageIngest(ctx, b.st.Pool, p)
+		res, err := b.st.MessageIngest(ctx, b.db, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -244,31 +255,31 @@ func TestMessageIngest(t *testing.T) {
 			t.Errorf("new run = %+v", r)
 		}
 		// Again with either schema: nothing new, and each finds its own run.
-		again, err := b.st.MessageIngest(ctx, b.st.Pool, p)
+		again, err := b.st.MessageIngest(ctx, b.db, p)
 		if err != nil || again.Status != store.IngestDuplicate || again.Run.RunNo != 2 {
 			t.Errorf("second schema again: status %s, run %d, err %v; want duplicate of run 2", again.Status, again.Run.RunNo, err)
 		}
 		p.SchemaID = "support_ticket"
-		again, err = b.st.MessageIngest(ctx, b.st.Pool, p)
+		again, err = b.st.MessageIngest(ctx, b.db, p)
 		if err != nil || again.Status != store.IngestDuplicate || again.Run.RunNo != 1 {
 			t.Errorf("first schema again: status %s, run %d, err %v; want duplicate of run 1", again.Status, again.Run.RunNo, err)
 		}
 		// Another text under the same id is still a conflict, whatever the schema.
 		p.SchemaID, p.Body = "third_schema", "another text"
 		p.ContentHash = ingestParams("", "", p.Body).ContentHash
-		if _, err := b.st.MessageIngest(ctx, b.st.Pool, p); !errors.Is(err, store.ErrConflict) {
+		if _, err := b.st.MessageIngest(ctx, b.db, p); !errors.Is(err, store.ErrConflict) {
 			t.Errorf("other text, new schema: err %v, want ErrConflict", err)
 		}
-		if c := count(ctx, t, b.st, "runs", first.Message.ID); c != 2 {
+		if c := count(ctx, t, b.db, "runs", first.Message.ID); c != 2 {
 			t.Errorf("runs = %d, want 2", c)
 		}
 	})
 
 	t.Run("ConcurrentSecondSchemaOneNewRun", func(t *testing.T) {
 		t.Parallel()
-		ctx, b := setup(t)
+		ctx, b := setupPool(t)
 		p := ingestParams(b.batchID, "RACE-2", "the same text")
-		first, err := b.st.MessageIngest(ctx, b.st.Pool, p)
+		first, err := b.st.MessageIngest(ctx, b.db, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -286,7 +297,7 @@ func TestMessageIngest(t *testing.T) {
 		if created != 1 {
 			t.Errorf("new runs %d, want 1", created)
 		}
-		if c := count(ctx, t, b.st, "runs", first.Message.ID); c != 2 {
+		if c := count(ctx, t, b.db, "runs", first.Message.ID); c != 2 {
 			t.Errorf("runs = %d, want 2", c)
 		}
 	})
@@ -322,25 +333,25 @@ func ingestAtOnce(ctx context.Context, t *testing.T, st *store.Store, p store.Me
 func TestCurrentResultPerSchema(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	st := storetest.NewStore(t)
-	run1 := messageFixture(ctx, t, st, batchFixture(ctx, t, st))
-	if err := st.RunOutcomeInsert(ctx, st.Pool, succeededOutcome(run1)); err != nil {
+	st, tx := storetest.TestTx(ctx, t)
+	run1 := messageFixture(ctx, t, st, tx, batchFixture(ctx, t, st, tx))
+	if err := st.RunOutcomeInsert(ctx, tx, succeededOutcome(run1)); err != nil {
 		t.Fatal(err)
 	}
-	p := ingestParams(batchFixture(ctx, t, st), "", "")
-	m, err := st.RunGetWithMessage(ctx, st.Pool, store.RunGetParams{MessageID: run1.MessageID, RunNo: 1})
+	p := ingestParams(batchFixture(ctx, t, st, tx), "", "")
+	m, err := st.RunGetWithMessage(ctx, tx, store.RunGetParams{MessageID: run1.MessageID, RunNo: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.ExternalID, p.Body, p.ContentHash, p.SchemaID = m.Message.ExternalID, m.Message.Body, m.Message.ContentHash, "return_request"
-	res, err := st.MessageIngest(ctx, st.Pool, p)
+	res, err := st.MessageIngest(ctx, tx, p)
 	if err != nil || res.Status != store.IngestNewRun {
 		t.Fatalf("second schema: %s, %v", res.Status, err)
 	}
 	o := succeededOutcome(res.Run)
 	o.SchemaID = "return_request"
 	o.Extraction.Data = []byte(`{"items":[]}`)
-	if err := st.RunOutcomeInsert(ctx, st.Pool, o); err != nil {
+	if err := st.RunOutcomeInsert(ctx, tx, o); err != nil {
 		t.Fatal(err)
 	}
 
@@ -348,7 +359,7 @@ func TestCurrentResultPerSchema(t *testing.T) {
 		schema  string
 		wantRun int
 	}{{"support_ticket", 1}, {"return_request", 2}, {"", 2}} {
-		cur, err := st.CurrentResultGet(ctx, st.Pool, store.CurrentResultGetParams{MessageID: run1.MessageID, SchemaID: tt.schema})
+		cur, err := st.CurrentResultGet(ctx, tx, store.CurrentResultGetParams{MessageID: run1.MessageID, SchemaID: tt.schema})
 		if err != nil {
 			t.Fatalf("schema %q: %v", tt.schema, err)
 		}
@@ -356,11 +367,11 @@ func TestCurrentResultPerSchema(t *testing.T) {
 			t.Errorf("schema %q: run %d of %s, want run %d", tt.schema, cur.RunNo, cur.SchemaID, tt.wantRun)
 		}
 	}
-	if _, err := st.CurrentResultGet(ctx, st.Pool, store.CurrentResultGetParams{MessageID: run1.MessageID, SchemaID: "other"}); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.CurrentResultGet(ctx, tx, store.CurrentResultGetParams{MessageID: run1.MessageID, SchemaID: "other"}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("unknown schema: err %v, want ErrNotFound", err)
 	}
 	var n int
-	if err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM current_results WHERE message_id = $1`, run1.MessageID).Scan(&n); err != nil || n != 2 {
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM current_results WHERE message_id = $1`, run1.MessageID).Scan(&n); err != nil || n != 2 {
 		t.Errorf("current_results rows = %d (%v), want 2, one per schema", n, err)
 	}
 }

@@ -30,6 +30,7 @@ func TestMigrate(t *testing.T) {
 	t.Run("DownThenUp", func(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
+		// A schema of its own: the test migrates it down and up.
 		st := storetest.NewStore(t)
 		all, err := store.MigrateStatus(ctx, st.Pool)
 		if err != nil || len(all) < 2 {
@@ -69,6 +70,7 @@ func TestMigrate(t *testing.T) {
 	t.Run("LandsInTheTestSchema", func(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
+		// NewStore itself is under test, with SchemaURL from a new connection.
 		st := storetest.NewStore(t)
 		var schema string
 		if err := st.Pool.QueryRow(ctx, `SELECT schemaname FROM pg_tables WHERE tablename = 'goose_db_version' AND schemaname = current_schema()`).Scan(&schema); err != nil {

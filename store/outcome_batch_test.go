@@ -12,11 +12,13 @@ import (
 func TestRunOutcomeInsertMany(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
+	// A schema of its own: RunOutcomeInsertMany begins its transactions on
+	// the pool.
 	st := storetest.NewStore(t)
-	batchID := batchFixture(ctx, t, st)
-	a := messageFixture(ctx, t, st, batchID)
-	b := messageFixture(ctx, t, st, batchID)
-	c := messageFixture(ctx, t, st, batchID)
+	batchID := batchFixture(ctx, t, st, st.Pool)
+	a := messageFixture(ctx, t, st, st.Pool, batchID)
+	b := messageFixture(ctx, t, st, st.Pool, batchID)
+	c := messageFixture(ctx, t, st, st.Pool, batchID)
 
 	// c already has its outcome: in the batch it fails alone.
 	if err := st.RunOutcomeInsert(ctx, st.Pool, failedOutcome(c)); err != nil {
@@ -36,7 +38,7 @@ func TestRunOutcomeInsertMany(t *testing.T) {
 	}
 
 	// A params error fails only its own outcome.
-	d := messageFixture(ctx, t, st, batchID)
+	d := messageFixture(ctx, t, st, st.Pool, batchID)
 	bad := failedOutcome(d)
 	bad.Triage = nil
 	errs = st.RunOutcomeInsertMany(ctx, []store.RunOutcomeParams{bad})
@@ -50,8 +52,10 @@ func TestRunOutcomeInsertMany(t *testing.T) {
 func TestRunOutcomeInsertManyMatchesInsert(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
+	// A schema of its own: RunOutcomeInsertMany begins its transactions on
+	// the pool.
 	st := storetest.NewStore(t)
-	batchID := batchFixture(ctx, t, st)
+	batchID := batchFixture(ctx, t, st, st.Pool)
 	withNoCallEvent := func(p store.RunOutcomeParams) store.RunOutcomeParams {
 		p.Failures = append(p.Failures, store.FailureEvent{CallIndex: -1, Attempt: 3, Model: "sim-1",
 			Err: extracttype.Errorf(extracttype.KindBudget, "", "max_tokens", "next call needs too many tokens")})
@@ -90,7 +94,7 @@ func TestRunOutcomeInsertManyMatchesInsert(t *testing.T) {
 			return p
 		},
 	} {
-		single, many := messageFixture(ctx, t, st, batchID), messageFixture(ctx, t, st, batchID)
+		single, many := messageFixture(ctx, t, st, st.Pool, batchID), messageFixture(ctx, t, st, st.Pool, batchID)
 		if err := st.RunOutcomeInsert(ctx, st.Pool, mk(single)); err != nil {
 			t.Fatal(err)
 		}

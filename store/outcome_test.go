@@ -57,29 +57,43 @@ func TestRunOutcomeInsert(t *testing.T) {
 
 	type testBundle struct {
 		st      *store.Store
+		db      store.DBTX // the test's transaction, or its own store's pool
 		batchID string
 		run     store.Run
 	}
+	newBundle := func(ctx context.Context, t *testing.T, st *store.Store, db store.DBTX) *testBundle {
+		t.Helper()
+		batchID := batchFixture(ctx, t, st, db)
+		return &testBundle{st: st, db: db, batchID: batchID, run: messageFixture(ctx, t, st, db, batchID)}
+	}
+	// setup gives the test a transaction on the shared schema.
 	setup := func(t *testing.T) (context.Context, *testBundle) {
 		t.Helper()
 		ctx := t.Context()
+		st, tx := storetest.TestTx(ctx, t)
+		return ctx, newBundle(ctx, t, st, tx)
+	}
+	// setupPool gives the test a schema of its own, for outcomes written
+	// on several connections at once or in no transaction of the test's.
+	setupPool := func(t *testing.T) (context.Context, *testBundle) {
+		t.Helper()
+		ctx := t.Context()
 		st := storetest.NewStore(t)
-		batchID := batchFixture(ctx, t, st)
-		return ctx, &testBundle{st: st, batchID: batchID, run: messageFixture(ctx, t, st, batchID)}
+		return ctx, newBundle(ctx, t, st, st.Pool)
 	}
 
 	t.Run("SucceededWritesCallsAndExtraction", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t)
-		if err := b.st.RunOutcomeInsert(ctx, b.st.Pool, succeededOutcome(b.run)); err != nil {
+		if err := b.st.RunOutcomeInsert(ctx, b.db, succeededOutcome(b.run)); err != nil {
 			t.Fatal(err)
 		}
-		if n := count(ctx, t, b.st, "llm_calls", b.run.MessageID); n != 1 {
+		if n := count(ctx, t, b.db, "llm_calls", b.run.MessageID); n != 1 {
 			t.Errorf("llm_calls = %d, want 1", n)
 		}
 		var purpose, schemaID string
 		var cost float64
-		err := b.st.Pool.QueryRow(ctx, `SELECT purpose, schema_id, cost_usd::float8 FROM llm_calls WHERE message_id = $1`,
+		err := b.db.QueryRow(ctx, `SELECT purpose, schema_id, cost_usd::float8 FROM llm_calls WHERE message_id = $1`,
 			b.run.MessageID).Scan(&purpose, &schemaID, &cost)
 		if err != nil {
 			t.Fatal(err)
@@ -87,7 +101,7 @@ func TestRunOutcomeInsert(t *testing.T) {
 		if purpose != "extract" || schemaID != "support_ticket" || cost != 0.00012 {
 			t.Errorf("call: purpose %q schema %q cost %v", purpose, schemaID, cost)
 		}
-		exts, err := b.st.ExtractionList(ctx, b.st.Pool, store.ExtractionListParams{BatchID: b.batchID})
+		exts, err := b.st.ExtractionList(ctx, b.db, store.ExtractionListParams{BatchID: b.batchID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +117,7 @@ func TestRunOutcomeInsert(t *testing.T) {
 		if err := json.Unmarshal(e.Data, &data); err != nil || data["order_id"] != "48213" {
 			t.Errorf("data = %s (%v)", e.Data, err)
 		}
-		if n := count(ctx, t, b.st, "triage_items", b.run.MessageID); n != 0 {
+		if n := count(ctx, t, b.db, "triage_items", b.run.MessageID); n != 0 {
 			t.Errorf("triage_items = %d, want 0", n)
 		}
 	})
@@ -111,19 +125,19 @@ func TestRunOutcomeInsert(t *testing.T) {
 	t.Run("SecondOutcomeWritesNothing", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t)
-		if err := b.st.RunOutcomeInsert(ctx, b.st.Pool, succeededOutcome(b.run)); err != nil {
+		if err := b.st.RunOutcomeInsert(ctx, b.db, succeededOutcome(b.run)); err != nil {
 			t.Fatal(err)
 		}
-		err := b.st.RunOutcomeInsert(ctx, b.st.Pool, failedOutcome(b.run))
+		err := b.st.RunOutcomeInsert(ctx, b.db, failedOutcome(b.run))
 		if !errors.Is(err, store.ErrOutcomeExists) {
 			t.Fatalf("err = %v, want ErrOutcomeExists", err)
 		}
 		for table, want := range map[string]int{"llm_calls": 1, "extractions": 1, "triage_items": 0, "failure_events": 0} {
-			if n := count(ctx, t, b.st, table, b.run.MessageID); n != want {
+			if n := count(ctx, t, b.db, table, b.run.MessageID); n != want {
 				t.Errorf("%s = %d, want %d", table, n, want)
 			}
 		}
-		rm, _ := b.st.RunGetWithMessage(ctx, b.st.Pool, store.RunGetParams{MessageID: b.run.MessageID, RunNo: 1})
+		rm, _ := b.st.RunGetWithMessage(ctx, b.db, store.RunGetParams{MessageID: b.run.MessageID, RunNo: 1})
 		if rm.Status != store.RunSucceeded {
 			t.Errorf("status = %s, want succeeded kept", rm.Status)
 		}
@@ -131,12 +145,12 @@ func TestRunOutcomeInsert(t *testing.T) {
 
 	t.Run("ConcurrentOutcomesOneWins", func(t *testing.T) {
 		t.Parallel()
-		ctx, b := setup(t)
+		ctx, b := setupPool(t)
 		const n = 8
 		var wg sync.WaitGroup
 		errs := make([]error, n)
 		for i := range n {
-			wg.Go(func() { errs[i] = b.st.RunOutcomeInsert(ctx, b.st.Pool, succeededOutcome(b.run)) })
+			wg.Go(func() { errs[i] = b.st.RunOutcomeInsert(ctx, b.db, succeededOutcome(b.run)) })
 		}
 		wg.Wait()
 		ok := 0
@@ -151,7 +165,7 @@ func TestRunOutcomeInsert(t *testing.T) {
 		if ok != 1 {
 			t.Errorf("%d outcomes written, want 1", ok)
 		}
-		if c := count(ctx, t, b.st, "llm_calls", b.run.MessageID); c != 1 {
+		if c := count(ctx, t, b.db, "llm_calls", b.run.MessageID); c != 1 {
 			t.Errorf("llm_calls = %d, want 1", c)
 		}
 	})
@@ -162,10 +176,10 @@ func TestRunOutcomeInsert(t *testing.T) {
 		p := failedOutcome(b.run)
 		p.Failures = append(p.Failures, store.FailureEvent{CallIndex: -1,
 			Err: extracttype.Errorf(extracttype.KindDelivery, "", "", "delivery limit reached")})
-		if err := b.st.RunOutcomeInsert(ctx, b.st.Pool, p); err != nil {
+		if err := b.st.RunOutcomeInsert(ctx, b.db, p); err != nil {
 			t.Fatal(err)
 		}
-		items, err := b.st.TriageItemList(ctx, b.st.Pool, store.TriageItemListParams{BatchID: b.batchID})
+		items, err := b.st.TriageItemList(ctx, b.db, store.TriageItemListParams{BatchID: b.batchID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,15 +191,17 @@ func TestRunOutcomeInsert(t *testing.T) {
 			len(it.Errors) != 1 || it.Errors[0] != p.Triage.Errors[0] || it.LastReply != "[]" {
 			t.Errorf("triage item = %+v", it)
 		}
-		if n := count(ctx, t, b.st, "extractions", b.run.MessageID); n != 0 {
+		if n := count(ctx, t, b.db, "extractions", b.run.MessageID); n != 0 {
 			t.Errorf("extractions = %d, want 0", n)
 		}
 
-		rows, err := b.st.Pool.Query(ctx, `
+		// One INSERT ... SELECT writes the events, in the order of its
+		// join's plan: sort them.
+		rows, err := b.db.Query(ctx, `
 			SELECT f.attempt, f.kind, f.path, f.path_pattern, f.keyword, f.model, f.prompt_version,
 			       coalesce(c.attempt, 0), f.llm_call_id IS NULL
 			FROM failure_events f LEFT JOIN llm_calls c ON c.id = f.llm_call_id
-			WHERE f.message_id = $1 ORDER BY f.id`, b.run.MessageID)
+			WHERE f.message_id = $1 ORDER BY f.llm_call_id IS NULL, f.attempt, f.path`, b.run.MessageID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,12 +248,12 @@ func TestRunOutcomeInsert(t *testing.T) {
 		p.Triage.LastReply = bad
 		p.Triage.Errors = extracttype.ErrorList{{Kind: extracttype.KindSchema, Path: "/x\x00y", Message: "unexpected property"}}
 		p.Failures = append(p.Failures, store.FailureEvent{CallIndex: 1, Err: p.Triage.Errors[0]})
-		if err := b.st.RunOutcomeInsert(ctx, b.st.Pool, p); err != nil {
+		if err := b.st.RunOutcomeInsert(ctx, b.db, p); err != nil {
 			t.Fatalf("outcome with NUL bytes: %v", err)
 		}
 		const clean = "{\"order_id\":\"4\uFFFD 8\uFFFD\"}"
 		var reply, stripped string
-		err := b.st.Pool.QueryRow(ctx, `SELECT reply, stripped FROM llm_calls WHERE message_id = $1 AND attempt = 2`,
+		err := b.db.QueryRow(ctx, `SELECT reply, stripped FROM llm_calls WHERE message_id = $1 AND attempt = 2`,
 			b.run.MessageID).Scan(&reply, &stripped)
 		if err != nil {
 			t.Fatal(err)
@@ -245,7 +261,7 @@ func TestRunOutcomeInsert(t *testing.T) {
 		if reply != clean || stripped != clean {
 			t.Errorf("reply = %q, stripped = %q, want %q", reply, stripped, clean)
 		}
-		items, err := b.st.TriageItemList(ctx, b.st.Pool, store.TriageItemListParams{})
+		items, err := b.st.TriageItemList(ctx, b.db, store.TriageItemListParams{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -259,10 +275,10 @@ func TestRunOutcomeInsert(t *testing.T) {
 		ctx, b := setup(t)
 		p := succeededOutcome(b.run)
 		p.Extraction.Data = []byte(`{"note":"a\u0000b","s":"\ud800","ok":"\\u0000"}`)
-		if err := b.st.RunOutcomeInsert(ctx, b.st.Pool, p); err != nil {
+		if err := b.st.RunOutcomeInsert(ctx, b.db, p); err != nil {
 			t.Fatalf("outcome with \\u0000 in data: %v", err)
 		}
-		exts, err := b.st.ExtractionList(ctx, b.st.Pool, store.ExtractionListParams{})
+		exts, err := b.st.ExtractionList(ctx, b.db, store.ExtractionListParams{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -289,12 +305,12 @@ func TestRunOutcomeInsert(t *testing.T) {
 		for name, edit := range cases {
 			p := succeededOutcome(b.run)
 			edit(&p)
-			err := b.st.RunOutcomeInsert(ctx, b.st.Pool, p)
+			err := b.st.RunOutcomeInsert(ctx, b.db, p)
 			if err == nil || errors.Is(err, store.ErrOutcomeExists) {
 				t.Errorf("%s: err = %v, want a params error", name, err)
 			}
 		}
-		rm, _ := b.st.RunGetWithMessage(ctx, b.st.Pool, store.RunGetParams{MessageID: b.run.MessageID, RunNo: 1})
+		rm, _ := b.st.RunGetWithMessage(ctx, b.db, store.RunGetParams{MessageID: b.run.MessageID, RunNo: 1})
 		if rm.Status != store.RunQueued {
 			t.Errorf("status = %s, want queued", rm.Status)
 		}
@@ -305,20 +321,20 @@ func TestRunOutcomeInsert(t *testing.T) {
 		ctx, b := setup(t)
 		p := succeededOutcome(b.run)
 		p.RunNo = 7
-		if err := b.st.RunOutcomeInsert(ctx, b.st.Pool, p); !errors.Is(err, store.ErrNotFound) {
+		if err := b.st.RunOutcomeInsert(ctx, b.db, p); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("err = %v, want ErrNotFound", err)
 		}
 	})
 
 	t.Run("FailedStatementRollsBackRunStatus", func(t *testing.T) {
 		t.Parallel()
-		ctx, b := setup(t)
+		ctx, b := setupPool(t)
 		p := succeededOutcome(b.run)
 		p.Calls[0].Purpose = "summarise" // refused by the CHECK constraint
-		if err := b.st.RunOutcomeInsert(ctx, b.st.Pool, p); err == nil {
+		if err := b.st.RunOutcomeInsert(ctx, b.db, p); err == nil {
 			t.Fatal("bad purpose accepted")
 		}
-		rm, _ := b.st.RunGetWithMessage(ctx, b.st.Pool, store.RunGetParams{MessageID: b.run.MessageID, RunNo: 1})
+		rm, _ := b.st.RunGetWithMessage(ctx, b.db, store.RunGetParams{MessageID: b.run.MessageID, RunNo: 1})
 		if rm.Status != store.RunQueued {
 			t.Errorf("status = %s, want queued (the outcome is one transaction)", rm.Status)
 		}

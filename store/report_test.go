@@ -12,34 +12,34 @@ import (
 func TestBatchSummary(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	st := storetest.NewStore(t)
-	batchID := batchFixture(ctx, t, st)
-	other := batchFixture(ctx, t, st)
+	st, tx := storetest.TestTx(ctx, t)
+	batchID := batchFixture(ctx, t, st, tx)
+	other := batchFixture(ctx, t, st, tx)
 
-	succeeded := messageFixture(ctx, t, st, batchID)
-	repaired := messageFixture(ctx, t, st, batchID)
-	failed := messageFixture(ctx, t, st, batchID)
-	queued := messageFixture(ctx, t, st, batchID)
+	succeeded := messageFixture(ctx, t, st, tx, batchID)
+	repaired := messageFixture(ctx, t, st, tx, batchID)
+	failed := messageFixture(ctx, t, st, tx, batchID)
+	queued := messageFixture(ctx, t, st, tx, batchID)
 	_ = queued
-	otherRun := messageFixture(ctx, t, st, other)
+	otherRun := messageFixture(ctx, t, st, tx, other)
 
-	if err := st.RunOutcomeInsert(ctx, st.Pool, succeededOutcome(succeeded)); err != nil {
+	if err := st.RunOutcomeInsert(ctx, tx, succeededOutcome(succeeded)); err != nil {
 		t.Fatal(err)
 	}
 	rp := succeededOutcome(repaired)
 	rp.Status = store.RunRepaired
 	rp.Calls = append(rp.Calls, store.LLMCall{Attempt: 2, PromptTokens: 150, CompletionTokens: 10, CostUSD: 0.0002, Valid: true})
-	if err := st.RunOutcomeInsert(ctx, st.Pool, rp); err != nil {
+	if err := st.RunOutcomeInsert(ctx, tx, rp); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.RunOutcomeInsert(ctx, st.Pool, failedOutcome(failed)); err != nil {
+	if err := st.RunOutcomeInsert(ctx, tx, failedOutcome(failed)); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.RunOutcomeInsert(ctx, st.Pool, succeededOutcome(otherRun)); err != nil {
+	if err := st.RunOutcomeInsert(ctx, tx, succeededOutcome(otherRun)); err != nil {
 		t.Fatal(err)
 	}
 
-	sum, err := st.BatchSummary(ctx, st.Pool, batchID)
+	sum, err := st.BatchSummary(ctx, tx, batchID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,12 +61,12 @@ func TestBatchSummary(t *testing.T) {
 		t.Error("Done with a queued run")
 	}
 
-	empty := batchFixture(ctx, t, st)
-	sum, err = st.BatchSummary(ctx, st.Pool, empty)
+	empty := batchFixture(ctx, t, st, tx)
+	sum, err = st.BatchSummary(ctx, tx, empty)
 	if err != nil || sum.Messages != 0 || sum.LLMCalls != 0 || !sum.Done() {
 		t.Errorf("empty batch: %+v, %v", sum, err)
 	}
-	if _, err := st.BatchSummary(ctx, st.Pool, "no-such-batch"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.BatchSummary(ctx, tx, "no-such-batch"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("unknown batch: err = %v, want ErrNotFound", err)
 	}
 }
@@ -74,22 +74,22 @@ func TestBatchSummary(t *testing.T) {
 func TestFailingFieldList(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	st := storetest.NewStore(t)
-	batchID := batchFixture(ctx, t, st)
+	st, tx := storetest.TestTx(ctx, t)
+	batchID := batchFixture(ctx, t, st, tx)
 
 	// Two failed runs flag /items/*/sku at both attempts and /order_id at
 	// the first; one repaired run flags /order_id at the first attempt.
 	for range 2 {
-		if err := st.RunOutcomeInsert(ctx, st.Pool, failedOutcome(messageFixture(ctx, t, st, batchID))); err != nil {
+		if err := st.RunOutcomeInsert(ctx, tx, failedOutcome(messageFixture(ctx, t, st, tx, batchID))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r := messageFixture(ctx, t, st, batchID)
-	if err := st.RunOutcomeInsert(ctx, st.Pool, repairedOutcome(r)); err != nil {
+	r := messageFixture(ctx, t, st, tx, batchID)
+	if err := st.RunOutcomeInsert(ctx, tx, repairedOutcome(r)); err != nil {
 		t.Fatal(err)
 	}
 
-	got, err := st.FailingFieldList(ctx, st.Pool, store.FailingFieldListParams{SchemaID: "support_ticket"})
+	got, err := st.FailingFieldList(ctx, tx, store.FailingFieldListParams{SchemaID: "support_ticket"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,11 +109,11 @@ func TestFailingFieldList(t *testing.T) {
 		t.Errorf("seen %v .. %v", sku.FirstSeen, sku.LastSeen)
 	}
 
-	got, err = st.FailingFieldList(ctx, st.Pool, store.FailingFieldListParams{SchemaID: "other", Limit: 1})
+	got, err = st.FailingFieldList(ctx, tx, store.FailingFieldListParams{SchemaID: "other", Limit: 1})
 	if err != nil || len(got) != 0 {
 		t.Errorf("other schema: %+v, %v", got, err)
 	}
-	got, err = st.FailingFieldList(ctx, st.Pool, store.FailingFieldListParams{Limit: 1})
+	got, err = st.FailingFieldList(ctx, tx, store.FailingFieldListParams{Limit: 1})
 	if err != nil || len(got) != 1 {
 		t.Errorf("limit 1: %d rows, %v", len(got), err)
 	}
@@ -124,24 +124,24 @@ func TestFailingFieldList(t *testing.T) {
 func TestBatchSummaryCountsRerunCalls(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	st := storetest.NewStore(t)
-	batchID := batchFixture(ctx, t, st)
-	id, failed := triageItemFixture(ctx, t, st, batchID)
-	before, err := st.BatchSummary(ctx, st.Pool, batchID)
+	st, tx := storetest.TestTx(ctx, t)
+	batchID := batchFixture(ctx, t, st, tx)
+	id, failed := triageItemFixture(ctx, t, st, tx, batchID)
+	before, err := st.BatchSummary(ctx, tx, batchID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := st.TriageItemRerun(ctx, st.Pool, store.TriageItemRerunParams{ItemID: id, Reviewer: "alice", Via: store.ViaUI})
+	run, err := st.TriageItemRerun(ctx, tx, store.TriageItemRerunParams{ItemID: id, Reviewer: "alice", Via: store.ViaUI})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if run.BatchID != batchID || run.RunNo != failed.RunNo+1 {
 		t.Fatalf("re-run = %+v, want run %d in batch %s", run, failed.RunNo+1, batchID)
 	}
-	if err := st.RunOutcomeInsert(ctx, st.Pool, succeededOutcome(run)); err != nil {
+	if err := st.RunOutcomeInsert(ctx, tx, succeededOutcome(run)); err != nil {
 		t.Fatal(err)
 	}
-	sum, err := st.BatchSummary(ctx, st.Pool, batchID)
+	sum, err := st.BatchSummary(ctx, tx, batchID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestBatchSummaryCountsRerunCalls(t *testing.T) {
 		t.Errorf("calls %d, cost %f; want %d calls (the failed run's and the re-run's), more than %f",
 			sum.LLMCalls, sum.CostUSD, before.LLMCalls+1, before.CostUSD)
 	}
-	acc, err := st.BatchAccountingGet(ctx, st.Pool, batchID)
+	acc, err := st.BatchAccountingGet(ctx, tx, batchID)
 	if err != nil {
 		t.Fatal(err)
 	}

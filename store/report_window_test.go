@@ -10,9 +10,9 @@ import (
 )
 
 // ageFailures moves the failure events of message id back by d.
-func ageFailures(ctx context.Context, t *testing.T, st *store.Store, messageID int64, d time.Duration) {
+func ageFailures(ctx context.Context, t *testing.T, db store.DBTX, messageID int64, d time.Duration) {
 	t.Helper()
-	if _, err := st.Pool.Exec(ctx, `UPDATE failure_events SET created_at = created_at - $2::interval WHERE message_id = $1`,
+	if _, err := db.Exec(ctx, `UPDATE failure_events SET created_at = created_at - $2::interval WHERE message_id = $1`,
 		messageID, d.String()); err != nil {
 		t.Fatal(err)
 	}
@@ -23,20 +23,20 @@ func ageFailures(ctx context.Context, t *testing.T, st *store.Store, messageID i
 func TestFailingFieldListSince(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	st := storetest.NewStore(t)
-	batchID := batchFixture(ctx, t, st)
+	st, tx := storetest.TestTx(ctx, t)
+	batchID := batchFixture(ctx, t, st, tx)
 
-	old := messageFixture(ctx, t, st, batchID)
-	if err := st.RunOutcomeInsert(ctx, st.Pool, failedOutcome(old)); err != nil {
+	old := messageFixture(ctx, t, st, tx, batchID)
+	if err := st.RunOutcomeInsert(ctx, tx, failedOutcome(old)); err != nil {
 		t.Fatal(err)
 	}
-	ageFailures(ctx, t, st, old.MessageID, 30*24*time.Hour)
-	recent := messageFixture(ctx, t, st, batchID)
-	if err := st.RunOutcomeInsert(ctx, st.Pool, failedOutcome(recent)); err != nil {
+	ageFailures(ctx, t, tx, old.MessageID, 30*24*time.Hour)
+	recent := messageFixture(ctx, t, st, tx, batchID)
+	if err := st.RunOutcomeInsert(ctx, tx, failedOutcome(recent)); err != nil {
 		t.Fatal(err)
 	}
 
-	all, err := st.FailingFieldList(ctx, st.Pool, store.FailingFieldListParams{})
+	all, err := st.FailingFieldList(ctx, tx, store.FailingFieldListParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,11 +44,11 @@ func TestFailingFieldListSince(t *testing.T) {
 		t.Fatalf("all time = %+v, want /items/*/sku with 4 errors in 2 runs first", all)
 	}
 	var viewRows int
-	if err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM failing_fields WHERE errors = 4 AND runs = 2 AND path_pattern = '/items/*/sku'`).Scan(&viewRows); err != nil || viewRows != 1 {
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM failing_fields WHERE errors = 4 AND runs = 2 AND path_pattern = '/items/*/sku'`).Scan(&viewRows); err != nil || viewRows != 1 {
 		t.Errorf("failing_fields view: %d matching rows, %v", viewRows, err)
 	}
 
-	week, err := st.FailingFieldList(ctx, st.Pool, store.FailingFieldListParams{Since: time.Now().Add(-7 * 24 * time.Hour)})
+	week, err := st.FailingFieldList(ctx, tx, store.FailingFieldListParams{Since: time.Now().Add(-7 * 24 * time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestFailingFieldListSince(t *testing.T) {
 			t.Errorf("last week %s: first seen %v", f.PathPattern, f.FirstSeen)
 		}
 	}
-	none, err := st.FailingFieldList(ctx, st.Pool, store.FailingFieldListParams{Since: time.Now().Add(time.Hour)})
+	none, err := st.FailingFieldList(ctx, tx, store.FailingFieldListParams{Since: time.Now().Add(time.Hour)})
 	if err != nil || len(none) != 0 {
 		t.Errorf("since the future: %+v, %v", none, err)
 	}
@@ -72,20 +72,20 @@ func TestFailingFieldListSince(t *testing.T) {
 func TestRepairEffectList(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	st := storetest.NewStore(t)
-	batchID := batchFixture(ctx, t, st)
+	st, tx := storetest.TestTx(ctx, t)
+	batchID := batchFixture(ctx, t, st, tx)
 
 	// One failed run flags /items/*/sku and /order_id at attempt 1; one
 	// repaired run flags /order_id at attempt 1.
-	if err := st.RunOutcomeInsert(ctx, st.Pool, failedOutcome(messageFixture(ctx, t, st, batchID))); err != nil {
+	if err := st.RunOutcomeInsert(ctx, tx, failedOutcome(messageFixture(ctx, t, st, tx, batchID))); err != nil {
 		t.Fatal(err)
 	}
-	r := messageFixture(ctx, t, st, batchID)
-	if err := st.RunOutcomeInsert(ctx, st.Pool, repairedOutcome(r)); err != nil {
+	r := messageFixture(ctx, t, st, tx, batchID)
+	if err := st.RunOutcomeInsert(ctx, tx, repairedOutcome(r)); err != nil {
 		t.Fatal(err)
 	}
 
-	got, err := st.RepairEffectList(ctx, st.Pool, store.RepairEffectListParams{SchemaID: "support_ticket"})
+	got, err := st.RepairEffectList(ctx, tx, store.RepairEffectListParams{SchemaID: "support_ticket"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,8 +97,8 @@ func TestRepairEffectList(t *testing.T) {
 		t.Errorf("repair effect = %+v\nwant %+v", got, want)
 	}
 
-	ageFailures(ctx, t, st, r.MessageID, 48*time.Hour)
-	got, err = st.RepairEffectList(ctx, st.Pool, store.RepairEffectListParams{Since: time.Now().Add(-time.Hour)})
+	ageFailures(ctx, t, tx, r.MessageID, 48*time.Hour)
+	got, err = st.RepairEffectList(ctx, tx, store.RepairEffectListParams{Since: time.Now().Add(-time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,32 +112,32 @@ func TestRepairEffectList(t *testing.T) {
 func TestReportListsOfBatch(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	st := storetest.NewStore(t)
-	first, second := batchFixture(ctx, t, st), batchFixture(ctx, t, st)
+	st, tx := storetest.TestTx(ctx, t)
+	first, second := batchFixture(ctx, t, st, tx), batchFixture(ctx, t, st, tx)
 	// first: one failed run (/items/*/sku twice, /order_id); second: one
 	// repaired run (/order_id at attempt 1).
-	if err := st.RunOutcomeInsert(ctx, st.Pool, failedOutcome(messageFixture(ctx, t, st, first))); err != nil {
+	if err := st.RunOutcomeInsert(ctx, tx, failedOutcome(messageFixture(ctx, t, st, tx, first))); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.RunOutcomeInsert(ctx, st.Pool, repairedOutcome(messageFixture(ctx, t, st, second))); err != nil {
+	if err := st.RunOutcomeInsert(ctx, tx, repairedOutcome(messageFixture(ctx, t, st, tx, second))); err != nil {
 		t.Fatal(err)
 	}
 
-	ff, err := st.FailingFieldList(ctx, st.Pool, store.FailingFieldListParams{BatchID: second})
+	ff, err := st.FailingFieldList(ctx, tx, store.FailingFieldListParams{BatchID: second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(ff) != 1 || ff[0].PathPattern != "/order_id" || ff[0].Errors != 1 || ff[0].RunsRepaired != 1 || ff[0].RunsFailed != 0 {
 		t.Errorf("failing fields of %s = %+v, want /order_id once, repaired", second, ff)
 	}
-	ff, err = st.FailingFieldList(ctx, st.Pool, store.FailingFieldListParams{BatchID: first})
+	ff, err = st.FailingFieldList(ctx, tx, store.FailingFieldListParams{BatchID: first})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(ff) != 2 || ff[0].PathPattern != "/items/*/sku" || ff[0].Errors != 2 || ff[1].PathPattern != "/order_id" || ff[1].RunsFailed != 1 {
 		t.Errorf("failing fields of %s = %+v, want /items/*/sku twice then /order_id, failed", first, ff)
 	}
-	re, err := st.RepairEffectList(ctx, st.Pool, store.RepairEffectListParams{BatchID: second})
+	re, err := st.RepairEffectList(ctx, tx, store.RepairEffectListParams{BatchID: second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,16 +146,16 @@ func TestReportListsOfBatch(t *testing.T) {
 	}
 	// The batch and the window together: the second batch's errors, aged
 	// out of the window, leave nothing.
-	ff, err = st.FailingFieldList(ctx, st.Pool, store.FailingFieldListParams{BatchID: second, Since: time.Now().Add(time.Hour)})
+	ff, err = st.FailingFieldList(ctx, tx, store.FailingFieldListParams{BatchID: second, Since: time.Now().Add(time.Hour)})
 	if err != nil || len(ff) != 0 {
 		t.Errorf("of %s since the future: %+v, %v", second, ff, err)
 	}
-	ff, err = st.FailingFieldList(ctx, st.Pool, store.FailingFieldListParams{BatchID: "no-such-batch"})
+	ff, err = st.FailingFieldList(ctx, tx, store.FailingFieldListParams{BatchID: "no-such-batch"})
 	if err != nil || len(ff) != 0 {
 		t.Errorf("of an unknown batch: %+v, %v", ff, err)
 	}
 	var orderID int
-	if err := st.Pool.QueryRow(ctx, `SELECT runs FROM failing_fields WHERE path_pattern = '/order_id'`).Scan(&orderID); err != nil || orderID != 2 {
+	if err := tx.QueryRow(ctx, `SELECT runs FROM failing_fields WHERE path_pattern = '/order_id'`).Scan(&orderID); err != nil || orderID != 2 {
 		t.Errorf("failing_fields view: /order_id in %d runs, %v; want 2 (both batches)", orderID, err)
 	}
 }
@@ -164,25 +164,33 @@ func TestReportListsOfBatch(t *testing.T) {
 func TestBatchList(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	st := storetest.NewStore(t)
-	first := batchFixture(ctx, t, st)
-	if err := st.RunOutcomeInsert(ctx, st.Pool, succeededOutcome(messageFixture(ctx, t, st, first))); err != nil {
+	st, tx := storetest.TestTx(ctx, t)
+	first := batchFixture(ctx, t, st, tx)
+	if err := st.RunOutcomeInsert(ctx, tx, succeededOutcome(messageFixture(ctx, t, st, tx, first))); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.RunOutcomeInsert(ctx, st.Pool, failedOutcome(messageFixture(ctx, t, st, first))); err != nil {
+	if err := st.RunOutcomeInsert(ctx, tx, failedOutcome(messageFixture(ctx, t, st, tx, first))); err != nil {
 		t.Fatal(err)
 	}
-	messageFixture(ctx, t, st, first) // queued
-	second := batchFixture(ctx, t, st)
-	if err := st.RunOutcomeInsert(ctx, st.Pool, succeededOutcome(messageFixture(ctx, t, st, second))); err != nil {
+	messageFixture(ctx, t, st, tx, first) // queued
+	second := batchFixture(ctx, t, st, tx)
+	if err := st.RunOutcomeInsert(ctx, tx, succeededOutcome(messageFixture(ctx, t, st, tx, second))); err != nil {
 		t.Fatal(err)
 	}
-	empty := batchFixture(ctx, t, st)
-	if err := st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: "other-schema", SchemaID: "invoice"}); err != nil {
+	empty := batchFixture(ctx, t, st, tx)
+	otherSchema := uniqueID("other-schema")
+	if err := st.BatchInsert(ctx, tx, store.BatchInsertParams{ID: otherSchema, SchemaID: "invoice"}); err != nil {
 		t.Fatal(err)
+	}
+	// now() stands still in the test's transaction: give the batches the
+	// minutes they were made in, oldest first.
+	for i, id := range []string{first, second, empty, otherSchema} {
+		if _, err := tx.Exec(ctx, `UPDATE batches SET created_at = now() - make_interval(mins => $2) WHERE id = $1`, id, 4-i); err != nil {
+			t.Fatal(err)
+		}
 	}
 
-	got, err := st.BatchList(ctx, st.Pool, store.BatchListParams{SchemaID: "support_ticket"})
+	got, err := st.BatchList(ctx, tx, store.BatchListParams{SchemaID: "support_ticket"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +198,7 @@ func TestBatchList(t *testing.T) {
 		t.Fatalf("batches = %+v, want %s, %s, %s (newest first)", got, empty, second, first)
 	}
 	for _, b := range got {
-		sum, err := st.BatchSummary(ctx, st.Pool, b.ID)
+		sum, err := st.BatchSummary(ctx, tx, b.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,8 +217,8 @@ func TestBatchList(t *testing.T) {
 		t.Errorf("empty batch = %+v", e)
 	}
 
-	got, err = st.BatchList(ctx, st.Pool, store.BatchListParams{Limit: 2})
-	if err != nil || len(got) != 2 || got[0].ID != "other-schema" {
+	got, err = st.BatchList(ctx, tx, store.BatchListParams{Limit: 2})
+	if err != nil || len(got) != 2 || got[0].ID != otherSchema {
 		t.Errorf("limit 2 over all schemas: %+v, %v", got, err)
 	}
 }

@@ -16,74 +16,78 @@ func TestReviewer(t *testing.T) {
 	t.Run("AccountsAndTokens", func(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
-		st := storetest.NewStore(t)
-		if n, err := st.ReviewerCount(ctx, st.Pool); err != nil || n != 0 {
+		st, tx := storetest.TestTx(ctx, t)
+		if n, err := st.ReviewerCount(ctx, tx); err != nil || n != 0 {
 			t.Fatalf("count = %d, %v", n, err)
 		}
 		for _, bad := range []string{"", "Alice", "a b", "-x", "x/y"} {
-			if _, err := st.ReviewerInsert(ctx, st.Pool, store.ReviewerInsertParams{Login: bad, PasswordHash: "h"}); err == nil {
+			if _, err := st.ReviewerInsert(ctx, tx, store.ReviewerInsertParams{Login: bad, PasswordHash: "h"}); err == nil {
 				t.Errorf("login %q accepted", bad)
 			}
 		}
-		r, err := st.ReviewerInsert(ctx, st.Pool, store.ReviewerInsertParams{Login: "alice", Name: "Alice A.", PasswordHash: "$2a$hash"})
+		r, err := st.ReviewerInsert(ctx, tx, store.ReviewerInsertParams{Login: "alice", Name: "Alice A.", PasswordHash: "$2a$hash"})
 		if err != nil || r.ID == 0 || r.Login != "alice" || r.Disabled() {
 			t.Fatalf("insert = %+v, %v", r, err)
 		}
-		if _, err := st.ReviewerInsert(ctx, st.Pool, store.ReviewerInsertParams{Login: "alice", PasswordHash: "h"}); !errors.Is(err, store.ErrConflict) {
+		err = savepoint(ctx, t, tx, func(db store.DBTX) error {
+			_, err := st.ReviewerInsert(ctx, db, store.ReviewerInsertParams{Login: "alice", PasswordHash: "h"})
+			return err
+		})
+		if !errors.Is(err, store.ErrConflict) {
 			t.Errorf("duplicate login: %v", err)
 		}
-		if n, err := st.ReviewerSetPassword(ctx, st.Pool, "alice", "$2a$new"); err != nil || n != 0 {
+		if n, err := st.ReviewerSetPassword(ctx, tx, "alice", "$2a$new"); err != nil || n != 0 {
 			t.Fatalf("set password = %d, %v", n, err)
 		}
-		got, err := st.ReviewerGetByLogin(ctx, st.Pool, "alice")
+		got, err := st.ReviewerGetByLogin(ctx, tx, "alice")
 		if err != nil || got.PasswordHash != "$2a$new" || got.Name != "Alice A." {
 			t.Fatalf("get = %+v, %v", got, err)
 		}
-		if _, err := st.ReviewerGetByLogin(ctx, st.Pool, "nobody"); !errors.Is(err, store.ErrNotFound) {
+		if _, err := st.ReviewerGetByLogin(ctx, tx, "nobody"); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("unknown login: %v", err)
 		}
 
 		hash := sha256.Sum256([]byte("eqt_secret"))
-		tok, err := st.APITokenInsert(ctx, st.Pool, store.APITokenInsertParams{Login: "alice", Name: "ci", TokenHash: hash[:],
+		tok, err := st.APITokenInsert(ctx, tx, store.APITokenInsertParams{Login: "alice", Name: "ci", TokenHash: hash[:],
 			ExpiresAt: time.Now().Add(time.Hour)})
 		if err != nil || tok.Login != "alice" || tok.ID == 0 {
 			t.Fatalf("token = %+v, %v", tok, err)
 		}
-		if _, err := st.APITokenInsert(ctx, st.Pool, store.APITokenInsertParams{Login: "nobody", Name: "ci", TokenHash: []byte("x"),
+		if _, err := st.APITokenInsert(ctx, tx, store.APITokenInsertParams{Login: "nobody", Name: "ci", TokenHash: []byte("x"),
 			ExpiresAt: time.Now().Add(time.Hour)}); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("token of unknown login: %v", err)
 		}
-		who, used, err := st.APITokenAuthenticate(ctx, st.Pool, hash[:])
+		who, used, err := st.APITokenAuthenticate(ctx, tx, hash[:])
 		if err != nil || who.Login != "alice" || used.ID != tok.ID || used.Name != "ci" || !used.ExpiresAt.Equal(tok.ExpiresAt) {
 			t.Fatalf("authenticate = %+v, %+v, %v", who, used, err)
 		}
-		list, err := st.APITokenList(ctx, st.Pool, "alice")
+		list, err := st.APITokenList(ctx, tx, "alice")
 		if err != nil || len(list) != 1 || list[0].LastUsedAt == nil {
 			t.Fatalf("tokens = %+v, %v", list, err)
 		}
 
-		if n, err := st.ReviewerSetDisabled(ctx, st.Pool, "alice", true); err != nil || n != 1 {
+		if n, err := st.ReviewerSetDisabled(ctx, tx, "alice", true); err != nil || n != 1 {
 			t.Fatalf("disable = %d tokens revoked, %v; want 1", n, err)
 		}
-		if _, _, err := st.APITokenAuthenticate(ctx, st.Pool, hash[:]); !errors.Is(err, store.ErrNotFound) {
+		if _, _, err := st.APITokenAuthenticate(ctx, tx, hash[:]); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("token of a disabled reviewer: %v", err)
 		}
-		if n, _ := st.ReviewerCount(ctx, st.Pool); n != 0 {
+		if n, _ := st.ReviewerCount(ctx, tx); n != 0 {
 			t.Errorf("count with alice disabled = %d", n)
 		}
-		if n, err := st.ReviewerSetDisabled(ctx, st.Pool, "alice", false); err != nil || n != 0 {
+		if n, err := st.ReviewerSetDisabled(ctx, tx, "alice", false); err != nil || n != 0 {
 			t.Fatalf("enable = %d, %v", n, err)
 		}
-		if _, _, err := st.APITokenAuthenticate(ctx, st.Pool, hash[:]); !errors.Is(err, store.ErrNotFound) {
+		if _, _, err := st.APITokenAuthenticate(ctx, tx, hash[:]); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("a token of the disabled account works again once it is enabled: %v", err)
 		}
-		if err := st.APITokenRevoke(ctx, st.Pool, tok.ID); err != nil {
+		if err := st.APITokenRevoke(ctx, tx, tok.ID); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.APITokenRevoke(ctx, st.Pool, 424242); !errors.Is(err, store.ErrNotFound) {
+		if err := st.APITokenRevoke(ctx, tx, 424242); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("revoke unknown: %v", err)
 		}
-		if rs, err := st.ReviewerList(ctx, st.Pool); err != nil || len(rs) != 1 {
+		if rs, err := st.ReviewerList(ctx, tx); err != nil || len(rs) != 1 {
 			t.Errorf("list = %+v, %v", rs, err)
 		}
 	})

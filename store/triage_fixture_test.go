@@ -33,23 +33,23 @@ func triageFailedOutcome(r store.Run) store.RunOutcomeParams {
 
 // triageItemFixture ingests a message in batch and fails its run 1; it
 // returns the open triage item's id and the run.
-func triageItemFixture(ctx context.Context, t *testing.T, st *store.Store, batchID string) (int64, store.Run) {
+func triageItemFixture(ctx context.Context, t *testing.T, st *store.Store, db store.DBTX, batchID string) (int64, store.Run) {
 	t.Helper()
-	r := messageFixture(ctx, t, st, batchID)
-	if err := st.RunOutcomeInsert(ctx, st.Pool, triageFailedOutcome(r)); err != nil {
+	r := messageFixture(ctx, t, st, db, batchID)
+	if err := st.RunOutcomeInsert(ctx, db, triageFailedOutcome(r)); err != nil {
 		t.Fatalf("RunOutcomeInsert: %v", err)
 	}
 	var id int64
-	if err := st.Pool.QueryRow(ctx, `SELECT id FROM triage_items WHERE message_id = $1 AND run_no = $2`, r.MessageID, r.RunNo).Scan(&id); err != nil {
+	if err := db.QueryRow(ctx, `SELECT id FROM triage_items WHERE message_id = $1 AND run_no = $2`, r.MessageID, r.RunNo).Scan(&id); err != nil {
 		t.Fatalf("triage item of %d: %v", r.MessageID, err)
 	}
 	return id, r
 }
 
 // auditActions returns the actions of item id's audit entries, oldest first.
-func auditActions(ctx context.Context, t *testing.T, st *store.Store, id int64) []string {
+func auditActions(ctx context.Context, t *testing.T, st *store.Store, db store.DBTX, id int64) []string {
 	t.Helper()
-	entries, err := st.AuditList(ctx, st.Pool, store.AuditListParams{TriageItemID: id})
+	entries, err := st.AuditList(ctx, db, store.AuditListParams{TriageItemID: id})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,22 +49,24 @@ func TestStopWhileStarting(t *testing.T) {
 	}()
 	var log strings.Builder
 	deadline := time.After(time.Minute)
-	for started := false; !started; {
+	// Stop it once it waits for Postgres: store.Open logs each retry.
+	for waiting := false; !waiting; {
 		select {
 		case l, ok := <-lines:
 			if !ok {
 				cmd.Wait()
-				t.Fatalf("worker ended before starting:\n%s", log.String())
+				t.Fatalf("worker ended before waiting for Postgres:\n%s", log.String())
 			}
 			log.WriteString(l + "\n")
-			started = strings.Contains(l, `"msg":"starting worker"`)
+			waiting = strings.Contains(l, `"msg":"database not ready, retrying"`)
 		case <-deadline:
 			cmd.Process.Kill()
-			t.Fatalf("no start-up line within a minute:\n%s", log.String())
+			t.Fatalf("no retry of Postgres logged within a minute:\n%s", log.String())
 		}
 	}
-	// Let it reach the wait for Postgres, then stop it.
-	time.Sleep(300 * time.Millisecond)
+	if !strings.Contains(log.String(), `"msg":"starting worker"`) {
+		t.Errorf("no start-up line before the wait for Postgres:\n%s", log.String())
+	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

@@ -2,19 +2,22 @@ package llmsim
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
-	"hash"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/extractq/extractq/config"
@@ -26,12 +29,14 @@ import (
 // "id" and "text").
 const sampleMessagesFile = "../../testdata/abcd/messages.jsonl"
 
-// goldenReplies pins every reply the simulator gives to the sample
-// messages, sent as the worker sends them, per schema and request mode: a
-// SHA-256 over the replies to the extraction calls (attempt 1) and one
-// over the replies to the repair calls (attempt 2). A reply counts with
-// its status, its X-Llmsim-* headers and its body, less the call counter
-// in the reply id and the created time.
+// goldenReplies lists the golden files of TestGoldenReplies, which pin
+// every reply the simulator gives to the sample messages, sent as the
+// worker sends them, per schema and request mode. Each file
+// (testdata/golden/<schema>_<mode>[_<variant>].txt, see writeGolden) has
+// one line per reply to an extraction call (attempt 1), with its status,
+// its X-Llmsim-* headers and a digest of its body, and every reply to a
+// repair call (attempt 2) in full. A reply's body counts less the call
+// counter in the reply id and the created time.
 //
 // The plain rows send every message with the default configuration (seed
 // 1, default fault rates, no latency). Two more kinds of row send every
@@ -39,42 +44,28 @@ const sampleMessagesFile = "../../testdata/abcd/messages.jsonl"
 // (x-keywords, x-hint), which the worker strips; "faults" multiplies every
 // fault rate by ten, so many more replies are faults and repairs.
 //
-// The extraction digests depend only on the simulator, the prompt
-// templates and the schemas. The repair digests also depend on how the
+// The extraction replies depend only on the simulator, the prompt
+// templates and the schemas. The repair replies also depend on how the
 // pipeline validates a reply and words its repair turn: a change there
-// changes them too.
+// changes them too. After such a change, look at the diff the test prints
+// and, if it is what the change should do, rewrite the files:
+//
+//	go test ./devtools/llmsim -run TestGoldenReplies -update
 var goldenReplies = []struct {
 	schema, mode, variant string
 	step                  int // every step-th message
-	extract, calls        int // extraction calls, all calls
-	extractSHA            string
-	repairSHA             string
 }{
-	{"customer_message", pipeline.ModeResponseFormat, "", 1, 1735, 1754,
-		"c18808ca869f2e29277f703523338785e59afa4fd9c98b3071f701308f462e3f",
-		"8947428e8b091a03f88a0996764fd7e1dc1d5e67d877c750e4582ed6b2f13838"},
-	{"customer_message", pipeline.ModeTools, "", 1, 1735, 1754,
-		"f2090341a71f729391d6046c303804864ba4c2ef12f859a017d45e6614d5405d",
-		"33535e9efd534712b002b7f90c79356086c5fb4903dc88d308daad33edb944a2"},
-	{"return_request", pipeline.ModeResponseFormat, "", 1, 1735, 1754,
-		"a74831a95d514c7dff0b10a10603142290ad78bbf71c215a23b5f0a377c64c13",
-		"ea0022a527125fd325485ef90f3d952cb2260b807deacd5a4c85e22ce5d6535d"},
-	{"return_request", pipeline.ModeTools, "", 1, 1735, 1754,
-		"b98cf28b204bc64a70d3299b1cb23fba97e946f5a460cc5161e2f0bd4d43c68d",
-		"baca37d044238128627d9f95511a25bd8fbb47f8e003dfdf0f05e77ae785a5c9"},
-	{"customer_message", pipeline.ModeResponseFormat, "annotated", 4, 434, 440,
-		"7fd6ca11512cd55e6618c61158e003c41b9ce84c982d5054be0896c43d34566e",
-		"325cf3a7dd0ae122b5cf5911d4bb4ba3a9467d78e81d39b6a36a3b01cd6c8b63"},
-	{"return_request", pipeline.ModeTools, "annotated", 4, 434, 440,
-		"cdf0664357407b1295e152cd5f0b47eaf5a6983297f5ae6e27bea11cb827ae5c",
-		"160f2bbbf9ce0ac89f754b0ab1f457ee537456602a680eac4e4cae6fd7b8a367"},
-	{"customer_message", pipeline.ModeTools, "faults", 4, 434, 471,
-		"e7c4b860f05854738f532191066056c95eaff861a1e69828fd1167e79f58ca6a",
-		"72e2dd8a1fc50f9c043d32fad02fa96031c9bbd925cff0547bb03e0c2c7eb8b4"},
-	{"return_request", pipeline.ModeResponseFormat, "faults", 4, 434, 471,
-		"799ad57d890314a5974202c43021deeb058bebe91dd1880e41526e46ddd9798a",
-		"5cdb2186db1c65b7bfa7117462416c157edc491b26f32a98028887566e8d333c"},
+	{"customer_message", pipeline.ModeResponseFormat, "", 1},
+	{"customer_message", pipeline.ModeTools, "", 1},
+	{"return_request", pipeline.ModeResponseFormat, "", 1},
+	{"return_request", pipeline.ModeTools, "", 1},
+	{"customer_message", pipeline.ModeResponseFormat, "annotated", 4},
+	{"return_request", pipeline.ModeTools, "annotated", 4},
+	{"customer_message", pipeline.ModeTools, "faults", 4},
+	{"return_request", pipeline.ModeResponseFormat, "faults", 4},
 }
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/ with the replies the tests get")
 
 // annotatedClient sends the schema with its x- annotations in place of
 // the one the extractor sends.
@@ -158,19 +149,137 @@ var (
 	replyCreatedRE = regexp.MustCompile(`"created":[0-9]+`)
 )
 
-// hashReply writes the stable parts of a reply to h.
-func hashReply(h hash.Hash, rec *httptest.ResponseRecorder) {
-	fmt.Fprintf(h, "status %d\n", rec.Code)
-	for _, k := range []string{"Content-Type", "X-Llmsim-Try", "X-Llmsim-Attempt", "X-Llmsim-Fault",
-		"X-Llmsim-Fault-Path", "X-Llmsim-Fixed"} {
-		if v, ok := rec.Header()[k]; ok {
-			fmt.Fprintf(h, "%s: %q\n", k, v)
-		}
-	}
+// goldenHeaders are the reply headers the golden files hold.
+var goldenHeaders = []string{"Content-Type", "X-Llmsim-Try", "X-Llmsim-Attempt", "X-Llmsim-Fault",
+	"X-Llmsim-Fault-Path", "X-Llmsim-Fixed"}
+
+// goldenReply is the stable part of one reply, to the call of one message.
+type goldenReply struct {
+	message string // the sample message's id
+	status  int
+	header  http.Header
+	body    []byte // less the call counter and the created time
+}
+
+func newGoldenReply(message string, rec *httptest.ResponseRecorder) goldenReply {
 	body := replyCounterRE.ReplaceAll(rec.Body.Bytes(), []byte(`$1"`))
 	body = replyCreatedRE.ReplaceAll(body, []byte(`"created":0`))
-	fmt.Fprintf(h, "body %d\n", len(body))
-	h.Write(body)
+	return goldenReply{message: message, status: rec.Code, header: rec.Header().Clone(), body: body}
+}
+
+// usualHeaders are header values most replies have: a reply's line
+// leaves out a header with its usual value, and writes one missing as
+// name=-.
+var usualHeaders = map[string]string{"Content-Type": "application/json", "X-Llmsim-Try": "1", "X-Llmsim-Fault": "none"}
+
+// summary is the reply's line: message, status, headers (but the usual
+// values and skip), and the first 16 hex digits of the body's SHA-256
+// with its length.
+func (r goldenReply) summary(skip string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %d", r.message, r.status)
+	for _, k := range goldenHeaders {
+		name := strings.TrimPrefix(k, "X-Llmsim-")
+		v, ok := r.header[k]
+		usual, hasUsual := usualHeaders[k]
+		switch {
+		case k == skip:
+		case !ok && hasUsual:
+			fmt.Fprintf(&b, " %s=-", name)
+		case !ok:
+		case hasUsual && len(v) == 1 && v[0] == usual:
+		default:
+			fmt.Fprintf(&b, " %s=%q", name, strings.Join(v, ","))
+		}
+	}
+	sum := sha256.Sum256(r.body)
+	fmt.Fprintf(&b, " body=%x/%d", sum[:8], len(r.body))
+	return b.String()
+}
+
+// writeFull writes the reply's summary, then its body indented and, for
+// readers of a diff, each message content or tool call arguments that
+// hold JSON, indented too.
+func (r goldenReply) writeFull(w *bytes.Buffer) {
+	fmt.Fprintf(w, "=== %s\n", r.summary(""))
+	var body bytes.Buffer
+	if json.Indent(&body, r.body, "", "  ") != nil {
+		w.Write(r.body)
+		w.WriteString("\n")
+		return
+	}
+	body.WriteTo(w)
+	w.WriteString("\n")
+	var reply struct {
+		Choices []struct {
+			Message struct {
+				Content   string `json:"content"`
+				ToolCalls []struct {
+					Function struct {
+						Arguments string `json:"arguments"`
+					} `json:"function"`
+				} `json:"tool_calls"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal(r.body, &reply) != nil {
+		return
+	}
+	inner := func(label, s string) {
+		var b bytes.Buffer
+		if json.Indent(&b, []byte(s), "", "  ") == nil {
+			fmt.Fprintf(w, "%s:\n%s\n", label, b.Bytes())
+		}
+	}
+	for _, c := range reply.Choices {
+		inner("content", c.Message.Content)
+		for _, tc := range c.Message.ToolCalls {
+			inner("arguments", tc.Function.Arguments)
+		}
+	}
+}
+
+// goldenFile is the text of one row's golden file.
+func goldenFile(title string, extract, repair []goldenReply) []byte {
+	var w bytes.Buffer
+	fmt.Fprintf(&w, "# %s\n# Written by go test ./devtools/llmsim -run TestGoldenReplies -update; see goldenReplies.\n", title)
+	fmt.Fprintf(&w, "\n## %d replies to extraction calls (X-Llmsim-Attempt 1): message, status, X-Llmsim- headers, body SHA-256/bytes\n", len(extract))
+	fmt.Fprintf(&w, "## Headers with their usual values (Content-Type application/json, Try 1, Fault none) are left out.\n\n")
+	for _, r := range extract {
+		w.WriteString(r.summary("X-Llmsim-Attempt"))
+		w.WriteString("\n")
+	}
+	fmt.Fprintf(&w, "\n## %d replies to repair calls, in full\n\n", len(repair))
+	for _, r := range repair {
+		r.writeFull(&w)
+	}
+	return w.Bytes()
+}
+
+// checkGolden compares got with the golden file at path, or with -update
+// rewrites the file.
+func checkGolden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test -run %s -update writes it)", err, t.Name())
+	}
+	if diff := cmp.Diff(strings.Split(string(want), "\n"), strings.Split(string(got), "\n")); diff != "" {
+		const most = 200
+		if lines := strings.SplitAfter(diff, "\n"); len(lines) > most {
+			diff = strings.Join(lines[:most], "") + fmt.Sprintf("... and %d more lines: -update and git diff show them all\n", len(lines)-most)
+		}
+		t.Errorf("replies differ from %s (-want +got):\n%s\nIf the change is meant, rewrite the file: go test ./devtools/llmsim -run TestGoldenReplies -update", path, diff)
+	}
 }
 
 // goldenSchema is one configured schema with its prompt and repair
@@ -200,9 +309,9 @@ func loadGoldenSchemas(tb testing.TB, cfg *config.Config) map[string]goldenSchem
 
 // TestGoldenReplies runs every sample message through the pipeline's
 // extractor against a simulator with the default configuration (seed 1,
-// default fault rates, no latency) and checks the digests of its replies
-// against goldenReplies. Any change to a reply the simulator gives fails
-// it.
+// default fault rates, no latency) and checks its replies against the
+// golden files (see goldenReplies). Any change to a reply the simulator
+// gives fails it, with a diff of what changed.
 func TestGoldenReplies(t *testing.T) {
 	t.Parallel()
 	msgs := loadSampleMessages(t)
@@ -224,16 +333,15 @@ func TestGoldenReplies(t *testing.T) {
 				simCfg = tenfoldFaults(simCfg)
 			}
 			sim := New(simCfg, nil)
-			extractH, repairH := sha256.New(), sha256.New()
-			extract, calls := 0, 0
+			var current string // the message being extracted
+			var extract, repair []goldenReply
 			tr := handlerTransport{h: sim, record: func(rec *httptest.ResponseRecorder) {
-				calls++
-				h := repairH
+				r := newGoldenReply(current, rec)
 				if rec.Header().Get("X-Llmsim-Attempt") == "1" {
-					h = extractH
-					extract++
+					extract = append(extract, r)
+				} else {
+					repair = append(repair, r)
 				}
-				hashReply(h, rec)
 			}}
 			oc := openai.DefaultConfig("test")
 			oc.BaseURL = "http://llmsim.test/v1"
@@ -250,6 +358,7 @@ func TestGoldenReplies(t *testing.T) {
 			})
 			for i := 0; i < len(msgs); i += g.step {
 				m := msgs[i]
+				current = m.ID
 				_, err := ext.Process(context.Background(), pipeline.Input{
 					Text: m.Text, Schema: sc.schema, Prompt: sc.prompt, Repair: sc.repair,
 				})
@@ -258,12 +367,14 @@ func TestGoldenReplies(t *testing.T) {
 					t.Fatalf("message %s: %v", m.ID, err)
 				}
 			}
-			gotExtract := hex.EncodeToString(extractH.Sum(nil))
-			gotRepair := hex.EncodeToString(repairH.Sum(nil))
-			if extract != g.extract || calls != g.calls || gotExtract != g.extractSHA || gotRepair != g.repairSHA {
-				t.Errorf("replies changed:\n got  %d, %d, %q, %q\n want %d, %d, %q, %q",
-					extract, calls, gotExtract, gotRepair, g.extract, g.calls, g.extractSHA, g.repairSHA)
+			file := strings.ReplaceAll(name, "/", "_") + ".txt"
+			title := fmt.Sprintf("Replies of the simulator to every sample message (%s), schema %s, request mode %s",
+				sampleMessagesFile, g.schema, g.mode)
+			if g.step > 1 {
+				title = fmt.Sprintf("Replies of the simulator to every %dth sample message (%s), schema %s, request mode %s, %s",
+					g.step, sampleMessagesFile, g.schema, g.mode, g.variant)
 			}
+			checkGolden(t, filepath.Join("testdata", "golden", file), goldenFile(title, extract, repair))
 		})
 	}
 }
