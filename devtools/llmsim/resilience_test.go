@@ -10,6 +10,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptrace"
 	"slices"
 	"strconv"
 	"strings"
@@ -584,10 +585,27 @@ func TestAdmin(t *testing.T) {
 	t.Run("ClientGone", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, config.Simulator{Seed: 1, Latency: time.Minute})
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+		// The caller goes away only once its request is written, so that
+		// the simulator has it however slowly this machine runs: a fixed
+		// timeout could end the call before it was ever sent.
+		body, err := json.Marshal(formatRequest(extractionMessages(textOrder)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		if _, err := b.client.CreateChatCompletion(ctx, formatRequest(extractionMessages(textOrder))); err == nil {
-			t.Fatal("call succeeded against a 1m latency")
+		trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) {
+			time.AfterFunc(30*time.Millisecond, cancel)
+		}}
+		req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), "POST",
+			b.url+"/v1/chat/completions", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			t.Fatalf("call answered %d against a 1m latency", resp.StatusCode)
 		}
 		deadline := time.Now().Add(10 * time.Second)
 		for b.sim.Stats().ByStatus[StatusClientGone] != 1 {
