@@ -52,6 +52,9 @@ type setupOpts struct {
 	maxTokens  int    // per-message token budget; default the configuration's
 	contextWin int    // model context in tokens; default the configuration's
 	batch      int    // outcomes per transaction; default 1
+
+	// st is the store; default a new one (storetest.NewStore).
+	st *store.Store
 }
 
 func setup(t *testing.T, o setupOpts) *testBundle {
@@ -59,7 +62,10 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	ctx, cancel := context.WithCancel(context.Background())
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 
-	b := &testBundle{st: storetest.NewStore(t), q: queuetest.NewStream(t), calls: new(atomic.Int64), reg: prometheus.NewRegistry()}
+	b := &testBundle{st: o.st, q: queuetest.NewStream(t), calls: new(atomic.Int64), reg: prometheus.NewRegistry()}
+	if b.st == nil {
+		b.st = storetest.NewStore(t)
+	}
 	h := o.handler
 	if h == nil {
 		h = llmsim.New(o.sim, log)

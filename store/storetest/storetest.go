@@ -7,6 +7,12 @@
 //
 // The server is TEST_DATABASE_URL, default DefaultURL. The database is
 // created if missing.
+//
+// NewPgBouncer starts a private PgBouncer in transaction pooling in front
+// of a new database of that server, for tests of the product through it.
+// With TEST_PGBOUNCER=1 set, NewStore too hands out stores through one
+// (a new database and PgBouncer per store), so the whole suite can be run
+// that way: TEST_PGBOUNCER=1 go test ./...
 package storetest
 
 import (
@@ -44,22 +50,32 @@ type ensureOnce struct {
 	err  error
 }
 
+// ensureBase creates the test database base names if it is missing, once
+// per base URL in the test binary.
+func ensureBase(ctx context.Context, base string) error {
+	v, _ := ensured.LoadOrStore(base, &ensureOnce{})
+	e := v.(*ensureOnce)
+	e.once.Do(func() { e.err = store.EnsureDatabase(ctx, base) })
+	return e.err
+}
+
 // NewStore returns a store whose pool works in a new schema of the test
 // database (search_path), with the migrations applied there; the goose
 // version table lands in the schema too. When the test ends the pool is
 // closed and the schema dropped. Logs go to the test log at warn level and
-// above. Use SchemaURL to hand the same schema to a subprocess.
+// above. Use SchemaURL to hand the same schema to a subprocess. With
+// TEST_PGBOUNCER=1 it returns NewPgBouncer(t).NewStore(t) instead.
 func NewStore(t testing.TB) *store.Store {
 	t.Helper()
+	if os.Getenv("TEST_PGBOUNCER") == "1" {
+		return NewPgBouncer(t).NewStore(t)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	base := BaseURL()
 
-	v, _ := ensured.LoadOrStore(base, &ensureOnce{})
-	e := v.(*ensureOnce)
-	e.once.Do(func() { e.err = store.EnsureDatabase(ctx, base) })
-	if e.err != nil {
-		t.Fatalf("storetest: %v", e.err)
+	if err := ensureBase(ctx, base); err != nil {
+		t.Fatalf("storetest: %v", err)
 	}
 
 	schema := "t_" + randomHex(8)
@@ -91,12 +107,12 @@ func NewStore(t testing.TB) *store.Store {
 }
 
 // SchemaURL returns a database URL that reaches st's schema (it carries
-// search_path), for commands a test starts as subprocesses. st must come
-// from NewStore.
+// search_path), or its database through PgBouncer with TEST_PGBOUNCER=1,
+// for commands a test starts as subprocesses. st must come from NewStore.
 func SchemaURL(t testing.TB, st *store.Store) string {
 	t.Helper()
 	s := st.Pool.Config().ConnString()
-	if !strings.Contains(s, "search_path") {
+	if !strings.Contains(s, "search_path") && st.Pooler() != store.PoolerTransaction {
 		t.Fatalf("storetest.SchemaURL: store was not made by storetest.NewStore")
 	}
 	return s
