@@ -13,9 +13,10 @@ setup: ## start or install Postgres and NATS if missing, and migrate the databas
 demo: ## run the bundled real sample end to end (services stay up; `make stop` ends them)
 	scripts/demo.sh
 
-# test's set-up also installs chromium (for the triage browser test) if missing.
+# test's set-up also installs chromium (for the triage browser test) and
+# pgbouncer (for the tests through PgBouncer) if missing.
 test: lint ## run the lint checks, then every test (race detector on) against the real Postgres and NATS
-	WITH_CHROMIUM=1 scripts/setup.sh
+	WITH_CHROMIUM=1 WITH_PGBOUNCER=1 scripts/setup.sh
 	$(GO) test -race -count=1 ./...
 
 # staticcheck is pinned by go.mod's tool directive; its checks are the

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # setup.sh makes this machine ready for `make demo` and `make test`: a
 # Postgres on 127.0.0.1:5432, a NATS server with JetStream, and the
-# database migrated; with WITH_CHROMIUM=1 (what `make test` sets) also
-# Debian's chromium. Written for Debian with Go installed; safe to run
-# again and again.
+# database migrated; with WITH_CHROMIUM=1 and WITH_PGBOUNCER=1 (what
+# `make test` sets) also Debian's chromium and pgbouncer. Written for
+# Debian with Go installed; safe to run again and again.
 #
 # It never touches a service that already runs:
 #   - Postgres: if DATABASE_URL's server accepts connections, it is left as
@@ -18,6 +18,11 @@
 #   - Chromium: only with WITH_CHROMIUM=1, Debian's chromium is installed
 #     if missing (the triage UI's end-to-end test drives it headless; it
 #     needs root or sudo). `make demo` and `make setup` leave it out.
+#   - PgBouncer: only with WITH_PGBOUNCER=1, Debian's pgbouncer is installed
+#     if missing (tests start private ones on free ports, in transaction
+#     pooling; root or sudo). The package's own service, which the install
+#     may start, is stopped and disabled: nothing here uses it. `make demo`
+#     and `make setup` leave it out.
 #   - Migrations: go run ./cmd/migrate up (creates the database if missing).
 #
 # Environment:
@@ -26,6 +31,8 @@
 #   SKIP_MIGRATE=1 leave the migrations out
 #   WITH_CHROMIUM=1 install Debian's chromium if missing (for the triage
 #                  browser test; `make test` sets it)
+#   WITH_PGBOUNCER=1 install Debian's pgbouncer if missing (for the tests
+#                  through PgBouncer; `make test` sets it)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -228,6 +235,44 @@ setup_chromium() {
 	say chromium "installed: $(command -v chromium)"
 }
 
+# ---- PgBouncer (the tests through a transaction pooler) ----------------------
+
+# pgbouncer_path prints the pgbouncer binary, which Debian puts in
+# /usr/sbin (often not on a user's PATH), or fails.
+pgbouncer_path() {
+	command -v pgbouncer 2>/dev/null || { [[ -x /usr/sbin/pgbouncer ]] && echo /usr/sbin/pgbouncer; }
+}
+
+# setup_pgbouncer installs Debian's pgbouncer when WITH_PGBOUNCER=1 and it
+# is missing, for the tests that start a private one (they skip without it
+# unless CI is set). It starts none itself.
+setup_pgbouncer() {
+	if [[ ${WITH_PGBOUNCER:-} != 1 ]]; then
+		return
+	fi
+	local bin
+	if bin=$(pgbouncer_path); then
+		say pgbouncer "$bin, left as is"
+		return
+	fi
+	if ! command -v apt-get >/dev/null; then
+		say pgbouncer "not installed and no apt-get: the PgBouncer tests will skip (or fail with CI set)"
+		return
+	fi
+	say pgbouncer "not installed: apt-get install pgbouncer"
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null
+	# The package enables (and on systemd machines starts) its own
+	# service on port 6432; the tests never use it.
+	if command -v systemctl >/dev/null && systemctl is-enabled --quiet pgbouncer 2>/dev/null; then
+		if as_root systemctl disable --now --quiet pgbouncer 2>/dev/null; then
+			say pgbouncer "the package's own service stopped and disabled (tests start their own)"
+		fi
+	fi
+	bin=$(pgbouncer_path) || die pgbouncer "installed, but no pgbouncer binary found"
+	say pgbouncer "installed: $bin"
+}
+
 # ---- Migrations ---------------------------------------------------------------
 
 setup_migrations() {
@@ -248,6 +293,7 @@ main() {
 	setup_postgres
 	setup_nats
 	setup_chromium
+	setup_pgbouncer
 	setup_migrations
 	say setup "ready: DATABASE_URL=$DATABASE_URL NATS_URL=$NATS_URL"
 }

@@ -67,10 +67,24 @@
 // what it writes from replies and messages (see CleanText and CleanJSON), so
 // a bad model reply cannot make the outcome transaction fail.
 //
+// # Connections
+//
+// Open connects with the configuration PoolConfig makes from the database
+// URL: the one place where pgx's settings are chosen. The URL's pooler
+// parameter (PoolerParam) says what stands between the product and
+// Postgres: nothing or a pooler in session pooling (the default, pgx's own
+// settings), or a pooler in transaction pooling such as PgBouncer
+// (pooler=transaction: no named prepared statements, as Pooler describes).
+// Nothing the store does keeps session state between transactions: its
+// one setting is SET LOCAL, its one advisory lock (the migrators') is held
+// in a transaction, and it uses neither LISTEN nor temporary tables.
+//
 // # Migrations
 //
 // Migrate, MigrateDown and MigrateStatus run the embedded migrations of
 // package migrations with goose, one transaction per version, into the
-// current schema (search_path); EnsureDatabase creates the database. The
-// storetest package gives each test a schema of its own.
+// current schema (search_path), directly or through a pooler in
+// transaction pooling; EnsureDatabase creates the database. The storetest
+// package gives each test a schema of its own, or a database of its own
+// behind a private PgBouncer.
 package store

@@ -19,7 +19,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
-	"github.com/pressly/goose/v3/lock"
 	"go.uber.org/zap"
 
 	"github.com/extractq/extractq/migrations"
@@ -29,8 +28,82 @@ import (
 // (pkgsite's numbering), embedded in package migrations. goose reads only
 // its own one-file format, so each pair is handed to a goose Provider as a
 // Go migration whose up and down run the file's SQL in one transaction;
-// goose keeps the version table (goose_db_version, in the current schema)
-// and a Postgres advisory lock so two migrators never run at once.
+// goose keeps the version table (goose_db_version, in the current schema),
+// and xactLocker a Postgres advisory lock so two migrators never run at
+// once.
+
+// xactLocker is the migrators' lock, as a goose SessionLocker that holds
+// through a pooler in transaction pooling (PoolerTransaction). goose's own
+// Postgres session locker takes pg_advisory_lock on its connection and
+// releases it with pg_advisory_unlock on the same connection later; through
+// such a pooler the two statements may run on different server
+// connections, so the unlock fails and the lock stays held by a server
+// connection the pooler keeps open. xactLocker instead takes the lock with
+// pg_try_advisory_xact_lock inside a transaction of its own on the pool,
+// which keeps one server connection for as long as it is open, and ends
+// that transaction to release it. The key is the one goose's session lock
+// took (the same lock space), so a migrator of an older build still waits
+// for this one and the other way round; a migrator that dies loses its
+// transaction and so the lock. Each migration then runs on a second
+// connection, so a migrator needs two at once.
+type xactLocker struct {
+	pool    *pgxpool.Pool
+	key     int64
+	poll    time.Duration // between tries while another migrator holds the lock
+	timeout time.Duration // give up after this long
+
+	tx pgx.Tx // open while the lock is held
+}
+
+// SessionLock takes the lock, trying every l.poll for up to l.timeout.
+// goose's connection is not used: the lock has its own.
+func (l *xactLocker) SessionLock(ctx context.Context, _ *sql.Conn) error {
+	tx, err := l.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("store.Migrate: lock: %w", err)
+	}
+	// The transaction sits idle while migrations run beside it: a server
+	// set to end idle transactions must not end this one, and so the lock.
+	if _, err := tx.Exec(ctx, `SET LOCAL idle_in_transaction_session_timeout = 0`); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return fmt.Errorf("store.Migrate: lock: %w", err)
+	}
+	deadline := time.Now().Add(l.timeout)
+	for {
+		var got bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, l.key).Scan(&got); err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			return fmt.Errorf("store.Migrate: lock: %w", err)
+		}
+		if got {
+			l.tx = tx
+			return nil
+		}
+		if time.Now().After(deadline) {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			return fmt.Errorf("store.Migrate: another migrator has held the migration lock (advisory lock %d) for more than %v", l.key, l.timeout)
+		}
+		select {
+		case <-ctx.Done():
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			return fmt.Errorf("store.Migrate: waiting for the migration lock: %w", ctx.Err())
+		case <-time.After(l.poll):
+		}
+	}
+}
+
+// SessionUnlock releases the lock by ending its transaction.
+func (l *xactLocker) SessionUnlock(ctx context.Context, _ *sql.Conn) error {
+	if l.tx == nil {
+		return nil
+	}
+	err := l.tx.Rollback(ctx)
+	l.tx = nil
+	if err != nil {
+		return fmt.Errorf("store.Migrate: unlock: %w", err)
+	}
+	return nil
+}
 
 // MigrationStatus is one migration version and whether it is applied.
 type MigrationStatus struct {
@@ -125,21 +198,17 @@ func withProvider(ctx context.Context, pool *pgxpool.Pool, fn func(*goose.Provid
 			&goose.GoFunc{RunTx: execFile(f.Down)},
 		))
 	}
+	if n := pool.Config().MaxConns; n < 2 {
+		return fmt.Errorf("store.Migrate: the pool allows %d connection; migrating needs two at once (the lock's and the migration's): "+
+			"raise pool_max_conns", n)
+	}
 	// Advisory locks are per database; key the lock by schema so tests
 	// migrating their own schemas in parallel do not wait for each other.
 	var schema string
 	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
 		return fmt.Errorf("store.Migrate: read current schema: %w", err)
 	}
-	h := fnv.New64a()
-	h.Write([]byte("extractq.migrate." + schema))
-	locker, err := lock.NewPostgresSessionLocker(
-		lock.WithLockID(int64(h.Sum64()>>1)),
-		lock.WithLockTimeout(1, 300), // poll each second, up to 5 minutes
-	)
-	if err != nil {
-		return fmt.Errorf("store.Migrate: %w", err)
-	}
+	locker := &xactLocker{pool: pool, key: migrationLockKey(schema), poll: time.Second, timeout: 5 * time.Minute}
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
 	p, err := goose.NewProvider(goose.DialectPostgres, db, nil,
@@ -152,6 +221,13 @@ func withProvider(ctx context.Context, pool *pgxpool.Pool, fn func(*goose.Provid
 		return fmt.Errorf("store.Migrate: %w", err)
 	}
 	return fn(p)
+}
+
+// migrationLockKey is the advisory lock key of the migrators of schema.
+func migrationLockKey(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("extractq.migrate." + schema))
+	return int64(h.Sum64() >> 1)
 }
 
 // migrateError names the version and direction of a failed migration.
@@ -244,18 +320,27 @@ func execFile(body string) func(context.Context, *sql.Tx) error {
 
 // EnsureDatabase creates the database named in url if it does not exist,
 // by connecting to the "postgres" database of the same server with the
-// same credentials. A database created concurrently by someone else is
-// not an error.
+// same credentials; a database that accepts a connection is left alone,
+// and "postgres" (which a pooler often does not serve) is then not
+// needed. url is read as Open reads it (PoolConfig). A database created
+// concurrently by someone else is not an error.
 func EnsureDatabase(ctx context.Context, url string) error {
-	cfg, err := pgx.ParseConfig(url)
+	pcfg, _, err := PoolConfig(url)
 	if err != nil {
-		return fmt.Errorf("store.EnsureDatabase: parse database URL: %w", err)
+		return fmt.Errorf("store.EnsureDatabase: %w", err)
 	}
+	cfg := pcfg.ConnConfig
 	name := cfg.Database
 	where := fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)
 	if name == "" || name == "postgres" {
 		return nil
 	}
+	// A database that answers exists: nothing to do.
+	if conn, err := pgx.ConnectConfig(ctx, cfg.Copy()); err == nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil
+	}
+	cfg = cfg.Copy()
 	cfg.Database = "postgres"
 	// Session settings such as search_path name objects of the target
 	// database; they mean nothing here.

@@ -57,7 +57,8 @@ type Store struct {
 	// no transaction of the caller's.
 	Pool *pgxpool.Pool
 
-	log *zap.Logger
+	pooler Pooler
+	log    *zap.Logger
 }
 
 // DefaultMaxConns is the pool size Open uses when the URL sets no
@@ -69,26 +70,20 @@ const openPingTimeout = 30 * time.Second
 
 // Open connects a pool to url (a Postgres URL or keyword/value string, as
 // pgx accepts; unknown URL parameters such as search_path become session
-// settings) and pings the server, retrying with exponential backoff for up
-// to 30s so a server that is still starting is waited for. The error names
-// the host and database, never the password. log may be nil.
+// settings), configured by PoolConfig (which reads the pooler parameter),
+// and pings the server, retrying with exponential backoff for up to 30s
+// so a server that is still starting is waited for. The error names the
+// host and database, never the password. log may be nil.
 func Open(ctx context.Context, url string, log *zap.Logger) (*Store, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
 	log = log.Named("store")
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, pooler, err := PoolConfig(url)
 	if err != nil {
-		// The parse error may quote the URL; do not repeat it here.
-		return nil, fmt.Errorf("store.Open: parse database URL: %w", err)
+		return nil, fmt.Errorf("store.Open: %w", err)
 	}
 	where := fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
-	if !strings.Contains(url, "pool_max_conns") {
-		// pgx's default, max(4, CPUs), starves a worker with many runs in
-		// flight; 16 stays far below Postgres's default max_connections
-		// (100) for a few replicas. Set pool_max_conns in the URL to change it.
-		cfg.MaxConns = DefaultMaxConns
-	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("store.Open(%s): %w", where, err)
@@ -113,12 +108,13 @@ func Open(ctx context.Context, url string, log *zap.Logger) (*Store, error) {
 	if err != nil {
 		pool.Close()
 		if permanentConnectError(err) {
-			return nil, fmt.Errorf("store.Open: Postgres at %s refused the connection: %w", where, err)
+			return nil, fmt.Errorf("store.Open: Postgres at %s refused the connection: %w%s", where, err, startupParamHint(err))
 		}
 		return nil, fmt.Errorf("store.Open: cannot reach Postgres at %s (tried for %v): %w", where, time.Since(start).Round(100*time.Millisecond), err)
 	}
-	log.Debug("connected", zap.String("server", where))
-	return &Store{Pool: pool, log: log}, nil
+	log.Debug("connected", zap.String("server", where), zap.String("pooler", string(pooler)),
+		zap.Stringer("query_exec_mode", cfg.ConnConfig.DefaultQueryExecMode))
+	return &Store{Pool: pool, pooler: pooler, log: log}, nil
 }
 
 // permanentConnectError reports whether err will not go away by waiting:
@@ -133,9 +129,40 @@ func permanentConnectError(err error) bool {
 		return true
 	case pgErr.Code == "3D000": // invalid_catalog_name: no such database
 		return true
+	case isUnsupportedStartupParam(pgErr):
+		return true
 	}
 	return false
 }
+
+// isUnsupportedStartupParam reports whether a pooler refused a session
+// setting the URL carries: PgBouncer answers 08P01 "unsupported startup
+// parameter: NAME" for any but the few it tracks (client_encoding,
+// DateStyle, TimeZone, standard_conforming_strings, application_name)
+// unless its ignore_startup_parameters (or, in later versions, its
+// track_extra_parameters) names it.
+func isUnsupportedStartupParam(pgErr *pgconn.PgError) bool {
+	return pgErr.Code == "08P01" && strings.Contains(pgErr.Message, "unsupported startup parameter")
+}
+
+// startupParamHint says what to do about a refused session setting, or
+// returns "" for any other error.
+func startupParamHint(err error) string {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || !isUnsupportedStartupParam(pgErr) {
+		return ""
+	}
+	name := "it"
+	if _, after, ok := strings.Cut(pgErr.Message, "parameter:"); ok && strings.TrimSpace(after) != "" {
+		name = strings.TrimSpace(after)
+	}
+	return fmt.Sprintf(" (a pooler refused the URL's session setting %s: drop it from the URL and set it on the role instead, "+
+		"as in ALTER ROLE name SET %s = ...; docs/operations.md#pgbouncer)", name, name)
+}
+
+// Pooler returns what the store's URL said stands between it and
+// Postgres (PoolConfig).
+func (s *Store) Pooler() Pooler { return s.pooler }
 
 // Close closes the pool, waiting for connections in use to be released.
 func (s *Store) Close() {
@@ -166,6 +193,11 @@ const (
 	pgUniqueViolation   = "23505"
 	pgDuplicateDatabase = "42P04"
 	pgUndefinedTable    = "42P01"
+	// pgDuplicatePreparedStatement and pgInvalidSQLStatementName are what
+	// named prepared statements meet through a pooler in transaction
+	// pooling: one already there, or one missing.
+	pgDuplicatePreparedStatement = "42P05"
+	pgInvalidSQLStatementName    = "26000"
 	// pgMessageErased is raised by the runs_refuse_erased trigger
 	// (migration 000008) when a run is made for an erased message.
 	pgMessageErased = "EQ001"
@@ -180,8 +212,9 @@ var outcomeConstraints = map[string]bool{
 
 // interpretError translates driver errors into the store's errors at the
 // boundary: pgx.ErrNoRows becomes ErrNotFound and a unique violation
-// becomes ErrOutcomeExists or ErrConflict (naming the constraint). Other
-// errors are returned unchanged.
+// becomes ErrOutcomeExists or ErrConflict (naming the constraint). A
+// missing table and pgx's statement cache meeting a transaction pooler
+// get a hint of what to do. Other errors are returned unchanged.
 func interpretError(err error) error {
 	if err == nil {
 		return nil
@@ -192,6 +225,14 @@ func interpretError(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == pgUndefinedTable {
 		return fmt.Errorf("%w: the database lacks the product's tables; run `go run ./cmd/migrate up` (scripts/setup.sh does) against it", err)
+	}
+	if errors.As(err, &pgErr) && (pgErr.Code == pgDuplicatePreparedStatement || pgErr.Code == pgInvalidSQLStatementName) &&
+		strings.Contains(pgErr.Message, "stmtcache_") {
+		// pgx's own statement cache (its statements are named
+		// stmtcache_<hash>) met a server connection that another client
+		// had used: a pooler in transaction pooling.
+		return fmt.Errorf("%w: behind a pooler in transaction pooling (such as PgBouncer), add %s=transaction to DATABASE_URL "+
+			"(docs/operations.md#pgbouncer)", err, PoolerParam)
 	}
 	if errors.As(err, &pgErr) && pgErr.Code == pgMessageErased {
 		return fmt.Errorf("%w: %s", ErrErased, pgErr.Message)

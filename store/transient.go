@@ -17,7 +17,9 @@ import (
 // SQLSTATE class 08 (connection exception), 57P01-57P03 (shutdown,
 // restart, cannot connect now), 53300 (too many connections) or 40001 and
 // 40P01 (serialization failure, deadlock). Such a statement can be run
-// again once the server is back.
+// again once the server is back. A pooler refusing a session setting of
+// the URL (08P01 "unsupported startup parameter") is no such thing: it
+// refuses every connection the same way.
 func Transient(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
@@ -25,6 +27,8 @@ func Transient(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {
+		case isUnsupportedStartupParam(pgErr):
+			return false
 		case strings.HasPrefix(pgErr.Code, "08"),
 			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03",
 			pgErr.Code == "53300", pgErr.Code == "40001", pgErr.Code == "40P01":

@@ -19,15 +19,16 @@ func TestTransient(t *testing.T) {
 		err  error
 		want bool
 	}{
-		"AdminShutdown":   {&pgconn.PgError{Code: "57P01"}, true},
-		"CannotConnect":   {fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: "57P03"}), true},
-		"ConnectionClass": {&pgconn.PgError{Code: "08006"}, true},
-		"EOF":             {io.ErrUnexpectedEOF, true},
-		"UniqueViolation": {&pgconn.PgError{Code: "23505"}, false},
-		"SyntaxError":     {&pgconn.PgError{Code: "42601"}, false},
-		"NotFound":        {store.ErrNotFound, false},
-		"Canceled":        {context.Canceled, false},
-		"Nil":             {nil, false},
+		"AdminShutdown":      {&pgconn.PgError{Code: "57P01"}, true},
+		"CannotConnect":      {fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: "57P03"}), true},
+		"ConnectionClass":    {&pgconn.PgError{Code: "08006"}, true},
+		"EOF":                {io.ErrUnexpectedEOF, true},
+		"PoolerRefusesParam": {&pgconn.PgError{Code: "08P01", Message: "unsupported startup parameter: search_path"}, false},
+		"UniqueViolation":    {&pgconn.PgError{Code: "23505"}, false},
+		"SyntaxError":        {&pgconn.PgError{Code: "42601"}, false},
+		"NotFound":           {store.ErrNotFound, false},
+		"Canceled":           {context.Canceled, false},
+		"Nil":                {nil, false},
 	} {
 		if got := store.Transient(tc.err); got != tc.want {
 			t.Errorf("%s: Transient = %v, want %v", name, got, tc.want)

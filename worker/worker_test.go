@@ -56,6 +56,9 @@ type setupOpts struct {
 	// transport, when set, puts a provider.Transport with these settings
 	// under the LLM client, as the worker runs in production.
 	transport *config.Provider
+
+	// st is the store; default a new one (storetest.NewStore).
+	st *store.Store
 }
 
 func setup(t *testing.T, o setupOpts) *testBundle {
@@ -63,7 +66,10 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	ctx, cancel := context.WithCancel(context.Background())
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 
-	b := &testBundle{st: storetest.NewStore(t), q: queuetest.NewStream(t), calls: new(atomic.Int64), reg: prometheus.NewRegistry()}
+	b := &testBundle{st: o.st, q: queuetest.NewStream(t), calls: new(atomic.Int64), reg: prometheus.NewRegistry()}
+	if b.st == nil {
+		b.st = storetest.NewStore(t)
+	}
 	h := o.handler
 	if h == nil {
 		h = llmsim.New(o.sim, log)

@@ -15,6 +15,12 @@
 //
 // The server is TEST_DATABASE_URL, default DefaultURL. The database is
 // created if missing.
+//
+// NewPgBouncer starts a private PgBouncer in transaction pooling in front
+// of a new database of that server, for tests of the product through it.
+// With TEST_PGBOUNCER=1 set, NewStore too hands out stores through one
+// (a new database and PgBouncer per store), so the whole suite can be run
+// that way: TEST_PGBOUNCER=1 go test ./...
 package storetest
 
 import (
@@ -69,8 +75,13 @@ type ensureOnce struct {
 // or whose migrations a test took down, is dropped. The schemas are named
 // t_<unix seconds>_<random hex>; those a test binary leaves at its end are
 // dropped by the first NewStore or TestTx of a binary an hour later.
+//
+// With TEST_PGBOUNCER=1 it returns NewPgBouncer(t).NewStore(t) instead.
 func NewStore(t testing.TB) *store.Store {
 	t.Helper()
+	if os.Getenv("TEST_PGBOUNCER") == "1" {
+		return NewPgBouncer(t).NewStore(t)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	base := BaseURL()
@@ -380,12 +391,12 @@ func dropExpiredSchemas(ctx context.Context, t testing.TB, base string, cutoff t
 }
 
 // SchemaURL returns a database URL that reaches st's schema (it carries
-// search_path), for commands a test starts as subprocesses. st must come
-// from NewStore.
+// search_path), or its database through PgBouncer with TEST_PGBOUNCER=1,
+// for commands a test starts as subprocesses. st must come from NewStore.
 func SchemaURL(t testing.TB, st *store.Store) string {
 	t.Helper()
 	s := st.Pool.Config().ConnString()
-	if !strings.Contains(s, "search_path") {
+	if !strings.Contains(s, "search_path") && st.Pooler() != store.PoolerTransaction {
 		t.Fatalf("storetest.SchemaURL: store was not made by storetest.NewStore")
 	}
 	return s
