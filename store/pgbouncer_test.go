@@ -350,9 +350,9 @@ func TestPgBouncerTriageAndRetention(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	st := storetest.NewPgBouncer(t).NewStore(t)
-	batch := batchFixture(ctx, t, st)
+	batch := batchFixture(ctx, t, st, st.Pool)
 
-	item, r := triageItemFixture(ctx, t, st, batch)
+	item, r := triageItemFixture(ctx, t, st, st.Pool, batch)
 	if _, err := st.TriageItemClaim(ctx, st.Pool, store.TriageItemClaimParams{ItemID: item, Reviewer: "alice", Via: store.ViaAPI}); err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +360,7 @@ func TestPgBouncerTriageAndRetention(t *testing.T) {
 		Data: []byte(`{"order_id":"48213"}`), SchemaVersion: "1"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := auditActions(ctx, t, st, item); len(got) < 2 {
+	if got := auditActions(ctx, t, st, st.Pool, item); len(got) < 2 {
 		t.Errorf("audit of item %d = %v; want the claim and the approval", item, got)
 	}
 
@@ -373,11 +373,11 @@ func TestPgBouncerTriageAndRetention(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].Status != store.ErasureErased {
 		t.Fatalf("erase = %+v, %v", got, err)
 	}
-	if left := textLeft(ctx, t, st, r.MessageID); len(left) > 0 {
+	if left := textLeft(ctx, t, st.Pool, r.MessageID); len(left) > 0 {
 		t.Errorf("erased message keeps text in %v", left)
 	}
 
-	done := messageFixture(ctx, t, st, batch)
+	done := messageFixture(ctx, t, st, st.Pool, batch)
 	if err := st.RunOutcomeInsert(ctx, st.Pool, succeededOutcome(done)); err != nil {
 		t.Fatal(err)
 	}

@@ -190,6 +190,11 @@ func TestAPI(t *testing.T) {
 		if r := b.api(t, tok, "POST", "/api/v1/rerun?schema=customer_message", `{"confirmed":2}`); r.status != http.StatusConflict {
 			t.Errorf("bulk wrong count: %d %s", r.status, r.body)
 		}
+		// Over the most one bulk re-run takes: the client's to fix, not a 500.
+		if r := b.api(t, tok, "POST", "/api/v1/rerun?schema=customer_message", fmt.Sprintf(`{"confirmed":%d}`, store.MaxBulkRerun+1)); r.status != http.StatusBadRequest ||
+			!strings.Contains(r.body, `"code":"invalid"`) || !strings.Contains(r.body, "narrow the filter") {
+			t.Errorf("bulk over the limit: %d %s, want 400 invalid", r.status, r.body)
+		}
 		r = b.api(t, tok, "POST", "/api/v1/rerun?schema=customer_message", `{"confirmed":1,"note":"schema v2"}`)
 		if r.status != http.StatusOK || !strings.Contains(r.body, `"runs":1`) || !strings.Contains(r.body, `"published":1`) {
 			t.Errorf("bulk: %d %s", r.status, r.body)

@@ -136,15 +136,19 @@ func (s *Server) checkCSRF(r *http.Request) error {
 	}
 	own := s.ownOrigin(r)
 	switch o := r.Header.Get("Origin"); o {
-	case "", "null":
-		// No origin to go by (an older or stricter browser, a privacy
-		// setting, a sandboxed frame): the Referer, when sent, must be a
-		// page of this origin. Without either, the CSRF token guards.
+	case "":
+		// No origin to go by (an older browser, a tool): the Referer,
+		// when sent, must be a page of this origin. Without either, the
+		// CSRF token guards.
 		if ref := r.Header.Get("Referer"); ref != "" {
 			if ro, ok := originOf(ref); !ok || ro != own {
 				return fmt.Errorf("%w: request from a page of another origin (Referer)%s", ErrForbidden, s.originHint(ro, own))
 			}
 		}
+	case "null":
+		// An opaque origin (a sandboxed frame, a file: page, a
+		// cross-origin redirect) is never this server's own pages.
+		return fmt.Errorf("%w: request from an opaque origin (Origin: null), not a page of %s", ErrForbidden, own)
 	default:
 		if oo, ok := originOf(o); !ok || oo != own {
 			return fmt.Errorf("%w: request from another origin%s", ErrForbidden, s.originHint(oo, own))

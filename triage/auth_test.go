@@ -242,6 +242,8 @@ func TestOriginScheme(t *testing.T) {
 			{"this host over https, said to be so", "https://" + host, "", "https", http.StatusForbidden},
 			{"this origin", "http://" + host, "", "", http.StatusOK},
 			{"this origin, Referer", "", "http://" + host + "/", "", http.StatusOK},
+			{"an opaque origin", "null", "", "", http.StatusForbidden},
+			{"an opaque origin, with this Referer", "null", "http://" + host + "/", "", http.StatusForbidden},
 		})
 		// The refusal says what to do when the server is behind a TLS proxy.
 		c := b.client(t)

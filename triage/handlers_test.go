@@ -206,6 +206,13 @@ func TestSessionsAndSafety(t *testing.T) {
 		if r := c.do(req); r.status != http.StatusMisdirectedRequest {
 			t.Errorf("foreign Host: %d", r.status)
 		}
+		// Under /api/ the refusal is the API's JSON error.
+		req, _ = http.NewRequest(http.MethodGet, b.ts.URL+"/api/v1/items", nil)
+		req.Host = "evil.example"
+		if r := c.do(req); r.status != http.StatusMisdirectedRequest ||
+			!strings.HasPrefix(r.body, `{"error":{"code":"misdirected_request","message":`) {
+			t.Errorf("foreign Host on the API: %d %s, want 421 misdirected_request in JSON", r.status, r.body)
+		}
 		// Still no state change without the CSRF token.
 		id, _ := b.failedItem(t, "customer_message", albertText, albertFirst)
 		if r := c.post(fmt.Sprintf("/items/%d/claim", id), url.Values{"csrf_token": {"x"}}); r.status != http.StatusForbidden {

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/extractq/extractq/internal/httperr"
 )
 
 // ContentSecurityPolicy is sent with every response: scripts and styles
@@ -95,10 +97,16 @@ func noStore(w http.ResponseWriter) {
 // loopbackOnly answers only requests whose Host names a loopback address
 // (localhost, 127.0.0.0/8, ::1), so a page elsewhere cannot reach the
 // account-less server through DNS rebinding.
+// Under /api/ the answer is the API's JSON error (misdirected_request).
 func loopbackOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !isLoopbackHost(r.Host) {
-			http.Error(w, "this triage server has no accounts and answers only on localhost", http.StatusMisdirectedRequest)
+			const msg = "this triage server has no accounts and answers only on localhost"
+			if strings.HasPrefix(r.URL.Path, "/api/") {
+				httperr.Write(w, httperr.New(httperr.MisdirectedRequest, msg))
+				return
+			}
+			http.Error(w, msg, http.StatusMisdirectedRequest)
 			return
 		}
 		next.ServeHTTP(w, r)

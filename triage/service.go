@@ -313,10 +313,13 @@ func (s *Server) checkBulkFilter(f Filter) error {
 }
 
 // checkConfirmed refuses a bulk re-run of f whose confirmed count is not
-// a positive number. When no item matches f now there is nothing to
+// a positive number, or is over store.MaxBulkRerun (ErrInvalid). When no item matches f now there is nothing to
 // confirm: the error wraps ErrNotFound and names the filter. Otherwise it
 // wraps ErrInvalid with ask, which says where the count comes from.
 func (s *Server) checkConfirmed(ctx context.Context, f Filter, confirmed int, ask string) error {
+	if confirmed > store.MaxBulkRerun {
+		return invalidf("%d items: at most %d in one bulk re-run; narrow the filter", confirmed, store.MaxBulkRerun)
+	}
 	if confirmed >= 1 {
 		return nil
 	}
