@@ -269,7 +269,6 @@ func optional(format, v string) string {
 	return fmt.Sprintf(format, v)
 }
 
-// plural is "1 message" or "n messages".
 // allLinesWere says that all n lines were (something), for n of 1 too:
 // "the one line was", "every one of the 3 lines was".
 func allLinesWere(n int) string {
@@ -279,6 +278,7 @@ func allLinesWere(n int) string {
 	return fmt.Sprintf("every one of the %d lines was", n)
 }
 
+// plural is "1 message" or "n messages".
 func plural(n int, one, many string) string {
 	if n == 1 {
 		return "1 " + one
