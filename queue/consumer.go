@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"time"
 
@@ -26,14 +27,23 @@ type Delivery struct {
 	StreamSeq uint64
 	// Subject is the subject the run was published on.
 	Subject string
+	// Requeues counts how many times the run was put back as a new message
+	// (see Requeue) before this one: 0 for a first publish. It is read
+	// from the RequeuesHeader.
+	Requeues int
 
 	msg jetstream.Msg
 }
 
+// RequeuesHeader is the header of a message that Requeue put back on the
+// stream: how many requeues made it, from 1.
+const RequeuesHeader = "Extractq-Requeues"
+
 // LastDelivery reports whether the server will not deliver this message
-// again after this delivery unless it is acked: a handler that cannot
-// finish the run now should record it as a delivery failure rather than
-// nak it.
+// again after this delivery unless it is acked: a nak or a handler that
+// never returns now sends the server's max-deliveries advisory. A handler
+// that cannot finish the run now for a reason that is not the message's
+// should Requeue it.
 func (d *Delivery) LastDelivery() bool {
 	return d.MaxDeliver > 0 && d.NumDelivered >= uint64(d.MaxDeliver)
 }
@@ -48,6 +58,7 @@ const (
 	kindNak decisionKind = iota // the zero Decision redelivers
 	kindAck
 	kindTerm
+	kindRequeue
 )
 
 func (k decisionKind) String() string {
@@ -56,6 +67,8 @@ func (k decisionKind) String() string {
 		return "ack"
 	case kindTerm:
 		return "term"
+	case kindRequeue:
+		return "requeue"
 	}
 	return "nak"
 }
@@ -72,20 +85,42 @@ type Decision struct {
 func Ack() Decision { return Decision{kind: kindAck} }
 
 // Nak asks for redelivery after delay (at once when delay is 0). The
-// redelivery counts towards the consumer's MaxDeliver.
+// redelivery counts towards the consumer's MaxDeliver: nak when the
+// message itself may be why the delivery failed.
 func Nak(delay time.Duration) Decision { return Decision{kind: kindNak, delay: max(0, delay)} }
+
+// Requeue puts the message back on the stream as a new message, after
+// delay: Run keeps the message in progress for delay (less once Run's ctx
+// is done), publishes a copy with ConsumerOptions.Publisher, then acks the
+// message. The copy has the same subject and body, the Nats-Msg-Id
+// "<id>@<stream sequence>" (the message's own id up to any "@", and its
+// sequence: a second requeue of the same delivery is a duplicate within
+// the dedup window), and RequeuesHeader one more than the message had.
+//
+// The copy's deliveries count from 1, so a requeue spends nothing of the
+// consumer's MaxDeliver. Requeue when the delivery failed for a reason that
+// is not the message's (the provider or the database failed, the worker is
+// shutting down), so that only deliveries the message itself ended (its
+// handler panicked, or its worker died or stalled) count towards
+// MaxDeliver; Nak when the message may be the cause.
+//
+// Without a Publisher, or when the copy cannot be published, Run naks the
+// message with delay instead (and logs why). A lost ack after the copy is
+// stored leaves both on the stream; handlers are idempotent.
+func Requeue(delay time.Duration) Decision { return Decision{kind: kindRequeue, delay: max(0, delay)} }
 
 // Term stops all further delivery of the message; reason is logged (and
 // sent to servers that take it, see ConsumerOptions.TermWithReason).
 func Term(reason string) Decision { return Decision{kind: kindTerm, reason: reason} }
 
-// String returns "ack", "nak", "nak 5s" or "term: reason".
+// String returns "ack", "nak", "nak 5s", "requeue", "requeue 5s" or
+// "term: reason".
 func (d Decision) String() string {
 	switch {
 	case d.kind == kindTerm:
 		return "term: " + d.reason
-	case d.kind == kindNak && d.delay > 0:
-		return "nak " + d.delay.String()
+	case (d.kind == kindNak || d.kind == kindRequeue) && d.delay > 0:
+		return d.kind.String() + " " + d.delay.String()
 	}
 	return d.kind.String()
 }
@@ -122,6 +157,9 @@ type ConsumerOptions struct {
 	// open). It returns an error only when ctx is done. Messages already
 	// held are not affected.
 	Ready func(ctx context.Context) error
+	// Publisher publishes the copies of Requeue decisions; it must publish
+	// on the consumer's stream. Without one, a Requeue is a Nak.
+	Publisher *Publisher
 	// Log receives the consumer's logs. Default a no-op logger.
 	Log *zap.Logger
 }
@@ -152,6 +190,10 @@ func (o ConsumerOptions) withDefaults(cons jetstream.Consumer) ConsumerOptions {
 // ackTimeout bounds waiting for the server to confirm an ack.
 const ackTimeout = 10 * time.Second
 
+// requeueTimeout bounds publishing the copy of a requeued message, its
+// retries included.
+const requeueTimeout = 10 * time.Second
+
 // abandonAfter is how long Run still waits for handlers once their ctx is
 // cancelled, before it returns without them.
 const abandonAfter = 5 * time.Second
@@ -181,6 +223,7 @@ func Run(ctx context.Context, cons jetstream.Consumer, h Handler, opts ConsumerO
 		opts: opts,
 		log:  opts.Log.Named("queue"),
 		sem:  make(chan struct{}, opts.Concurrency),
+		stop: ctx.Done(),
 	}
 	if info := cons.CachedInfo(); info != nil {
 		r.maxDeliver = info.Config.MaxDeliver
@@ -218,6 +261,7 @@ type runner struct {
 	sem        chan struct{} // one token per message held
 	wg         sync.WaitGroup
 	maxDeliver int
+	stop       <-chan struct{} // closed when Run's ctx is done
 }
 
 // fetchLoop fetches into free slots until ctx is done.
@@ -314,10 +358,16 @@ func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 		d.StreamSeq = md.Sequence.Stream
 		log = log.With(zap.Uint64("stream_seq", d.StreamSeq), zap.Uint64("num_delivered", d.NumDelivered))
 	}
+	if h := msg.Headers(); h != nil {
+		if n, err := strconv.Atoi(h.Get(RequeuesHeader)); err == nil && n > 0 {
+			d.Requeues = n
+			log = log.With(zap.Int("requeues", n))
+		}
+	}
 	env, err := decodeEnvelope(msg.Data())
 	if err != nil {
 		log.Error("invalid run message; terminating it", zap.Error(err), zap.Int("body_bytes", len(msg.Data())))
-		r.apply(log, msg, Term("invalid envelope: "+err.Error()))
+		r.apply(log, d, Term("invalid envelope: "+err.Error()))
 		return
 	}
 	d.Envelope = env
@@ -341,9 +391,19 @@ func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 		}
 	})
 	dec := r.call(ctx, log, d)
+	if dec.kind == kindRequeue && dec.delay > 0 && r.opts.Publisher != nil {
+		// Kept in progress until the copy goes out; at once on shutdown.
+		t := time.NewTimer(dec.delay)
+		select {
+		case <-t.C:
+		case <-r.stop:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
 	close(stop)
 	ticker.Wait()
-	r.apply(log, msg, dec)
+	r.apply(log, d, dec)
 }
 
 // call runs the handler, turning a panic into a delayed nak.
@@ -360,9 +420,27 @@ func (r *runner) call(ctx context.Context, log *zap.Logger, d *Delivery) (dec De
 }
 
 // apply sends the decision to the server.
-func (r *runner) apply(log *zap.Logger, msg jetstream.Msg, dec Decision) {
+func (r *runner) apply(log *zap.Logger, d *Delivery, dec Decision) {
+	msg := d.msg
 	var err error
 	switch dec.kind {
+	case kindRequeue:
+		if r.opts.Publisher == nil {
+			log.Warn("requeue without a publisher; nakking the message instead")
+			r.apply(log, d, Nak(dec.delay))
+			return
+		}
+		pctx, cancel := context.WithTimeout(context.Background(), requeueTimeout)
+		id, err := r.opts.Publisher.requeue(pctx, d)
+		cancel()
+		if err != nil {
+			log.Error("requeue failed; nakking the message instead", zap.Error(err))
+			r.apply(log, d, Nak(dec.delay))
+			return
+		}
+		log.Debug("message requeued", zap.String("copy_msg_id", id))
+		r.apply(log, d, Ack())
+		return
 	case kindAck:
 		actx, cancel := context.WithTimeout(context.Background(), ackTimeout)
 		err = msg.DoubleAck(actx)

@@ -34,7 +34,10 @@ type ServiceConfig struct {
 	NATS       config.NATS
 	DeadLetter jetstream.Consumer
 	// Ready, when set, gates fetching (see queue.ConsumerOptions.Ready).
-	Ready     func(ctx context.Context) error
+	Ready func(ctx context.Context) error
+	// Publisher publishes the sweeper's runs and the worker's requeues
+	// (queue.Requeue): without it, a run the provider failed is nak'ed and
+	// spends one of its deliveries.
 	Publisher *queue.Publisher
 	// Consumer options: see queue.ConsumerOptions.
 	Concurrency     int
@@ -145,7 +148,7 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 	consuming.Store(true)
 	err := queue.Run(ctx, cfg.Consumer, cfg.Worker.Handle, queue.ConsumerOptions{
 		Concurrency: cfg.Concurrency, InProgressEvery: cfg.InProgressEvery, ShutdownGrace: cfg.ShutdownGrace,
-		TermWithReason: cfg.TermWithReason, Ready: cfg.Ready, Log: log,
+		TermWithReason: cfg.TermWithReason, Ready: cfg.Ready, Publisher: cfg.Publisher, Log: log,
 	})
 	consuming.Store(false)
 	if srv != nil {

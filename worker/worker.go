@@ -35,8 +35,9 @@ type Config struct {
 	Schemas map[string]SchemaEntry
 	// Model is recorded on failure events that belong to no call.
 	Model string
-	// NakDelay is the first redelivery delay after a transport failure; it
-	// doubles with each delivery up to MaxNakDelay. Defaults 2s and 1m.
+	// NakDelay is how long a run waits before it is put back on the stream
+	// after a provider or database failure; it doubles with each later try
+	// of the run, up to MaxNakDelay. Defaults 2s and 1m.
 	NakDelay, MaxNakDelay time.Duration
 	// DBTimeout bounds each database step. It must stay below the
 	// consumer's ack wait. Default 15s.
@@ -62,6 +63,11 @@ type Worker struct {
 	log    *zap.Logger
 	com    *committer  // nil when CommitBatch is 1
 	dbDown atomic.Bool // a database step failed as Postgres went away
+
+	// testHook, when set (export_test.go), runs first in Handle and, when
+	// it says so, decides the delivery: a test's way to make a message that
+	// crashes or stalls its worker.
+	testHook func(ctx context.Context, d *queue.Delivery) (queue.Decision, bool)
 }
 
 // New returns a Worker.
@@ -104,9 +110,14 @@ func (w *Worker) Close() {
 //
 //   - Ack when the run's outcome is committed, or was already (a
 //     redelivery costs no tokens).
-//   - Nak with a growing delay when the provider or the database failed in
-//     a way that is not the message's fault, unless this is the last
-//     delivery: then the run fails with kind delivery and goes to triage.
+//   - Requeue with a growing delay (see retryDelay) when the provider or
+//     the database failed, or the worker is shutting down: none of these is
+//     the message's fault, so none spends a delivery of its MaxDeliver
+//     limit, however long the failure lasts. Only deliveries that end
+//     without a decision (the worker died or stalled on the run) or in a
+//     handler panic count; the run goes to triage as kind delivery through
+//     the max-deliveries advisory (DeliveryFailed) when MaxDeliver of them
+//     come in a row.
 //   - Term when the message names no stored run.
 func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
 	if m := w.cfg.Metrics; m != nil {
@@ -116,6 +127,11 @@ func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
 			m.inFlight.Dec()
 			m.runDuration.Observe(time.Since(start).Seconds())
 		}()
+	}
+	if w.testHook != nil {
+		if dec, ok := w.testHook(ctx, d); ok {
+			return dec
+		}
 	}
 	env := d.Envelope
 	log := w.log.With(zap.Int64("message_id", env.MessageID), zap.Int("run_no", env.RunNo),
@@ -131,8 +147,7 @@ func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
 	if err != nil {
 		w.noteDBError(err)
 		log.Warn("reading run failed; will retry", zap.Error(err))
-		w.cfg.Metrics.nak("database")
-		return queue.Nak(w.nakDelay(d))
+		return w.later(d, "database")
 	}
 	if rw.Run.Status != store.RunQueued {
 		log.Debug("run already has an outcome; acking redelivery", zap.String("status", rw.Run.Status))
@@ -157,8 +172,7 @@ func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
 	if err != nil {
 		if ctx.Err() != nil {
 			log.Info("shutting down during the run; it will be redelivered")
-			w.cfg.Metrics.nak("shutdown")
-			return queue.Nak(0)
+			return w.later(d, "shutdown")
 		}
 		var te *pipeline.TransportError
 		if errors.As(err, &te) && !te.Retryable() {
@@ -169,32 +183,15 @@ func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
 				Message: fmt.Sprintf("provider rejected the request with HTTP %d", te.StatusCode)}}
 			return w.commit(ctx, log, d, rw, entry, res)
 		}
-		if d.LastDelivery() {
-			res.Outcome = pipeline.OutcomeFailed
-			res.Data = nil
-			res.Errors = extracttype.ErrorList{{Kind: extracttype.KindDelivery, Keyword: "max_deliver",
-				Message: fmt.Sprintf("provider failed on all %d deliveries; last: %s", d.NumDelivered, shortErr(err))}}
-			log.Warn("provider failed on the last delivery; sending to triage", zap.Error(err))
-			return w.commit(ctx, log, d, rw, entry, res)
-		}
 		if te != nil && te.Class.Alert() {
 			log.Error("provider refuses our calls (credentials, quota or a proxy): not the message's fault; fix the provider settings",
 				zap.String("class", string(te.Class)), zap.Error(err))
 		} else {
 			log.Warn("provider failed; will retry", zap.Error(err))
 		}
-		w.cfg.Metrics.nak("provider")
-		return queue.Nak(w.nakDelay(d))
+		return w.later(d, "provider")
 	}
 	return w.commit(ctx, log, d, rw, entry, res)
-}
-
-func shortErr(err error) string {
-	s := err.Error()
-	if len(s) > 160 {
-		s = s[:160]
-	}
-	return s
 }
 
 // noteDBError pauses fetching (see Ready) when err says Postgres is
@@ -229,10 +226,26 @@ func (w *Worker) Ready(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// nakDelay doubles the delay with each delivery.
-func (w *Worker) nakDelay(d *queue.Delivery) time.Duration {
+// later puts the run back on the stream for a later try when the delivery
+// failed for cause (provider, database, shutdown), none of them the
+// message's fault: it is requeued, which spends none of its deliveries.
+// The run waits retryDelay first, its message kept in progress, unless
+// the worker is shutting down.
+func (w *Worker) later(d *queue.Delivery, cause string) queue.Decision {
+	w.cfg.Metrics.nak(cause)
+	if cause == "shutdown" {
+		return queue.Requeue(0)
+	}
+	return queue.Requeue(w.retryDelay(d))
+}
+
+// retryDelay is NakDelay, doubled for each earlier try of the run (its
+// requeues, and its deliveries that ended without a decision), up to
+// MaxNakDelay.
+func (w *Worker) retryDelay(d *queue.Delivery) time.Duration {
+	tries := uint64(d.Requeues) + max(d.NumDelivered, 1) - 1
 	delay := w.cfg.NakDelay
-	for i := uint64(1); i < d.NumDelivered && delay < w.cfg.MaxNakDelay; i++ {
+	for i := uint64(0); i < tries && delay < w.cfg.MaxNakDelay; i++ {
 		delay *= 2
 	}
 	return min(delay, w.cfg.MaxNakDelay)
@@ -248,8 +261,7 @@ func (w *Worker) commit(ctx context.Context, log *zap.Logger, d *queue.Delivery,
 	case err != nil:
 		w.noteDBError(err)
 		log.Error("writing outcome failed; will retry", zap.Error(err))
-		w.cfg.Metrics.nak("database")
-		return queue.Nak(w.nakDelay(d))
+		return w.later(d, "database")
 	}
 	w.cfg.Metrics.observe(res)
 	log.Info("run done", zap.String("outcome", res.Outcome), zap.Int("llm_calls", len(res.Calls)),
