@@ -130,6 +130,20 @@ func (d Decision) String() string {
 // idempotent: a message is delivered again when its ack is lost.
 type Handler func(ctx context.Context, d *Delivery) Decision
 
+// Admit is what ConsumerOptions.Ready lets the next fetch take.
+type Admit int
+
+const (
+	// AdmitAll lets the fetch take as many messages as there are free
+	// slots.
+	AdmitAll Admit = iota
+	// AdmitOne lets it take one message, and no other fetch happens until
+	// that message's handler has returned and its decision is applied: the
+	// probe of a half-open circuit breaker, which lets one call through, so
+	// that no other message is delivered only to be refused.
+	AdmitOne
+)
+
 // ConsumerOptions configures Run. Zero fields take their defaults.
 type ConsumerOptions struct {
 	// Concurrency is the most messages handled at once; Run never holds
@@ -154,9 +168,11 @@ type ConsumerOptions struct {
 	TermWithReason bool
 	// Ready, if set, is called before each fetch and blocks while the
 	// worker should not take new work (a provider circuit breaker that is
-	// open). It returns an error only when ctx is done. Messages already
+	// open, a database that does not answer). Then it says what the fetch
+	// may take: AdmitAll, or AdmitOne for the one probe of a half-open
+	// breaker. It returns an error only when ctx is done. Messages already
 	// held are not affected.
-	Ready func(ctx context.Context) error
+	Ready func(ctx context.Context) (Admit, error)
 	// Publisher publishes the copies of Requeue decisions; it must publish
 	// on the consumer's stream. Without one, a Requeue is a Nak.
 	Publisher *Publisher
@@ -270,10 +286,17 @@ func (r *runner) fetchLoop(ctx, hctx context.Context) {
 	bo.InitialInterval = 100 * time.Millisecond
 	bo.MaxInterval = 5 * time.Second
 	for {
+		admit := AdmitAll
 		if r.opts.Ready != nil {
-			if err := r.opts.Ready(ctx); err != nil {
+			var err error
+			if admit, err = r.opts.Ready(ctx); err != nil {
 				return
 			}
+		}
+		limit := r.opts.Concurrency
+		var probed chan struct{} // closed when the one admitted message is done
+		if admit == AdmitOne {
+			limit, probed = 1, make(chan struct{})
 		}
 		// Wait for one free slot, then take every other free one.
 		select {
@@ -283,7 +306,7 @@ func (r *runner) fetchLoop(ctx, hctx context.Context) {
 		}
 		n := 1
 	take:
-		for n < r.opts.Concurrency {
+		for n < limit {
 			select {
 			case r.sem <- struct{}{}:
 				n++
@@ -300,9 +323,16 @@ func (r *runner) fetchLoop(ctx, hctx context.Context) {
 			return
 		}
 
-		got, err := r.fetch(ctx, hctx, n)
+		got, err := r.fetch(ctx, hctx, n, probed)
 		for range n - got {
 			<-r.sem
+		}
+		if got > 0 && probed != nil {
+			select {
+			case <-probed:
+			case <-ctx.Done():
+				return
+			}
 		}
 		if ctx.Err() != nil {
 			return
@@ -322,8 +352,9 @@ func (r *runner) fetchLoop(ctx, hctx context.Context) {
 }
 
 // fetch asks for up to n messages and starts a handler for each; it returns
-// how many it started. Each started handler releases its slot.
-func (r *runner) fetch(ctx, hctx context.Context, n int) (int, error) {
+// how many it started. Each started handler releases its slot, and closes
+// done, if set (then n is 1), once its decision is applied.
+func (r *runner) fetch(ctx, hctx context.Context, n int, done chan struct{}) (int, error) {
 	fctx, cancel := context.WithTimeout(ctx, r.opts.FetchWait)
 	defer cancel()
 	batch, err := r.cons.Fetch(n, jetstream.FetchContext(fctx))
@@ -334,7 +365,12 @@ func (r *runner) fetch(ctx, hctx context.Context, n int) (int, error) {
 	for msg := range batch.Messages() {
 		got++
 		r.wg.Go(func() {
-			defer func() { <-r.sem }()
+			defer func() {
+				<-r.sem
+				if done != nil {
+					close(done)
+				}
+			}()
 			r.handle(hctx, msg)
 		})
 	}

@@ -33,8 +33,9 @@ type ServiceConfig struct {
 	JS         jetstream.JetStream
 	NATS       config.NATS
 	DeadLetter jetstream.Consumer
-	// Ready, when set, gates fetching (see queue.ConsumerOptions.Ready).
-	Ready func(ctx context.Context) error
+	// Ready gates fetching (see queue.ConsumerOptions.Ready). Default
+	// Worker.Ready.
+	Ready func(ctx context.Context) (queue.Admit, error)
 	// Publisher publishes the sweeper's runs and the worker's requeues
 	// (queue.Requeue): without it, a run the provider failed is nak'ed and
 	// spends one of its deliveries.
@@ -145,6 +146,9 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 		}()
 	}
 
+	if cfg.Ready == nil {
+		cfg.Ready = cfg.Worker.Ready
+	}
 	consuming.Store(true)
 	err := queue.Run(ctx, cfg.Consumer, cfg.Worker.Handle, queue.ConsumerOptions{
 		Concurrency: cfg.Concurrency, InProgressEvery: cfg.InProgressEvery, ShutdownGrace: cfg.ShutdownGrace,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/provider"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/store"
 )
@@ -52,9 +53,27 @@ type Config struct {
 	// Announcer, if set, announces each triage item a failed run's
 	// committed outcome made (queue.TriageEventNew).
 	Announcer *queue.Announcer
+	// Breaker, if set, is the provider's circuit breaker (the
+	// provider.Transport under Extractor): while it is not closed the
+	// worker takes no new work (see Ready).
+	Breaker Breaker
 	// Logger is required in spirit; nil means no logs.
 	Logger *zap.Logger
 }
+
+// Breaker is the provider's circuit breaker as the worker reads it;
+// *provider.Transport is one.
+type Breaker interface {
+	// State is closed (calls go through), open (every call is refused
+	// until the cooldown ends) or half-open (one probe call goes through).
+	State() provider.BreakerState
+	// WaitReady blocks until a call would be let through: the breaker is
+	// closed, or half-open with no probe in flight. It returns ctx's error
+	// when ctx ends first.
+	WaitReady(ctx context.Context) error
+}
+
+var _ Breaker = (*provider.Transport)(nil)
 
 // Worker handles run messages. It is stateless: all state is in the
 // stream and in Postgres, so any number of workers may run.
@@ -63,6 +82,9 @@ type Worker struct {
 	log    *zap.Logger
 	com    *committer  // nil when CommitBatch is 1
 	dbDown atomic.Bool // a database step failed as Postgres went away
+	// providerPaused: Ready found the breaker not closed and has not yet
+	// seen it closed again.
+	providerPaused atomic.Bool
 
 	// testHook, when set (export_test.go), runs first in Handle and, when
 	// it says so, decides the delivery: a test's way to make a message that
@@ -203,11 +225,19 @@ func (w *Worker) noteDBError(err error) {
 	}
 }
 
-// Ready blocks while Postgres is unreachable, pinging it every second,
-// and returns nil once it answers (or at once when it never went away).
-// It returns ctx's error when ctx ends. It is the worker's part of
-// queue.ConsumerOptions.Ready.
-func (w *Worker) Ready(ctx context.Context) error {
+// Ready blocks while the worker should take no new work, and is its
+// queue.ConsumerOptions.Ready:
+//
+//   - while Postgres is unreachable (a database step failed as it went
+//     away), pinging it every second;
+//   - while the provider's circuit breaker is open: no run is fetched only
+//     to be refused. When its cooldown ends (half-open) it admits one run,
+//     queue.AdmitOne, whose call is the probe: no other run is fetched
+//     until that one is decided. A probe that fails opens the breaker
+//     again; one that succeeds closes it, and then Ready admits all.
+//
+// It returns ctx's error when ctx ends.
+func (w *Worker) Ready(ctx context.Context) (queue.Admit, error) {
 	for w.dbDown.Load() {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err := w.cfg.Store.Pool.Ping(pctx)
@@ -219,21 +249,46 @@ func (w *Worker) Ready(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return queue.AdmitAll, ctx.Err()
 		case <-time.After(time.Second):
 		}
 	}
-	return ctx.Err()
+	b := w.cfg.Breaker
+	if b == nil {
+		return queue.AdmitAll, ctx.Err()
+	}
+	if b.State() == provider.BreakerOpen && w.providerPaused.CompareAndSwap(false, true) {
+		w.log.Warn("provider failing: fetching paused; one run probes it after each breaker cooldown")
+	}
+	if err := b.WaitReady(ctx); err != nil {
+		return queue.AdmitAll, err
+	}
+	if b.State() != provider.BreakerClosed {
+		w.providerPaused.Store(true)
+		return queue.AdmitOne, nil
+	}
+	if w.providerPaused.CompareAndSwap(true, false) {
+		w.log.Info("provider answers again: fetching resumed")
+	}
+	return queue.AdmitAll, nil
+}
+
+// providerDown reports whether the provider's breaker is not closed.
+func (w *Worker) providerDown() bool {
+	return w.cfg.Breaker != nil && w.cfg.Breaker.State() != provider.BreakerClosed
 }
 
 // later puts the run back on the stream for a later try when the delivery
 // failed for cause (provider, database, shutdown), none of them the
 // message's fault: it is requeued, which spends none of its deliveries.
+//
 // The run waits retryDelay first, its message kept in progress, unless
-// the worker is shutting down.
+// the worker is shutting down or the provider is paused: then Ready holds
+// back fetching, so the requeued run waits on the stream, and the next
+// probe is not kept waiting.
 func (w *Worker) later(d *queue.Delivery, cause string) queue.Decision {
 	w.cfg.Metrics.nak(cause)
-	if cause == "shutdown" {
+	if cause == "shutdown" || (cause == "provider" && w.providerDown()) {
 		return queue.Requeue(0)
 	}
 	return queue.Requeue(w.retryDelay(d))
