@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -173,6 +176,7 @@ type outageBundle struct {
 	reg    *prometheus.Registry
 	pub    *queue.Publisher
 	log    *zap.Logger
+	health string // the worker's /healthz, /readyz and /metrics, once run
 }
 
 func newOutageBundle(t *testing.T, llm http.Handler) *outageBundle {
@@ -247,11 +251,17 @@ func (b *outageBundle) run(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.q.JS.DeleteStream(context.Background(), queue.DeadLetterStreamName(b.cfg.NATS)) })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.health = ln.Addr().String()
+	ln.Close()
 	done := make(chan error, 1)
 	go func() {
 		done <- worker.RunService(ctx, worker.ServiceConfig{
 			Worker: b.w, Store: b.st, Conn: b.q.Conn, Consumer: cons, Publisher: b.pub,
-			JS: b.q.JS, NATS: b.cfg.NATS, DeadLetter: dead,
+			JS: b.q.JS, NATS: b.cfg.NATS, DeadLetter: dead, HealthAddr: b.health, Gatherer: b.reg,
 			Concurrency: b.cfg.Worker.Concurrency, InProgressEvery: b.cfg.Worker.InProgressEvery,
 			ShutdownGrace: b.cfg.Worker.ShutdownGrace, SweepEvery: -1, Logger: b.log,
 		})
@@ -292,6 +302,41 @@ func (b *outageBundle) summary(t *testing.T, batchID string) store.BatchSummary 
 func (b *outageBundle) count(t *testing.T, query string, args ...any) int {
 	t.Helper()
 	return (&testBundle{st: b.st}).count(t, query, args...)
+}
+
+// readyz returns the worker's /readyz status and body.
+func (b *outageBundle) readyz(t *testing.T) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + b.health + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// paused returns extractq_worker_paused{reason} from the worker's /metrics.
+func (b *outageBundle) paused(t *testing.T, reason string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + b.health + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	line := `extractq_worker_paused{reason="` + reason + `"} `
+	for l := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), line); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s%s: %v", line, v, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("no %q in /metrics", line)
+	return 0
 }
 
 // deliveryBackOff is what the shipped (scaled) redelivery schedule adds up
@@ -353,7 +398,16 @@ func testOutage(t *testing.T, f fault, messages int) {
 	}
 	llm.start(f)
 	waiting := b.summary(t, batch).Queued
-	time.Sleep(outage)
+	time.Sleep(outage / 2)
+	// Paused, and saying why.
+	if code, body := b.readyz(t); code != http.StatusServiceUnavailable ||
+		!strings.Contains(body, "paused: provider: circuit breaker") || !strings.Contains(body, string(f.class)) {
+		t.Errorf("/readyz during the outage: %d %q, want 503 saying the provider paused work (%s)", code, body, f.class)
+	}
+	if v := b.paused(t, worker.PauseProvider); v != 1 {
+		t.Errorf("extractq_worker_paused{reason=\"provider\"} = %v during the outage, want 1", v)
+	}
+	time.Sleep(outage - outage/2)
 	if n := b.count(t, `SELECT count(*) FROM triage_items`); n != 0 {
 		t.Errorf("%d triage items during the outage", n)
 	}
@@ -409,6 +463,12 @@ func testOutage(t *testing.T, f fault, messages int) {
 	}
 	if n := b.q.Messages(t); n != 0 {
 		t.Errorf("the stream still holds %d messages", n)
+	}
+	if code, body := b.readyz(t); code != http.StatusOK {
+		t.Errorf("/readyz after the outage: %d %q, want 200", code, body)
+	}
+	if v := b.paused(t, worker.PauseProvider); v != 0 {
+		t.Errorf("extractq_worker_paused{reason=\"provider\"} = %v after the outage, want 0", v)
 	}
 }
 

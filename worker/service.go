@@ -3,9 +3,11 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,11 +81,18 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 			rctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 			defer cancel()
+			paused := cfg.Worker.Paused()
 			switch {
 			case !consuming.Load():
 				http.Error(w, "not consuming", http.StatusServiceUnavailable)
 			case cfg.Conn != nil && !cfg.Conn.IsConnected():
 				http.Error(w, "nats disconnected", http.StatusServiceUnavailable)
+			case len(paused) > 0:
+				var b strings.Builder
+				for _, p := range paused {
+					fmt.Fprintf(&b, "paused: %s: %s\n", p.Reason, p.Detail)
+				}
+				http.Error(w, strings.TrimSuffix(b.String(), "\n"), http.StatusServiceUnavailable)
 			case cfg.Store.Pool.Ping(rctx) != nil:
 				http.Error(w, "postgres unreachable", http.StatusServiceUnavailable)
 			default:

@@ -64,9 +64,10 @@ type Config struct {
 // Breaker is the provider's circuit breaker as the worker reads it;
 // *provider.Transport is one.
 type Breaker interface {
-	// State is closed (calls go through), open (every call is refused
-	// until the cooldown ends) or half-open (one probe call goes through).
-	State() provider.BreakerState
+	// BreakerStatus says whether the breaker is closed (calls go
+	// through), open (every call is refused until the cooldown ends) or
+	// half-open (one probe call goes through), and what opened it.
+	BreakerStatus() provider.BreakerStatus
 	// WaitReady blocks until a call would be let through: the breaker is
 	// closed, or half-open with no probe in flight. It returns ctx's error
 	// when ctx ends first.
@@ -111,6 +112,7 @@ func New(cfg Config) (*Worker, error) {
 		log = zap.NewNop()
 	}
 	w := &Worker{cfg: cfg, log: log.Named("worker")}
+	cfg.Metrics.watch(w)
 	if cfg.CommitBatch > 1 {
 		if cfg.CommitWait <= 0 {
 			cfg.CommitWait = 2 * time.Millisecond
@@ -257,13 +259,14 @@ func (w *Worker) Ready(ctx context.Context) (queue.Admit, error) {
 	if b == nil {
 		return queue.AdmitAll, ctx.Err()
 	}
-	if b.State() == provider.BreakerOpen && w.providerPaused.CompareAndSwap(false, true) {
-		w.log.Warn("provider failing: fetching paused; one run probes it after each breaker cooldown")
+	if st := b.BreakerStatus(); st.State == provider.BreakerOpen && w.providerPaused.CompareAndSwap(false, true) {
+		w.log.Warn("provider failing: fetching paused; one run probes it after each breaker cooldown",
+			zap.String("class", string(st.Cause)))
 	}
 	if err := b.WaitReady(ctx); err != nil {
 		return queue.AdmitAll, err
 	}
-	if b.State() != provider.BreakerClosed {
+	if b.BreakerStatus().State != provider.BreakerClosed {
 		w.providerPaused.Store(true)
 		return queue.AdmitOne, nil
 	}
@@ -275,7 +278,53 @@ func (w *Worker) Ready(ctx context.Context) (queue.Admit, error) {
 
 // providerDown reports whether the provider's breaker is not closed.
 func (w *Worker) providerDown() bool {
-	return w.cfg.Breaker != nil && w.cfg.Breaker.State() != provider.BreakerClosed
+	return w.cfg.Breaker != nil && w.cfg.Breaker.BreakerStatus().State != provider.BreakerClosed
+}
+
+// Why a worker takes no new work, as /readyz and the metric
+// extractq_worker_paused{reason} name it.
+const (
+	// PauseProvider: the provider's circuit breaker is open or half-open:
+	// its calls failed BreakerFailures times in a row (quota, credentials,
+	// a proxy, an outage, protocol errors); one run probes it after each
+	// cooldown.
+	PauseProvider = "provider"
+	// PauseDatabase: a database step failed as Postgres went away; the
+	// worker pings it every second.
+	PauseDatabase = "database"
+)
+
+// Pause is one reason the worker takes no new work.
+type Pause struct {
+	// Reason is PauseProvider or PauseDatabase.
+	Reason string
+	// Detail says more, for people: the failure class that opened the
+	// breaker and when it probes next.
+	Detail string
+}
+
+// Paused returns why the worker takes no new work now (see Ready), or
+// nothing when it takes work. Runs already in flight are not affected.
+func (w *Worker) Paused() []Pause {
+	var ps []Pause
+	if w.cfg.Breaker != nil {
+		st := w.cfg.Breaker.BreakerStatus()
+		cause := string(st.Cause)
+		if cause == "" {
+			cause = "unknown"
+		}
+		switch st.State {
+		case provider.BreakerOpen:
+			ps = append(ps, Pause{Reason: PauseProvider, Detail: fmt.Sprintf("circuit breaker open after %s failures; next probe in %s",
+				cause, max(time.Until(st.ProbeAt), 0).Round(time.Millisecond))})
+		case provider.BreakerHalfOpen:
+			ps = append(ps, Pause{Reason: PauseProvider, Detail: fmt.Sprintf("circuit breaker half-open after %s failures; one run probes the provider", cause)})
+		}
+	}
+	if w.dbDown.Load() {
+		ps = append(ps, Pause{Reason: PauseDatabase, Detail: "Postgres unreachable; pinging it every second"})
+	}
+	return ps
 }
 
 // later puts the run back on the stream for a later try when the delivery
