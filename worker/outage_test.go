@@ -461,8 +461,14 @@ func testOutage(t *testing.T, f fault, messages int) {
 	if n := b.count(t, `SELECT count(*) FROM triage_items`); n != 0 {
 		t.Errorf("%d triage items, want 0", n)
 	}
+	// Nothing left on the stream: the last acks follow the commits.
+	deadline = time.Now().Add(10 * time.Second)
+	for b.q.Messages(t) != 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
 	if n := b.q.Messages(t); n != 0 {
 		t.Errorf("the stream still holds %d messages", n)
+		b.dumpStream(t)
 	}
 	if code, body := b.readyz(t); code != http.StatusOK {
 		t.Errorf("/readyz after the outage: %d %q, want 200", code, body)
@@ -636,4 +642,39 @@ func (b *outageBundle) runMortal(t *testing.T, ctx context.Context, wg *sync.Wai
 		}
 	})
 	return died
+}
+
+// dumpStream logs what the runs stream and its consumer still hold.
+func (b *outageBundle) dumpStream(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	str, err := b.q.JS.Stream(ctx, b.cfg.NATS.Stream)
+	if err != nil {
+		t.Log(err)
+		return
+	}
+	info, err := str.Info(ctx)
+	if err != nil {
+		t.Log(err)
+		return
+	}
+	t.Logf("stream state %+v", info.State)
+	if c, err := str.Consumer(ctx, b.cfg.NATS.Consumer); err == nil {
+		if ci, err := c.Info(ctx); err == nil {
+			t.Logf("consumer: delivered %+v ack floor %+v pending %d ack pending %d redelivered %d waiting %d",
+				ci.Delivered, ci.AckFloor, ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.NumWaiting)
+		}
+	}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		m, err := str.GetMsg(ctx, seq)
+		if err != nil {
+			t.Logf("seq %d: %v", seq, err)
+			continue
+		}
+		var env queue.Envelope
+		json.Unmarshal(m.Data, &env)
+		var status string
+		b.st.Pool.QueryRow(ctx, `SELECT status FROM runs WHERE message_id = $1 AND run_no = $2`, env.MessageID, env.RunNo).Scan(&status)
+		t.Logf("seq %d at %s: headers %v envelope %+v run %s", seq, m.Time.Format(time.StampMilli), m.Header, env, status)
+	}
 }
