@@ -65,7 +65,7 @@ type ServiceConfig struct {
 
 // RunService consumes run messages until ctx ends, with the health
 // endpoints and the publish sweeper beside it. It returns nil after a
-// clean shutdown: fetching stops, in-flight runs finish or are nak'ed
+// clean shutdown: fetching stops, in-flight runs finish or are requeued
 // within ShutdownGrace.
 func RunService(ctx context.Context, cfg ServiceConfig) error {
 	log := cfg.Logger

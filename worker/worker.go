@@ -219,8 +219,7 @@ func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
 }
 
 // noteDBError pauses fetching (see Ready) when err says Postgres is
-// unreachable, so runs are not fetched only to be nak'ed, each using up a
-// delivery.
+// unreachable, so runs are not fetched only to be put back.
 func (w *Worker) noteDBError(err error) {
 	if store.Transient(err) && w.dbDown.CompareAndSwap(false, true) {
 		w.log.Warn("Postgres unreachable: fetching paused until it answers", zap.Error(err))
