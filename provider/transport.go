@@ -62,6 +62,7 @@ type Transport struct {
 	mu        sync.Mutex
 	changed   chan struct{} // closed and replaced on every breaker state change
 	openUntil time.Time
+	cause     ErrorClass // class of the last failure the breaker counted since it closed
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -88,24 +89,31 @@ func New(cfg config.Provider, base http.RoundTripper, reg prometheus.Registerer,
 			return c.ConsecutiveFailures >= uint32(max(cfg.BreakerFailures, 1))
 		},
 		OnStateChange: t.onStateChange,
-		IsSuccessful: func(err error) bool {
-			return err == nil || Class(err) == ClassBadRequest
-		},
-		// Not counted: cancellations, a deadline that passed before any
-		// answer, and refusals made here without asking the provider.
-		IsExcluded: func(err error) bool {
-			if err == nil {
-				return false
-			}
-			var pe *Error
-			if errors.As(err, &pe) {
-				return pe.local
-			}
-			return Class(err) == ClassNone || errors.Is(err, context.DeadlineExceeded)
-		},
+		IsSuccessful:  isSuccessful,
+		IsExcluded:    isExcluded,
 	})
 	t.m = newMetrics(reg, func() float64 { return float64(t.cb.State()) }, t.log)
 	return t
+}
+
+// isSuccessful is what the breaker counts as a success: a call the
+// provider answered, a bad_request included.
+func isSuccessful(err error) bool {
+	return err == nil || Class(err) == ClassBadRequest
+}
+
+// isExcluded is what the breaker does not count at all: cancellations, a
+// deadline that passed before any answer, and refusals made here without
+// asking the provider.
+func isExcluded(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe.local
+	}
+	return Class(err) == ClassNone || errors.Is(err, context.DeadlineExceeded)
 }
 
 // Client returns an *http.Client using t, without a timeout of its own:
@@ -131,6 +139,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.cb.Execute(func() (*http.Response, error) { return t.retry(ctx, req, body, cost) })
 	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
 		err = &Error{Class: ClassCircuitOpen, Err: err, local: true}
+	}
+	if !isSuccessful(err) && !isExcluded(err) {
+		t.mu.Lock()
+		t.cause = Class(err)
+		t.mu.Unlock()
 	}
 	t.observeCall(err)
 	return resp, err
@@ -372,6 +385,33 @@ func (t *Transport) State() BreakerState {
 	return BreakerClosed
 }
 
+// BreakerStatus is the circuit breaker's state and why it is in it.
+type BreakerStatus struct {
+	State BreakerState
+	// Cause is the class of the last failed call the breaker counted since
+	// it last closed: while it is open or half-open, what opened it. ""
+	// when none.
+	Cause ErrorClass
+	// ProbeAt is when an open breaker lets its next probe through; zero
+	// unless open.
+	ProbeAt time.Time
+}
+
+// BreakerStatus returns the circuit breaker's state (as State does) and
+// what opened it.
+func (t *Transport) BreakerStatus() BreakerStatus {
+	st := BreakerStatus{State: t.State()}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if st.State != BreakerClosed {
+		st.Cause = t.cause
+	}
+	if st.State == BreakerOpen {
+		st.ProbeAt = t.openUntil
+	}
+	return st
+}
+
 // Ready reports whether a call now would be let through: the breaker is
 // closed, or half-open with no probe in flight. A worker should fetch new
 // messages only while Ready is true (and fetch one, the probe, when
@@ -426,16 +466,23 @@ func (t *Transport) WaitReady(ctx context.Context) error {
 // breaker.
 func (t *Transport) onStateChange(_ string, from, to gobreaker.State) {
 	t.mu.Lock()
-	if to == gobreaker.StateOpen {
+	switch to {
+	case gobreaker.StateOpen:
 		t.openUntil = time.Now().Add(t.cfg.BreakerCooldown)
+	case gobreaker.StateClosed:
+		t.cause = ""
 	}
 	close(t.changed)
 	t.changed = make(chan struct{})
 	t.mu.Unlock()
 	fields := []zap.Field{zap.String("from", from.String()), zap.String("to", to.String())}
 	if to == gobreaker.StateOpen {
+		t.mu.Lock()
+		cause := t.cause
+		t.mu.Unlock()
 		t.log.Warn("provider circuit breaker opened; calls are refused until the cooldown ends",
-			append(fields, zap.Duration("cooldown", t.cfg.BreakerCooldown), zap.Int("failures", t.cfg.BreakerFailures))...)
+			append(fields, zap.Duration("cooldown", t.cfg.BreakerCooldown), zap.Int("failures", t.cfg.BreakerFailures),
+				zap.String("class", string(cause)))...)
 		return
 	}
 	t.log.Info("provider circuit breaker changed state", fields...)

@@ -637,6 +637,10 @@ func TestBreaker(t *testing.T) {
 			if v := b.metric(t, "extractq_provider_breaker_state", nil); v != 2 {
 				return opening, fmt.Sprintf("breaker_state metric = %v, want 2", v)
 			}
+			if bs := b.tr.BreakerStatus(); bs.State != BreakerOpen || bs.Cause != ClassServerError ||
+				bs.ProbeAt.Before(opening.Add(time.Second)) || bs.ProbeAt.After(time.Now().Add(time.Second)) {
+				return opening, fmt.Sprintf("BreakerStatus %+v, want open by server_error, probe about 1s after it opened", bs)
+			}
 			n := srv.requests()
 			err := b.chat(ctx)
 			var pe *Error
@@ -665,11 +669,17 @@ func TestBreaker(t *testing.T) {
 		if b.tr.State() != BreakerHalfOpen || !b.tr.Ready() {
 			t.Fatalf("state %s after the cooldown, want half_open and ready", b.tr.State())
 		}
+		if bs := b.tr.BreakerStatus(); bs.State != BreakerHalfOpen || bs.Cause != ClassServerError || !bs.ProbeAt.IsZero() {
+			t.Fatalf("BreakerStatus %+v after the cooldown, want half_open by server_error", bs)
+		}
 		if err := b.chat(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if b.tr.State() != BreakerClosed || !b.tr.Ready() {
 			t.Fatalf("state %s after a good probe, want closed", b.tr.State())
+		}
+		if bs := b.tr.BreakerStatus(); bs != (BreakerStatus{State: BreakerClosed}) {
+			t.Fatalf("BreakerStatus %+v after a good probe, want closed without a cause", bs)
 		}
 	})
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"time"
 
@@ -26,14 +27,23 @@ type Delivery struct {
 	StreamSeq uint64
 	// Subject is the subject the run was published on.
 	Subject string
+	// Requeues counts how many times the run was put back as a new message
+	// (see Requeue) before this one: 0 for a first publish. It is read
+	// from the RequeuesHeader.
+	Requeues int
 
 	msg jetstream.Msg
 }
 
+// RequeuesHeader is the header of a message that Requeue put back on the
+// stream: how many requeues made it, from 1.
+const RequeuesHeader = "Extractq-Requeues"
+
 // LastDelivery reports whether the server will not deliver this message
-// again after this delivery unless it is acked: a handler that cannot
-// finish the run now should record it as a delivery failure rather than
-// nak it.
+// again after this delivery unless it is acked: a nak or a handler that
+// never returns now sends the server's max-deliveries advisory. A handler
+// that cannot finish the run now for a reason that is not the message's
+// should Requeue it.
 func (d *Delivery) LastDelivery() bool {
 	return d.MaxDeliver > 0 && d.NumDelivered >= uint64(d.MaxDeliver)
 }
@@ -48,6 +58,7 @@ const (
 	kindNak decisionKind = iota // the zero Decision redelivers
 	kindAck
 	kindTerm
+	kindRequeue
 )
 
 func (k decisionKind) String() string {
@@ -56,6 +67,8 @@ func (k decisionKind) String() string {
 		return "ack"
 	case kindTerm:
 		return "term"
+	case kindRequeue:
+		return "requeue"
 	}
 	return "nak"
 }
@@ -72,20 +85,42 @@ type Decision struct {
 func Ack() Decision { return Decision{kind: kindAck} }
 
 // Nak asks for redelivery after delay (at once when delay is 0). The
-// redelivery counts towards the consumer's MaxDeliver.
+// redelivery counts towards the consumer's MaxDeliver: nak when the
+// message itself may be why the delivery failed.
 func Nak(delay time.Duration) Decision { return Decision{kind: kindNak, delay: max(0, delay)} }
+
+// Requeue puts the message back on the stream as a new message, after
+// delay: Run keeps the message in progress for delay (less once Run's ctx
+// is done), publishes a copy with ConsumerOptions.Publisher, then acks the
+// message. The copy has the same subject and body, the Nats-Msg-Id
+// "<id>@<stream sequence>" (the message's own id up to any "@", and its
+// sequence: a second requeue of the same delivery is a duplicate within
+// the dedup window), and RequeuesHeader one more than the message had.
+//
+// The copy's deliveries count from 1, so a requeue spends nothing of the
+// consumer's MaxDeliver. Requeue when the delivery failed for a reason that
+// is not the message's (the provider or the database failed, the worker is
+// shutting down), so that only deliveries the message itself ended (its
+// handler panicked, or its worker died or stalled) count towards
+// MaxDeliver; Nak when the message may be the cause.
+//
+// Without a Publisher, or when the copy cannot be published, Run naks the
+// message with delay instead (and logs why). A lost ack after the copy is
+// stored leaves both on the stream; handlers are idempotent.
+func Requeue(delay time.Duration) Decision { return Decision{kind: kindRequeue, delay: max(0, delay)} }
 
 // Term stops all further delivery of the message; reason is logged (and
 // sent to servers that take it, see ConsumerOptions.TermWithReason).
 func Term(reason string) Decision { return Decision{kind: kindTerm, reason: reason} }
 
-// String returns "ack", "nak", "nak 5s" or "term: reason".
+// String returns "ack", "nak", "nak 5s", "requeue", "requeue 5s" or
+// "term: reason".
 func (d Decision) String() string {
 	switch {
 	case d.kind == kindTerm:
 		return "term: " + d.reason
-	case d.kind == kindNak && d.delay > 0:
-		return "nak " + d.delay.String()
+	case (d.kind == kindNak || d.kind == kindRequeue) && d.delay > 0:
+		return d.kind.String() + " " + d.delay.String()
 	}
 	return d.kind.String()
 }
@@ -94,6 +129,20 @@ func (d Decision) String() string {
 // is cancelled ShutdownGrace after Run's ctx is done. A handler must be
 // idempotent: a message is delivered again when its ack is lost.
 type Handler func(ctx context.Context, d *Delivery) Decision
+
+// Admit is what ConsumerOptions.Ready lets the next fetch take.
+type Admit int
+
+const (
+	// AdmitAll lets the fetch take as many messages as there are free
+	// slots.
+	AdmitAll Admit = iota
+	// AdmitOne lets it take one message, and no other fetch happens until
+	// that message's handler has returned and its decision is applied: the
+	// probe of a half-open circuit breaker, which lets one call through, so
+	// that no other message is delivered only to be refused.
+	AdmitOne
+)
 
 // ConsumerOptions configures Run. Zero fields take their defaults.
 type ConsumerOptions struct {
@@ -119,9 +168,14 @@ type ConsumerOptions struct {
 	TermWithReason bool
 	// Ready, if set, is called before each fetch and blocks while the
 	// worker should not take new work (a provider circuit breaker that is
-	// open). It returns an error only when ctx is done. Messages already
+	// open, a database that does not answer). Then it says what the fetch
+	// may take: AdmitAll, or AdmitOne for the one probe of a half-open
+	// breaker. It returns an error only when ctx is done. Messages already
 	// held are not affected.
-	Ready func(ctx context.Context) error
+	Ready func(ctx context.Context) (Admit, error)
+	// Publisher publishes the copies of Requeue decisions; it must publish
+	// on the consumer's stream. Without one, a Requeue is a Nak.
+	Publisher *Publisher
 	// Log receives the consumer's logs. Default a no-op logger.
 	Log *zap.Logger
 }
@@ -152,6 +206,10 @@ func (o ConsumerOptions) withDefaults(cons jetstream.Consumer) ConsumerOptions {
 // ackTimeout bounds waiting for the server to confirm an ack.
 const ackTimeout = 10 * time.Second
 
+// requeueTimeout bounds publishing the copy of a requeued message, its
+// retries included.
+const requeueTimeout = 10 * time.Second
+
 // abandonAfter is how long Run still waits for handlers once their ctx is
 // cancelled, before it returns without them.
 const abandonAfter = 5 * time.Second
@@ -181,6 +239,7 @@ func Run(ctx context.Context, cons jetstream.Consumer, h Handler, opts ConsumerO
 		opts: opts,
 		log:  opts.Log.Named("queue"),
 		sem:  make(chan struct{}, opts.Concurrency),
+		stop: ctx.Done(),
 	}
 	if info := cons.CachedInfo(); info != nil {
 		r.maxDeliver = info.Config.MaxDeliver
@@ -218,6 +277,7 @@ type runner struct {
 	sem        chan struct{} // one token per message held
 	wg         sync.WaitGroup
 	maxDeliver int
+	stop       <-chan struct{} // closed when Run's ctx is done
 }
 
 // fetchLoop fetches into free slots until ctx is done.
@@ -226,10 +286,17 @@ func (r *runner) fetchLoop(ctx, hctx context.Context) {
 	bo.InitialInterval = 100 * time.Millisecond
 	bo.MaxInterval = 5 * time.Second
 	for {
+		admit := AdmitAll
 		if r.opts.Ready != nil {
-			if err := r.opts.Ready(ctx); err != nil {
+			var err error
+			if admit, err = r.opts.Ready(ctx); err != nil {
 				return
 			}
+		}
+		limit := r.opts.Concurrency
+		var probed chan struct{} // closed when the one admitted message is done
+		if admit == AdmitOne {
+			limit, probed = 1, make(chan struct{})
 		}
 		// Wait for one free slot, then take every other free one.
 		select {
@@ -239,7 +306,7 @@ func (r *runner) fetchLoop(ctx, hctx context.Context) {
 		}
 		n := 1
 	take:
-		for n < r.opts.Concurrency {
+		for n < limit {
 			select {
 			case r.sem <- struct{}{}:
 				n++
@@ -256,9 +323,16 @@ func (r *runner) fetchLoop(ctx, hctx context.Context) {
 			return
 		}
 
-		got, err := r.fetch(ctx, hctx, n)
+		got, err := r.fetch(ctx, hctx, n, probed)
 		for range n - got {
 			<-r.sem
+		}
+		if got > 0 && probed != nil {
+			select {
+			case <-probed:
+			case <-ctx.Done():
+				return
+			}
 		}
 		if ctx.Err() != nil {
 			return
@@ -278,8 +352,9 @@ func (r *runner) fetchLoop(ctx, hctx context.Context) {
 }
 
 // fetch asks for up to n messages and starts a handler for each; it returns
-// how many it started. Each started handler releases its slot.
-func (r *runner) fetch(ctx, hctx context.Context, n int) (int, error) {
+// how many it started. Each started handler releases its slot, and closes
+// done, if set (then n is 1), once its decision is applied.
+func (r *runner) fetch(ctx, hctx context.Context, n int, done chan struct{}) (int, error) {
 	fctx, cancel := context.WithTimeout(ctx, r.opts.FetchWait)
 	defer cancel()
 	batch, err := r.cons.Fetch(n, jetstream.FetchContext(fctx))
@@ -290,7 +365,12 @@ func (r *runner) fetch(ctx, hctx context.Context, n int) (int, error) {
 	for msg := range batch.Messages() {
 		got++
 		r.wg.Go(func() {
-			defer func() { <-r.sem }()
+			defer func() {
+				<-r.sem
+				if done != nil {
+					close(done)
+				}
+			}()
 			r.handle(hctx, msg)
 		})
 	}
@@ -314,10 +394,16 @@ func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 		d.StreamSeq = md.Sequence.Stream
 		log = log.With(zap.Uint64("stream_seq", d.StreamSeq), zap.Uint64("num_delivered", d.NumDelivered))
 	}
+	if h := msg.Headers(); h != nil {
+		if n, err := strconv.Atoi(h.Get(RequeuesHeader)); err == nil && n > 0 {
+			d.Requeues = n
+			log = log.With(zap.Int("requeues", n))
+		}
+	}
 	env, err := decodeEnvelope(msg.Data())
 	if err != nil {
 		log.Error("invalid run message; terminating it", zap.Error(err), zap.Int("body_bytes", len(msg.Data())))
-		r.apply(log, msg, Term("invalid envelope: "+err.Error()))
+		r.apply(log, d, Term("invalid envelope: "+err.Error()))
 		return
 	}
 	d.Envelope = env
@@ -341,9 +427,19 @@ func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 		}
 	})
 	dec := r.call(ctx, log, d)
+	if dec.kind == kindRequeue && dec.delay > 0 && r.opts.Publisher != nil {
+		// Kept in progress until the copy goes out; at once on shutdown.
+		t := time.NewTimer(dec.delay)
+		select {
+		case <-t.C:
+		case <-r.stop:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
 	close(stop)
 	ticker.Wait()
-	r.apply(log, msg, dec)
+	r.apply(log, d, dec)
 }
 
 // call runs the handler, turning a panic into a delayed nak.
@@ -360,9 +456,27 @@ func (r *runner) call(ctx context.Context, log *zap.Logger, d *Delivery) (dec De
 }
 
 // apply sends the decision to the server.
-func (r *runner) apply(log *zap.Logger, msg jetstream.Msg, dec Decision) {
+func (r *runner) apply(log *zap.Logger, d *Delivery, dec Decision) {
+	msg := d.msg
 	var err error
 	switch dec.kind {
+	case kindRequeue:
+		if r.opts.Publisher == nil {
+			log.Warn("requeue without a publisher; nakking the message instead")
+			r.apply(log, d, Nak(dec.delay))
+			return
+		}
+		pctx, cancel := context.WithTimeout(context.Background(), requeueTimeout)
+		id, err := r.opts.Publisher.requeue(pctx, d)
+		cancel()
+		if err != nil {
+			log.Error("requeue failed; nakking the message instead", zap.Error(err))
+			r.apply(log, d, Nak(dec.delay))
+			return
+		}
+		log.Debug("message requeued", zap.String("copy_msg_id", id))
+		r.apply(log, d, Ack())
+		return
 	case kindAck:
 		actx, cancel := context.WithTimeout(context.Background(), ackTimeout)
 		err = msg.DoubleAck(actx)

@@ -353,6 +353,62 @@ func TestRun(t *testing.T) {
 		}
 	})
 
+	t.Run("RequeueSpendsNoDeliveries", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t) // max deliver 3
+		c := b.consumer(t)
+		b.publishN(t, 1)
+		const requeues = 5 // more than max deliver
+		var rec deliveries
+		var ids []string
+		runInBackground(t, c, func(ctx context.Context, d *queue.Delivery) queue.Decision {
+			ids = append(ids, d.Msg().Headers().Get(jetstream.MsgIDHeader)) // before rec.add, which publishes it
+			rec.add(d)
+			if d.Requeues < requeues {
+				return queue.Requeue(50 * time.Millisecond)
+			}
+			return queue.Ack()
+		}, queue.ConsumerOptions{Concurrency: 1, Publisher: queue.NewPublisher(b.js, b.cfg)})
+
+		testsignal.Eventually(t, 10*time.Second, "the last copy handled", func() bool { return rec.len() > requeues })
+		testsignal.Eventually(t, 5*time.Second, "stream empty", func() bool { return b.streamMsgs(t) == 0 })
+		got, at := rec.all()
+		if len(got) != requeues+1 {
+			t.Fatalf("%d deliveries, want %d", len(got), requeues+1)
+		}
+		for i, d := range got {
+			if d.NumDelivered != 1 || d.Requeues != i || d.Envelope.MessageID != 1 {
+				t.Errorf("delivery %d: NumDelivered %d, Requeues %d, message %d; want 1, %d, 1", i, d.NumDelivered, d.Requeues, d.Envelope.MessageID, i)
+			}
+			if i > 0 {
+				if want := "run.1.1@" + fmt.Sprint(got[i-1].StreamSeq); ids[i] != want {
+					t.Errorf("copy %d has Nats-Msg-Id %q, want %q", i, ids[i], want)
+				}
+				if gap := at[i].Sub(at[i-1]); gap < 50*time.Millisecond {
+					t.Errorf("copy %d came %s after the last delivery, before the 50ms delay", i, gap)
+				}
+			}
+		}
+	})
+
+	t.Run("RequeueWithoutPublisherNaks", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t) // max deliver 3
+		c := b.consumer(t)
+		b.publishN(t, 1)
+		var rec deliveries
+		runInBackground(t, c, func(ctx context.Context, d *queue.Delivery) queue.Decision {
+			rec.add(d)
+			return queue.Requeue(0)
+		}, queue.ConsumerOptions{Concurrency: 1})
+		testsignal.Eventually(t, 5*time.Second, "three deliveries", func() bool { return rec.len() >= 3 })
+		time.Sleep(2500 * time.Millisecond)
+		got, _ := rec.all()
+		if len(got) != 3 || got[2].NumDelivered != 3 {
+			t.Fatalf("%d deliveries, want 3 (nak'ed up to MaxDeliver)", len(got))
+		}
+	})
+
 	t.Run("KeepsFetchingWhenIdle", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -363,9 +419,9 @@ func TestRun(t *testing.T) {
 		runInBackground(t, c, func(ctx context.Context, d *queue.Delivery) queue.Decision {
 			rec.add(d)
 			return queue.Ack()
-		}, queue.ConsumerOptions{Concurrency: 2, FetchWait: 300 * time.Millisecond, Ready: func(context.Context) error {
+		}, queue.ConsumerOptions{Concurrency: 2, FetchWait: 300 * time.Millisecond, Ready: func(context.Context) (queue.Admit, error) {
 			fetches.Send(struct{}{})
-			return nil
+			return queue.AdmitAll, nil
 		}})
 		// Two fetches expire empty before anything arrives: the third is
 		// about to start.
@@ -387,6 +443,8 @@ func TestDecisionString(t *testing.T) {
 		{queue.Nak(0), "nak"},
 		{queue.Nak(5 * time.Second), "nak 5s"},
 		{queue.Term("bad"), "term: bad"},
+		{queue.Requeue(0), "requeue"},
+		{queue.Requeue(2 * time.Second), "requeue 2s"},
 		{queue.Decision{}, "nak"},
 	} {
 		if got := tt.d.String(); got != tt.want {

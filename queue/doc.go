@@ -30,20 +30,29 @@
 // in-progress signals, which [Run] sends for it. nats-server 2.9 requires
 // AckWait to equal the first BackOff step (it silently replaces any other
 // value), so [ConsumerConfig] sets both alike. When [Delivery.LastDelivery]
-// is true, the server will not deliver the message again: the handler
-// should record a delivery failure (it goes to triage) and ack.
+// is true, the server will not deliver the message again: a nak, or a
+// worker that dies or stalls on it, sends the server's max-deliveries
+// advisory ([RunDeadLetter] consumes them).
+//
+// Every delivery counts towards MaxDeliver, a nak's too. So a handler that
+// cannot finish the run for a reason that is not the message's (the
+// provider or the database failed, a shutdown) returns [Requeue]: the run
+// goes back on the stream as a new message whose deliveries count from 1,
+// and only deliveries the message itself ended (a panic, a worker that
+// died or stalled) spend its limit.
 //
 // # Consuming
 //
 // [Run] fetches only into free slots, so a worker never holds more than
 // ConsumerOptions.Concurrency messages, and handles each in its own
 // goroutine. The [Handler] returns a [Decision]: [Ack] (confirmed by the
-// server before the slot is freed), [Nak] with a delay, or [Term]. Acks can
-// be lost, so handlers must be idempotent; the worker checks whether a run
-// already has an outcome before it calls the LLM. A body that is not a
-// valid Envelope is termed; a handler panic is recovered and its message
-// nakked with a delay. On shutdown Run stops fetching and gives in-flight
-// handlers ConsumerOptions.ShutdownGrace before cancelling them.
+// server before the slot is freed), [Nak] with a delay, [Requeue] or
+// [Term]. Acks can be lost, so handlers must be idempotent; the worker
+// checks whether a run already has an outcome before it calls the LLM. A
+// body that is not a valid Envelope is termed; a handler panic is recovered
+// and its message nakked with a delay. On shutdown Run stops fetching and
+// gives in-flight handlers ConsumerOptions.ShutdownGrace before cancelling
+// them.
 //
 // # Server versions
 //

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -65,6 +67,11 @@ func (p *Publisher) Publish(ctx context.Context, dedupID string, env Envelope) (
 	if err != nil {
 		return false, err
 	}
+	return p.publish(ctx, dedupID, msg)
+}
+
+// publish publishes msg with Publish's retries.
+func (p *Publisher) publish(ctx context.Context, dedupID string, msg *nats.Msg) (duplicate bool, err error) {
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = p.InitialInterval
 	bo.MaxInterval = p.MaxInterval
@@ -172,6 +179,24 @@ func (p *Publisher) PublishBatch(ctx context.Context, items []BatchItem) []Batch
 		results[i].Duplicate, results[i].Err = p.Publish(ctx, items[i].DedupID, items[i].Envelope)
 	}
 	return results
+}
+
+// requeue publishes the copy of d's message that Requeue describes and
+// returns its Nats-Msg-Id. A copy already stored (a second requeue of the
+// same delivery within the dedup window) is not an error.
+func (p *Publisher) requeue(ctx context.Context, d *Delivery) (string, error) {
+	orig := d.msg
+	id, _, _ := strings.Cut(orig.Headers().Get(jetstream.MsgIDHeader), "@")
+	if id == "" {
+		id = d.Envelope.DedupID()
+	}
+	id += "@" + strconv.FormatUint(d.StreamSeq, 10)
+	msg := nats.NewMsg(orig.Subject())
+	msg.Data = orig.Data()
+	msg.Header.Set(jetstream.MsgIDHeader, id)
+	msg.Header.Set(RequeuesHeader, strconv.Itoa(d.Requeues+1))
+	_, err := p.publish(ctx, id, msg)
+	return id, err
 }
 
 // message builds the run message of env.

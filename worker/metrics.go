@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/extractq/extractq/pipeline"
@@ -18,6 +20,7 @@ type Metrics struct {
 	inFlight     prometheus.Gauge
 	redeliveries prometheus.Counter     // deliveries of runs that already had an outcome
 	announced    *prometheus.CounterVec // triage announcements, by result (sent, failed)
+	worker       atomic.Pointer[Worker] // whose pauses extractq_worker_paused reports
 }
 
 // NewMetrics registers the worker's metrics on reg.
@@ -47,7 +50,32 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "New triage items announced on NATS, by result (sent, failed)."}, []string{"result"}),
 	}
 	reg.MustRegister(m.runs, m.naks, m.calls, m.tokens, m.cost, m.callLatency, m.runDuration, m.inFlight, m.redeliveries, m.announced)
+	for _, reason := range []string{PauseProvider, PauseDatabase} {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "extractq_worker_paused",
+			Help:        "1 while the worker takes no new work, by reason: provider (its circuit breaker is open or half-open), database (Postgres unreachable).",
+			ConstLabels: prometheus.Labels{"reason": reason}}, func() float64 { return m.paused(reason) }))
+	}
 	return m
+}
+
+// watch makes extractq_worker_paused report w's pauses.
+func (m *Metrics) watch(w *Worker) {
+	if m != nil {
+		m.worker.Store(w)
+	}
+}
+
+func (m *Metrics) paused(reason string) float64 {
+	w := m.worker.Load()
+	if w == nil {
+		return 0
+	}
+	for _, p := range w.Paused() {
+		if p.Reason == reason {
+			return 1
+		}
+	}
+	return 0
 }
 
 func (m *Metrics) observe(res *pipeline.Result) {

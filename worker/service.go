@@ -3,9 +3,11 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,8 +35,12 @@ type ServiceConfig struct {
 	JS         jetstream.JetStream
 	NATS       config.NATS
 	DeadLetter jetstream.Consumer
-	// Ready, when set, gates fetching (see queue.ConsumerOptions.Ready).
-	Ready     func(ctx context.Context) error
+	// Ready gates fetching (see queue.ConsumerOptions.Ready). Default
+	// Worker.Ready.
+	Ready func(ctx context.Context) (queue.Admit, error)
+	// Publisher publishes the sweeper's runs and the worker's requeues
+	// (queue.Requeue): without it, a run the provider failed is nak'ed and
+	// spends one of its deliveries.
 	Publisher *queue.Publisher
 	// Consumer options: see queue.ConsumerOptions.
 	Concurrency     int
@@ -59,7 +65,7 @@ type ServiceConfig struct {
 
 // RunService consumes run messages until ctx ends, with the health
 // endpoints and the publish sweeper beside it. It returns nil after a
-// clean shutdown: fetching stops, in-flight runs finish or are nak'ed
+// clean shutdown: fetching stops, in-flight runs finish or are requeued
 // within ShutdownGrace.
 func RunService(ctx context.Context, cfg ServiceConfig) error {
 	log := cfg.Logger
@@ -75,11 +81,18 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 			rctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 			defer cancel()
+			paused := cfg.Worker.Paused()
 			switch {
 			case !consuming.Load():
 				http.Error(w, "not consuming", http.StatusServiceUnavailable)
 			case cfg.Conn != nil && !cfg.Conn.IsConnected():
 				http.Error(w, "nats disconnected", http.StatusServiceUnavailable)
+			case len(paused) > 0:
+				var b strings.Builder
+				for _, p := range paused {
+					fmt.Fprintf(&b, "paused: %s: %s\n", p.Reason, p.Detail)
+				}
+				http.Error(w, strings.TrimSuffix(b.String(), "\n"), http.StatusServiceUnavailable)
 			case cfg.Store.Pool.Ping(rctx) != nil:
 				http.Error(w, "postgres unreachable", http.StatusServiceUnavailable)
 			default:
@@ -142,10 +155,13 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 		}()
 	}
 
+	if cfg.Ready == nil {
+		cfg.Ready = cfg.Worker.Ready
+	}
 	consuming.Store(true)
 	err := queue.Run(ctx, cfg.Consumer, cfg.Worker.Handle, queue.ConsumerOptions{
 		Concurrency: cfg.Concurrency, InProgressEvery: cfg.InProgressEvery, ShutdownGrace: cfg.ShutdownGrace,
-		TermWithReason: cfg.TermWithReason, Ready: cfg.Ready, Log: log,
+		TermWithReason: cfg.TermWithReason, Ready: cfg.Ready, Publisher: cfg.Publisher, Log: log,
 	})
 	consuming.Store(false)
 	if srv != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/provider"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/store"
 )
@@ -35,8 +36,9 @@ type Config struct {
 	Schemas map[string]SchemaEntry
 	// Model is recorded on failure events that belong to no call.
 	Model string
-	// NakDelay is the first redelivery delay after a transport failure; it
-	// doubles with each delivery up to MaxNakDelay. Defaults 2s and 1m.
+	// NakDelay is how long a run waits before it is put back on the stream
+	// after a provider or database failure; it doubles with each later try
+	// of the run, up to MaxNakDelay. Defaults 2s and 1m.
 	NakDelay, MaxNakDelay time.Duration
 	// DBTimeout bounds each database step. It must stay below the
 	// consumer's ack wait. Default 15s.
@@ -51,9 +53,28 @@ type Config struct {
 	// Announcer, if set, announces each triage item a failed run's
 	// committed outcome made (queue.TriageEventNew).
 	Announcer *queue.Announcer
+	// Breaker, if set, is the provider's circuit breaker (the
+	// provider.Transport under Extractor): while it is not closed the
+	// worker takes no new work (see Ready).
+	Breaker Breaker
 	// Logger is required in spirit; nil means no logs.
 	Logger *zap.Logger
 }
+
+// Breaker is the provider's circuit breaker as the worker reads it;
+// *provider.Transport is one.
+type Breaker interface {
+	// BreakerStatus says whether the breaker is closed (calls go
+	// through), open (every call is refused until the cooldown ends) or
+	// half-open (one probe call goes through), and what opened it.
+	BreakerStatus() provider.BreakerStatus
+	// WaitReady blocks until a call would be let through: the breaker is
+	// closed, or half-open with no probe in flight. It returns ctx's error
+	// when ctx ends first.
+	WaitReady(ctx context.Context) error
+}
+
+var _ Breaker = (*provider.Transport)(nil)
 
 // Worker handles run messages. It is stateless: all state is in the
 // stream and in Postgres, so any number of workers may run.
@@ -62,6 +83,14 @@ type Worker struct {
 	log    *zap.Logger
 	com    *committer  // nil when CommitBatch is 1
 	dbDown atomic.Bool // a database step failed as Postgres went away
+	// providerPaused: Ready found the breaker not closed and has not yet
+	// seen it closed again.
+	providerPaused atomic.Bool
+
+	// testHook, when set (export_test.go), runs first in Handle and, when
+	// it says so, decides the delivery: a test's way to make a message that
+	// crashes or stalls its worker.
+	testHook func(ctx context.Context, d *queue.Delivery) (queue.Decision, bool)
 }
 
 // New returns a Worker.
@@ -83,6 +112,7 @@ func New(cfg Config) (*Worker, error) {
 		log = zap.NewNop()
 	}
 	w := &Worker{cfg: cfg, log: log.Named("worker")}
+	cfg.Metrics.watch(w)
 	if cfg.CommitBatch > 1 {
 		if cfg.CommitWait <= 0 {
 			cfg.CommitWait = 2 * time.Millisecond
@@ -104,9 +134,14 @@ func (w *Worker) Close() {
 //
 //   - Ack when the run's outcome is committed, or was already (a
 //     redelivery costs no tokens).
-//   - Nak with a growing delay when the provider or the database failed in
-//     a way that is not the message's fault, unless this is the last
-//     delivery: then the run fails with kind delivery and goes to triage.
+//   - Requeue with a growing delay (see retryDelay) when the provider or
+//     the database failed, or the worker is shutting down: none of these is
+//     the message's fault, so none spends a delivery of its MaxDeliver
+//     limit, however long the failure lasts. Only deliveries that end
+//     without a decision (the worker died or stalled on the run) or in a
+//     handler panic count; the run goes to triage as kind delivery through
+//     the max-deliveries advisory (DeliveryFailed) when MaxDeliver of them
+//     come in a row.
 //     The calls the provider answered before a provider failure (or a
 //     shutdown) are booked first, on their own, as superseded; so are
 //     those of a delivery that finds the outcome committed by another.
@@ -119,6 +154,11 @@ func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
 			m.inFlight.Dec()
 			m.runDuration.Observe(time.Since(start).Seconds())
 		}()
+	}
+	if w.testHook != nil {
+		if dec, ok := w.testHook(ctx, d); ok {
+			return dec
+		}
 	}
 	env := d.Envelope
 	log := w.log.With(zap.Int64("message_id", env.MessageID), zap.Int("run_no", env.RunNo),
@@ -134,8 +174,7 @@ func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
 	if err != nil {
 		w.noteDBError(err)
 		log.Warn("reading run failed; will retry", zap.Error(err))
-		w.cfg.Metrics.nak("database")
-		return queue.Nak(w.nakDelay(d))
+		return w.later(d, "database")
 	}
 	if rw.Run.Status != store.RunQueued {
 		log.Debug("run already has an outcome; acking redelivery", zap.String("status", rw.Run.Status))
@@ -161,8 +200,7 @@ func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
 		if ctx.Err() != nil {
 			log.Info("shutting down during the run; it will be redelivered")
 			w.bookSuperseded(ctx, log, rw, entry, res)
-			w.cfg.Metrics.nak("shutdown")
-			return queue.Nak(0)
+			return w.later(d, "shutdown")
 		}
 		var te *pipeline.TransportError
 		if errors.As(err, &te) && !te.Retryable() {
@@ -173,14 +211,6 @@ func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
 				Message: fmt.Sprintf("provider rejected the request with HTTP %d", te.StatusCode)}}
 			return w.commit(ctx, log, d, rw, entry, res)
 		}
-		if d.LastDelivery() {
-			res.Outcome = pipeline.OutcomeFailed
-			res.Data = nil
-			res.Errors = extracttype.ErrorList{{Kind: extracttype.KindDelivery, Keyword: "max_deliver",
-				Message: fmt.Sprintf("provider failed on all %d deliveries; last: %s", d.NumDelivered, shortErr(err))}}
-			log.Warn("provider failed on the last delivery; sending to triage", zap.Error(err))
-			return w.commit(ctx, log, d, rw, entry, res)
-		}
 		if te != nil && te.Class.Alert() {
 			log.Error("provider refuses our calls (credentials, quota or a proxy): not the message's fault; fix the provider settings",
 				zap.String("class", string(te.Class)), zap.Error(err))
@@ -188,34 +218,32 @@ func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
 			log.Warn("provider failed; will retry", zap.Error(err))
 		}
 		w.bookSuperseded(ctx, log, rw, entry, res)
-		w.cfg.Metrics.nak("provider")
-		return queue.Nak(w.nakDelay(d))
+		return w.later(d, "provider")
 	}
 	return w.commit(ctx, log, d, rw, entry, res)
 }
 
-func shortErr(err error) string {
-	s := err.Error()
-	if len(s) > 160 {
-		s = s[:160]
-	}
-	return s
-}
-
 // noteDBError pauses fetching (see Ready) when err says Postgres is
-// unreachable, so runs are not fetched only to be nak'ed, each using up a
-// delivery.
+// unreachable, so runs are not fetched only to be put back.
 func (w *Worker) noteDBError(err error) {
 	if store.Transient(err) && w.dbDown.CompareAndSwap(false, true) {
 		w.log.Warn("Postgres unreachable: fetching paused until it answers", zap.Error(err))
 	}
 }
 
-// Ready blocks while Postgres is unreachable, pinging it every second,
-// and returns nil once it answers (or at once when it never went away).
-// It returns ctx's error when ctx ends. It is the worker's part of
-// queue.ConsumerOptions.Ready.
-func (w *Worker) Ready(ctx context.Context) error {
+// Ready blocks while the worker should take no new work, and is its
+// queue.ConsumerOptions.Ready:
+//
+//   - while Postgres is unreachable (a database step failed as it went
+//     away), pinging it every second;
+//   - while the provider's circuit breaker is open: no run is fetched only
+//     to be refused. When its cooldown ends (half-open) it admits one run,
+//     queue.AdmitOne, whose call is the probe: no other run is fetched
+//     until that one is decided. A probe that fails opens the breaker
+//     again; one that succeeds closes it, and then Ready admits all.
+//
+// It returns ctx's error when ctx ends.
+func (w *Worker) Ready(ctx context.Context) (queue.Admit, error) {
 	for w.dbDown.Load() {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err := w.cfg.Store.Pool.Ping(pctx)
@@ -227,17 +255,105 @@ func (w *Worker) Ready(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return queue.AdmitAll, ctx.Err()
 		case <-time.After(time.Second):
 		}
 	}
-	return ctx.Err()
+	b := w.cfg.Breaker
+	if b == nil {
+		return queue.AdmitAll, ctx.Err()
+	}
+	if st := b.BreakerStatus(); st.State == provider.BreakerOpen && w.providerPaused.CompareAndSwap(false, true) {
+		w.log.Warn("provider failing: fetching paused; one run probes it after each breaker cooldown",
+			zap.String("class", string(st.Cause)))
+	}
+	if err := b.WaitReady(ctx); err != nil {
+		return queue.AdmitAll, err
+	}
+	if b.BreakerStatus().State != provider.BreakerClosed {
+		w.providerPaused.Store(true)
+		return queue.AdmitOne, nil
+	}
+	if w.providerPaused.CompareAndSwap(true, false) {
+		w.log.Info("provider answers again: fetching resumed")
+	}
+	return queue.AdmitAll, nil
 }
 
-// nakDelay doubles the delay with each delivery.
-func (w *Worker) nakDelay(d *queue.Delivery) time.Duration {
+// providerDown reports whether the provider's breaker is not closed.
+func (w *Worker) providerDown() bool {
+	return w.cfg.Breaker != nil && w.cfg.Breaker.BreakerStatus().State != provider.BreakerClosed
+}
+
+// Why a worker takes no new work, as /readyz and the metric
+// extractq_worker_paused{reason} name it.
+const (
+	// PauseProvider: the provider's circuit breaker is open or half-open:
+	// its calls failed BreakerFailures times in a row (quota, credentials,
+	// a proxy, an outage, protocol errors); one run probes it after each
+	// cooldown.
+	PauseProvider = "provider"
+	// PauseDatabase: a database step failed as Postgres went away; the
+	// worker pings it every second.
+	PauseDatabase = "database"
+)
+
+// Pause is one reason the worker takes no new work.
+type Pause struct {
+	// Reason is PauseProvider or PauseDatabase.
+	Reason string
+	// Detail says more, for people: the failure class that opened the
+	// breaker and when it probes next.
+	Detail string
+}
+
+// Paused returns why the worker takes no new work now (see Ready), or
+// nothing when it takes work. Runs already in flight are not affected.
+func (w *Worker) Paused() []Pause {
+	var ps []Pause
+	if w.cfg.Breaker != nil {
+		st := w.cfg.Breaker.BreakerStatus()
+		cause := string(st.Cause)
+		if cause == "" {
+			cause = "unknown"
+		}
+		switch st.State {
+		case provider.BreakerOpen:
+			ps = append(ps, Pause{Reason: PauseProvider, Detail: fmt.Sprintf("circuit breaker open after %s failures; next probe in %s",
+				cause, max(time.Until(st.ProbeAt), 0).Round(time.Millisecond))})
+		case provider.BreakerHalfOpen:
+			ps = append(ps, Pause{Reason: PauseProvider, Detail: fmt.Sprintf("circuit breaker half-open after %s failures; one run probes the provider", cause)})
+		}
+	}
+	if w.dbDown.Load() {
+		ps = append(ps, Pause{Reason: PauseDatabase, Detail: "Postgres unreachable; pinging it every second"})
+	}
+	return ps
+}
+
+// later puts the run back on the stream for a later try when the delivery
+// failed for cause (provider, database, shutdown), none of them the
+// message's fault: it is requeued, which spends none of its deliveries.
+//
+// The run waits retryDelay first, its message kept in progress, unless
+// the worker is shutting down or the provider is paused: then Ready holds
+// back fetching, so the requeued run waits on the stream, and the next
+// probe is not kept waiting.
+func (w *Worker) later(d *queue.Delivery, cause string) queue.Decision {
+	w.cfg.Metrics.nak(cause)
+	if cause == "shutdown" || (cause == "provider" && w.providerDown()) {
+		return queue.Requeue(0)
+	}
+	return queue.Requeue(w.retryDelay(d))
+}
+
+// retryDelay is NakDelay, doubled for each earlier try of the run (its
+// requeues, and its deliveries that ended without a decision), up to
+// MaxNakDelay.
+func (w *Worker) retryDelay(d *queue.Delivery) time.Duration {
+	tries := uint64(d.Requeues) + max(d.NumDelivered, 1) - 1
 	delay := w.cfg.NakDelay
-	for i := uint64(1); i < d.NumDelivered && delay < w.cfg.MaxNakDelay; i++ {
+	for i := uint64(0); i < tries && delay < w.cfg.MaxNakDelay; i++ {
 		delay *= 2
 	}
 	return min(delay, w.cfg.MaxNakDelay)
@@ -254,8 +370,7 @@ func (w *Worker) commit(ctx context.Context, log *zap.Logger, d *queue.Delivery,
 	case err != nil:
 		w.noteDBError(err)
 		log.Error("writing outcome failed; will retry", zap.Error(err))
-		w.cfg.Metrics.nak("database")
-		return queue.Nak(w.nakDelay(d))
+		return w.later(d, "database")
 	}
 	w.cfg.Metrics.observe(res)
 	log.Info("run done", zap.String("outcome", res.Outcome), zap.Int("llm_calls", len(res.Calls)),

@@ -19,7 +19,6 @@ import (
 
 	"github.com/extractq/extractq/config"
 	"github.com/extractq/extractq/devtools/llmsim"
-	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/ingest"
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/provider"
@@ -326,28 +325,36 @@ func TestPipelineEndToEnd(t *testing.T) {
 		}
 	})
 
-	t.Run("ProviderDownGoesToTriageAfterDeliveryLimit", func(t *testing.T) {
+	t.Run("ProviderFailuresSpendNoDeliveries", func(t *testing.T) {
 		t.Parallel()
-		down := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			w.Write([]byte(`{"error":{"message":"overloaded","type":"server_error"}}`))
+		// Down for three times the delivery limit, then up: the run is put
+		// back each time without spending a delivery, and ends a result.
+		const failures = 6
+		var served atomic.Int64
+		ok := &scriptedLLM{replies: []openai.ChatCompletionChoice{text(record(t, nil))}}
+		flaky := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if served.Add(1) <= failures {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				w.Write([]byte(`{"error":{"message":"overloaded","type":"server_error"}}`))
+				return
+			}
+			ok.ServeHTTP(w, r)
 		})
-		b := setup(t, setupOpts{handler: down, maxDeliver: 2})
-		sum := b.ingestReader(t, strings.NewReader(`{"id":"m1","text":"where is order 4821300017?"}`+"\n"))
+		b := setup(t, setupOpts{handler: flaky, maxDeliver: 2})
+		sum := b.ingestReader(t, strings.NewReader(`{"id":"m1","text":"`+classText+`"}`+"\n"))
 		bs := b.wait(t, sum.BatchID)
-		if bs.Failed != 1 {
-			t.Fatalf("%+v", bs)
+		if bs.Succeeded != 1 || bs.Failed != 0 {
+			t.Fatalf("%+v, want the run succeeded", bs)
 		}
-		items, err := b.st.TriageItemList(context.Background(), b.st.Pool, store.TriageItemListParams{BatchID: sum.BatchID})
-		if err != nil {
-			t.Fatal(err)
+		if n := b.count(t, `SELECT count(*) FROM triage_items`); n != 0 {
+			t.Fatalf("%d triage items", n)
 		}
-		if len(items) != 1 || items[0].Reason != string(extracttype.KindDelivery) {
-			t.Fatalf("%+v", items)
+		if got := b.calls.Load(); got != failures+1 {
+			t.Fatalf("provider called %d times, want %d", got, failures+1)
 		}
-		if got := b.calls.Load(); got != 2 {
-			t.Fatalf("provider called %d times, want one per delivery (2)", got)
+		if got := b.metric(t, "extractq_run_naks_total"); got != failures {
+			t.Fatalf("extractq_run_naks_total %v, want %d", got, failures)
 		}
 	})
 

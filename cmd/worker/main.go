@@ -11,7 +11,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -109,7 +108,7 @@ func main() {
 		Store: st, Extractor: extractor, Schemas: schemas, Model: cfg.LLM.Model,
 		DBTimeout: min(cfg.Worker.AckWait/2, 15e9), Metrics: worker.NewMetrics(reg), Logger: log,
 		CommitBatch: cfg.Worker.CommitBatch, CommitWait: cfg.Worker.CommitWait,
-		Announcer: queue.NewAnnouncer(nc, cfg.NATS),
+		Announcer: queue.NewAnnouncer(nc, cfg.NATS), Breaker: transport,
 	})
 	if err != nil {
 		cmdconfig.FatalUnlessStopped(ctx, log, "building worker", err)
@@ -117,12 +116,6 @@ func main() {
 	err = worker.RunService(ctx, worker.ServiceConfig{
 		Worker: w, Store: st, Conn: nc, Consumer: cons, Publisher: queue.NewPublisher(js, cfg.NATS),
 		JS: js, NATS: cfg.NATS, DeadLetter: dead,
-		Ready: func(ctx context.Context) error {
-			if err := w.Ready(ctx); err != nil {
-				return err
-			}
-			return transport.WaitReady(ctx)
-		},
 		Concurrency: cfg.Worker.Concurrency, InProgressEvery: cfg.Worker.InProgressEvery, ShutdownGrace: cfg.Worker.ShutdownGrace,
 		TermWithReason: queue.TermReasonSupported(nc), HealthAddr: *healthAddr, Gatherer: reg, Pprof: *pprofOn, Logger: log,
 	})

@@ -234,15 +234,24 @@ func (s *suite) run(t *testing.T, tg Target, c Case) {
 		t.Fatal(err)
 	}
 	var decisions []string
+	delivered, requeues := uint64(1), 0
 	for n := 1; n <= max(c.Deliveries, 1); n++ {
 		dec := w.Handle(ctx, &queue.Delivery{
 			Envelope:     queue.Envelope{MessageID: in.Message.ID, RunNo: in.Run.RunNo, BatchID: s.batch, SchemaID: schemaID},
-			NumDelivered: uint64(n), MaxDeliver: 5,
+			NumDelivered: delivered, MaxDeliver: 5, Requeues: requeues,
 		})
 		decisions = append(decisions, dec.String())
-		if !strings.HasPrefix(dec.String(), "nak") {
-			break
+		// A requeue puts the run back as a new message (its deliveries
+		// start again at 1); a nak delivers the same message again.
+		switch d, _, _ := strings.Cut(dec.String(), " "); d {
+		case "requeue":
+			delivered, requeues = 1, requeues+1
+			continue
+		case "nak":
+			delivered++
+			continue
 		}
+		break
 	}
 
 	r := &Run{Env: env, Case: c, Want: want, Text: text, Exchanges: rec.exchanges(),
@@ -313,7 +322,11 @@ func (r *Run) check(t *testing.T, want Expect, schema *pipeline.Schema) {
 	if want.Outcome == Nak {
 		wantStatus, wantDecision = store.RunQueued, "nak"
 	}
-	if d, _, _ := strings.Cut(r.Decision, " "); d != wantDecision {
+	d, _, _ := strings.Cut(r.Decision, " ")
+	if d == "requeue" {
+		d = "nak" // put back without an outcome, as a new message
+	}
+	if d != wantDecision {
 		t.Errorf("decision %q, want %s", r.Decision, wantDecision)
 	}
 	if r.Status != wantStatus {
