@@ -10,7 +10,8 @@ import (
 // Outcome is how a case's run ends.
 type Outcome string
 
-// The outcomes. Nak is a run the worker nak'ed without an outcome: not in
+// The outcomes. Nak is a run the worker put back without an outcome (a
+// nak, or a requeue as a new message, which spends no delivery): not in
 // triage, still queued, delivered again later.
 const (
 	Succeeded Outcome = "succeeded"
