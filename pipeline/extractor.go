@@ -127,6 +127,9 @@ func NewExtractor(client ChatClient, cfg ExtractorConfig) *Extractor {
 			feats.TokenLimit = TokenLimitMaxCompletionTokens
 		}
 	}
+	if feats.NoParallelToolCalls && refusesParallelToolCalls(cfg.Model) {
+		feats.NoParallelToolCalls = false
+	}
 	return &Extractor{client: client, cfg: cfg, feats: feats, log: log}
 }
 

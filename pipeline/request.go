@@ -128,8 +128,8 @@ func (e *Extractor) outputSchema(in Input, strategy string) json.RawMessage {
 // request builds the chat request of one call. strategy is "" for the
 // extraction, else the repair's: a patch repair asks for the patch schema
 // (response_format) or the patch tool (tools), never the record's. The
-// token-limit field, strict and the tool_choice form follow the
-// provider's Features.
+// token-limit field, strict, the tool_choice form and parallel_tool_calls
+// follow the provider's Features.
 func (e *Extractor) request(msgs []openai.ChatCompletionMessage, in Input, strategy string) openai.ChatCompletionRequest {
 	req := openai.ChatCompletionRequest{Model: e.cfg.Model, Messages: msgs}
 	switch e.feats.TokenLimit {
@@ -151,6 +151,9 @@ func (e *Extractor) request(msgs []openai.ChatCompletionMessage, in Input, strat
 		req.Tools = []openai.Tool{{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
 			Name: name, Description: desc, Strict: e.feats.Strict, Parameters: schema,
 		}}}
+		if e.feats.NoParallelToolCalls {
+			req.ParallelToolCalls = false
+		}
 		switch e.feats.ToolChoice {
 		case ToolChoiceRequired:
 			req.ToolChoice = "required"

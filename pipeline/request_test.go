@@ -68,20 +68,22 @@ func TestProviderTable(t *testing.T) {
 }
 
 // TestRequestByProvider checks what each provider is sent: the token-limit
-// field, strict and the tool_choice form.
+// field, strict, the tool_choice form and parallel_tool_calls.
 func TestRequestByProvider(t *testing.T) {
 	t.Parallel()
+	named := map[string]any{"type": "function", "function": map[string]any{"name": toolName}}
 	for _, tc := range []struct {
 		provider   string
 		tokenField string
 		strict     bool
 		toolChoice any // tools mode: what tool_choice is on the wire
+		parallel   any // tools mode: parallel_tool_calls on the wire (nil: absent)
 	}{
-		{ProviderOpenAI, "max_completion_tokens", true, map[string]any{"type": "function", "function": map[string]any{"name": toolName}}},
-		{ProviderVLLM, "max_completion_tokens", false, map[string]any{"type": "function", "function": map[string]any{"name": toolName}}},
-		{ProviderOllama, "max_tokens", false, nil},
-		{ProviderLlamaCpp, "max_tokens", false, "required"},
-		{ProviderGeneric, "max_completion_tokens", false, map[string]any{"type": "function", "function": map[string]any{"name": toolName}}},
+		{ProviderOpenAI, "max_completion_tokens", true, named, false},
+		{ProviderVLLM, "max_completion_tokens", false, named, false},
+		{ProviderOllama, "max_tokens", false, nil, nil},
+		{ProviderLlamaCpp, "max_tokens", false, "required", false},
+		{ProviderGeneric, "max_completion_tokens", false, named, nil},
 	} {
 		t.Run(tc.provider, func(t *testing.T) {
 			t.Parallel()
@@ -93,6 +95,9 @@ func TestRequestByProvider(t *testing.T) {
 					t.Errorf("%s: %s=%v %s=%v, want only %s", mode, tc.tokenField, m[tc.tokenField], other, m[other], tc.tokenField)
 				}
 				if mode == ModeResponseFormat {
+					if _, ok := m["parallel_tool_calls"]; ok {
+						t.Errorf("response_format mode sends parallel_tool_calls %v", m["parallel_tool_calls"])
+					}
 					if got := dig(m, "response_format", "json_schema", "strict"); got != tc.strict {
 						t.Errorf("response_format strict %v, want %v", got, tc.strict)
 					}
@@ -107,6 +112,9 @@ func TestRequestByProvider(t *testing.T) {
 				}
 				if got, _ := json.Marshal(m["tool_choice"]); string(got) != mustJSON(t, tc.toolChoice) {
 					t.Errorf("tool_choice %s, want %s", got, mustJSON(t, tc.toolChoice))
+				}
+				if got, ok := m["parallel_tool_calls"]; got != tc.parallel || (tc.parallel == nil && ok) {
+					t.Errorf("parallel_tool_calls %v (present %v), want %v", got, ok, tc.parallel)
 				}
 			}
 		})
@@ -248,6 +256,20 @@ func TestPatchOperations(t *testing.T) {
 		}
 		if !ok && errs[0].Kind != extracttype.KindPatchInvalid {
 			t.Errorf("%s: kind %s", reply, errs[0].Kind)
+		}
+	}
+}
+
+// TestParallelToolCallsByModel checks that the o-series models, which
+// refuse parallel_tool_calls, are not sent it, and others are.
+func TestParallelToolCallsByModel(t *testing.T) {
+	t.Parallel()
+	for model, want := range map[string]bool{"o4-mini": false, "o3": false, "o1-2024-12-17": false, "gpt-4o-mini": true, "gpt-5": true, "o10n": true} {
+		ext := NewExtractor(nil, ExtractorConfig{Model: model, Provider: ProviderOpenAI, RequestMode: ModeTools, MaxCompletionTokens: 300})
+		_, in := newTestExtractor(t, ProviderOpenAI, ModeTools)
+		_, sent := wire(t, ext.request(nil, in, ""))["parallel_tool_calls"]
+		if sent != want {
+			t.Errorf("%s: parallel_tool_calls sent %v, want %v", model, sent, want)
 		}
 	}
 }

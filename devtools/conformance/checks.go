@@ -76,6 +76,28 @@ func checkFirstErrors(kind extracttype.Kind, keyword string) func(*testing.T, *R
 	}
 }
 
+// checkSeveralCalls checks the first request's parallel_tool_calls
+// against the worker's provider features, and that a second call, where
+// the server sent one, was booked as the tool error several_calls.
+func checkSeveralCalls(t *testing.T, r *Run) {
+	req := r.Request(t, 0)
+	got, sent := req["parallel_tool_calls"]
+	if r.Env.Worker.NoParallelToolCalls != sent || sent && got != false {
+		t.Errorf("request parallel_tool_calls %v (sent %v); worker features say send false: %v", got, sent, r.Env.Worker.NoParallelToolCalls)
+	}
+	if r.Want.Outcome == Repaired {
+		checkFirstErrors(extracttype.KindTool, "several_calls")(t, r)
+	}
+}
+
+// checkNoParallelField checks that a request for an o-series model
+// carries no parallel_tool_calls, which OpenAI refuses for it.
+func checkNoParallelField(t *testing.T, r *Run) {
+	if v, ok := r.Request(t, 0)["parallel_tool_calls"]; ok {
+		t.Errorf("request for %s carries parallel_tool_calls %v", r.Case.Model, v)
+	}
+}
+
 // checkCap checks what the server did with the completion cap: a reply
 // cut at it, or, when the server ignores the field the worker sends, a
 // reply longer than it (the cap was not applied; the ledger says so by

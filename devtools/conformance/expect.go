@@ -125,6 +125,16 @@ func stopOf(e Env) string {
 // structure: a server that enforces the schema cannot send it (the honest
 // record comes instead, valid at once); another sends it and the one
 // repair fixes it.
+// severalCallsOr is what a second call of the forced tool comes to: none
+// where the worker sends parallel_tool_calls false to a server that reads
+// it (the server answers one call), else a tool error repaired once.
+func severalCallsOr(e Env) Expect {
+	if e.Worker.NoParallelToolCalls && e.Server.ParallelToolCalls {
+		return succeeded(e, "prevented (parallel_tool_calls false)")
+	}
+	return repaired(e, "")
+}
+
 func preventedOr(e Env) Expect {
 	if e.Enforced() {
 		return succeeded(e, "prevented")

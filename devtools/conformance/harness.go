@@ -197,9 +197,10 @@ func (s *suite) run(t *testing.T, tg Target, c Case) {
 	oc.BaseURL = srv.URL + "/v1"
 	oc.HTTPClient = tr.Client()
 	cfg := s.cfg
-	price := cfg.Prices.Models[cfg.LLM.Model]
+	model := cmp.Or(c.Model, cfg.LLM.Model)
+	price := cfg.Prices.Models[model]
 	ext := pipeline.NewExtractor(openai.NewClientWithConfig(oc), pipeline.ExtractorConfig{
-		Model: cfg.LLM.Model, RequestMode: env.Mode, Provider: tg.Provider,
+		Model: model, RequestMode: env.Mode, Provider: tg.Provider,
 		MaxCompletionTokens: cmp.Or(c.MaxCompletionTokens, cfg.LLM.MaxCompletionTokens),
 		ContextWindowTokens: cfg.LLM.ContextWindowTokens, Timeout: 30 * time.Second,
 		Budget: pipeline.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCostUSD: cfg.Budget.MaxCostUSD},
@@ -210,7 +211,7 @@ func (s *suite) run(t *testing.T, tg Target, c Case) {
 	schemaID := cmp.Or(c.Schema, SchemaCustomer)
 	schema := s.schemas[schemaID]
 	w, err := worker.New(worker.Config{
-		Store: s.st, Extractor: ext, Model: cfg.LLM.Model, NakDelay: 10 * time.Millisecond, Logger: log,
+		Store: s.st, Extractor: ext, Model: model, NakDelay: 10 * time.Millisecond, Logger: log,
 		Schemas: map[string]worker.SchemaEntry{schemaID: {Schema: schema, Prompt: s.prompt,
 			Repair: cmp.Or(c.Repair, pipeline.RepairRegenerate)}},
 	})

@@ -210,11 +210,14 @@ func Features(p Profile) ProfileFeatures {
 			EnforcesSchema:     true,
 			EnforcesToolSchema: true, // named or "required" tool_choice
 			ToolChoice:         true,
-			Seed:               true,
-			Usage:              true,
-			ReasoningField:     "reasoning_content",
-			ErrorCodeInteger:   true,
-			ErrorParam:         true,
+			// vllm/entrypoints/openai/utils.py at 432a38c4:
+			// maybe_filter_parallel_tool_calls keeps the first call.
+			ParallelToolCalls: true,
+			Seed:              true,
+			Usage:             true,
+			ReasoningField:    "reasoning_content",
+			ErrorCodeInteger:  true,
+			ErrorParam:        true,
 		}
 	case ProfileOllama:
 		return ProfileFeatures{

@@ -632,3 +632,44 @@ func TestProfileSeveralToolCalls(t *testing.T) {
 		})
 	}
 }
+
+// TestProfileParallelToolCallsRefused shows the openai profile refusing
+// parallel_tool_calls for an o-series model, as OpenAI does, and taking it
+// for others; the other profiles never refuse it.
+func TestProfileParallelToolCallsRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		profile Profile
+		model   string
+		refused bool
+	}{
+		{ProfileOpenAI, "o4-mini", true},
+		{ProfileOpenAI, "o3-mini-2025-01-31", true},
+		{ProfileOpenAI, "o1", true},
+		{ProfileOpenAI, "gpt-4o-mini", false},
+		{ProfileOpenAI, "gpt-5-mini", false},
+		{ProfileOpenAI, "o10n", false},
+		{ProfileVLLM, "o4-mini", false},
+		{ProfileLlamaCpp, "o4-mini", false},
+	} {
+		body := profileRequest(t, textOrder, true, func(m map[string]any) {
+			m["model"] = tc.model
+			m["parallel_tool_calls"] = false
+		})
+		resp, data := setup(t, profileConfig(tc.profile)).post(t, body)
+		if !tc.refused {
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("%s %s: status %d, want 200: %s", tc.profile, tc.model, resp.StatusCode, data)
+			}
+			continue
+		}
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("%s %s: status %d, want 400: %s", tc.profile, tc.model, resp.StatusCode, data)
+		}
+		e := openAIError(t, data)
+		if e.Param == nil || *e.Param != "parallel_tool_calls" || e.Code == nil || *e.Code != "unsupported_parameter" ||
+			e.Message != "Unsupported parameter: 'parallel_tool_calls' is not supported with this model." {
+			t.Errorf("%s %s: error %+v", tc.profile, tc.model, e)
+		}
+	}
+}

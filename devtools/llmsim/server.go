@@ -599,14 +599,26 @@ func pickTarget(req *chatRequest, feat ProfileFeatures) (target, error) {
 //     of parts, without tool calls: "invalid message content type: T"
 //     (FromChatRequest, openai/openai.go; fixture
 //     ollama/content_type_refused.json).
+//
 //   - llamacpp: a response_format type other than text, json_object or
 //     json_schema (test_completion_with_response_format; fixture
 //     llamacpp/response_format_refused.json).
+//
+//   - openai: parallel_tool_calls sent for an o1, o3 or o4 model:
+//     "Unsupported parameter: 'parallel_tool_calls' is not supported
+//     with this model.", code unsupported_parameter (the error body as
+//     reported for o3-mini and o4-mini in langchain-ai/langchain#29704,
+//     evalstate/fast-agent#279 and tensorzero/tensorzero#2805).
 //
 // openai's refusal of a strict schema outside the strict subset is in
 // checkRequest, once the schema is known.
 func profileRefusal(req *chatRequest, feat ProfileFeatures) error {
 	switch feat.Profile {
+	case ProfileOpenAI:
+		if req.ParallelToolCalls != nil && reasoningSeries(req.Model) {
+			return &badRequest{code: "unsupported_parameter", param: "parallel_tool_calls",
+				msg: "Unsupported parameter: 'parallel_tool_calls' is not supported with this model."}
+		}
 	case ProfileOllama:
 		for _, m := range req.Messages {
 			t := goTypeOf(m.Content)
@@ -624,6 +636,18 @@ func profileRefusal(req *chatRequest, feat ProfileFeatures) error {
 		}
 	}
 	return nil
+}
+
+// reasoningSeries reports whether model names an OpenAI o-series reasoning
+// model (o1, o3, o4 and their -mini and dated variants), which refuse
+// parallel_tool_calls.
+func reasoningSeries(model string) bool {
+	for _, p := range []string{"o1", "o3", "o4"} {
+		if model == p || strings.HasPrefix(model, p+"-") {
+			return true
+		}
+	}
+	return false
 }
 
 // goTypeOf names the Go type encoding/json decodes raw into as an any, as
