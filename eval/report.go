@@ -38,11 +38,11 @@ func (b *Batch) SetSimulated() {
 // Report is the evaluation of one batch.
 type Report struct {
 	Batch
-	Labels      int      `json:"labels"`   // label lines read
-	Matched     int      `json:"matched"`  // label lines matched to a message of the batch
-	NoRecord    int      `json:"no_record"` // matched messages without a model record
-	RawLabels   bool     `json:"raw_labels"`
-	NotInSchema []string `json:"not_in_schema"`
+	Labels      int           `json:"labels"`    // label lines read
+	Matched     int           `json:"matched"`   // label lines matched to a message of the batch
+	NoRecord    int           `json:"no_record"` // matched messages without a model record
+	RawLabels   bool          `json:"raw_labels"`
+	NotInSchema []string      `json:"not_in_schema"`
 	Fields      []FieldResult `json:"fields"`
 	scored      *Scored
 }

@@ -162,11 +162,11 @@ func TestScoreSemantics(t *testing.T) {
 
 func TestLabelErrors(t *testing.T) {
 	for in, want := range map[string]string{
-		`{"expected":{}}`:                        `line 1: no "id"`,
-		`{"id":"a"}`:                             `"expected" is not a JSON object`,
+		`{"expected":{}}`: `line 1: no "id"`,
+		`{"id":"a"}`:      `"expected" is not a JSON object`,
 		"{\"id\":\"a\",\"expected\":{}}\n\n{\"id\":\"a\",\"expected\":{}}": "line 3: id \"a\" (source \"\") is labelled on line 1 too",
-		`nope`:                                   "line 1: not a JSON object",
-		``:                                       "no labelled line",
+		`nope`: "line 1: not a JSON object",
+		``:     "no labelled line",
 	} {
 		_, err := ReadLabels(strings.NewReader(in))
 		if err == nil || !strings.Contains(err.Error(), want) {
