@@ -44,14 +44,19 @@ type Options struct {
 	// RawLabels scores grounded fields against the label as given, even
 	// when the expected value is not in the text.
 	RawLabels bool
+	// IgnoreSource matches label lines on their id only, whatever source
+	// they give: for a batch that ingested the labelled messages again
+	// under another source (to run another version on them).
+	IgnoreSource bool
 }
 
 // Scored is the outcome of every labelled message (a row per label line
 // matched to a message of the batch) and field.
 type Scored struct {
 	Fields []Field
-	// Keys are the matched label lines, as "source\x00id", in label
-	// order; Outcomes[i][j] is field j of Keys[i].
+	// Keys are the matched label lines, as "source\x00id" of the line
+	// (the source "" under IgnoreSource), in label order; Outcomes[i][j]
+	// is field j of Keys[i]. Compare pairs two batches on them.
 	Keys     []string
 	Outcomes [][]Outcome
 	// Labels is the number of label lines; Matched those that matched a
@@ -86,7 +91,7 @@ func Score(schema *pipeline.Schema, fields []Field, labels []Label, preds []Pred
 		}
 		pi := -1
 		for _, i := range byID[l.ID] {
-			if l.Source == "" || preds[i].Source == l.Source {
+			if l.Source == "" || opt.IgnoreSource || preds[i].Source == l.Source {
 				if pi >= 0 {
 					return nil, fmt.Errorf("eval: labels line %d: id %q matches more than one message of the batch (give its source)", l.Line, l.ID)
 				}
@@ -120,7 +125,11 @@ func Score(schema *pipeline.Schema, fields []Field, labels []Label, preds []Pred
 			}
 			row[j] = outcome(f.canon(exp), f.canon(rec[f.Name]))
 		}
-		sc.Keys = append(sc.Keys, p.Source+"\x00"+p.ExternalID)
+		src := l.Source
+		if opt.IgnoreSource {
+			src = ""
+		}
+		sc.Keys = append(sc.Keys, src+"\x00"+l.ID)
 		sc.Outcomes = append(sc.Outcomes, row)
 		sc.Matched++
 	}

@@ -34,6 +34,22 @@ func LoadPrompt(version string) (*Prompt, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prompt %s: %w", version, err)
 	}
+	return newPrompt(version, t)
+}
+
+// ParsePrompt parses src, a template file's text, as prompt version
+// version. It returns an error naming the version when src does not parse
+// or lacks one of the templates "system", "user", "repair" and
+// "repair_patch".
+func ParsePrompt(version, src string) (*Prompt, error) {
+	t, err := template.New(version).Parse(src)
+	if err != nil {
+		return nil, fmt.Errorf("prompt %s: %w", version, err)
+	}
+	return newPrompt(version, t)
+}
+
+func newPrompt(version string, t *template.Template) (*Prompt, error) {
 	t.Option("missingkey=error")
 	for _, name := range []string{"system", "user", "repair", "repair_patch"} {
 		if t.Lookup(name) == nil {

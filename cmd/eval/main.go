@@ -6,8 +6,8 @@
 //
 // Usage:
 //
-//	eval -labels FILE [-batch ID | -source FILE] [-spec FILE] [-schema-file FILE] [-raw-labels] [-json] [-no-save]
-//	eval -labels FILE -batch A -compare B [-spec FILE] [-json] [-no-save]
+//	eval -labels FILE [-batch ID | -source FILE] [-spec FILE] [-schema-file FILE] [-raw-labels] [-ignore-source] [-json] [-no-save]
+//	eval -labels FILE -batch A -compare B [-spec FILE] [-ignore-source] [-json] [-no-save]
 //
 // Without -batch it evaluates the newest batch with messages ingested
 // from -source, by default the labels file itself (the bundled sample
@@ -44,7 +44,7 @@ import (
 
 type options struct {
 	labels, batch, source, compare, spec, schemaFile, config string
-	raw, json, noSave                                         bool
+	raw, ignoreSource, json, noSave                           bool
 }
 
 func main() {
@@ -58,6 +58,7 @@ func main() {
 	flag.StringVar(&o.schemaFile, "schema-file", "", "the schema the batch ran with (default: the embedded <id>.v<version>.json, else the configured file)")
 	flag.StringVar(&o.config, "config", env.Config, "configuration file (default: CONFIG, else the embedded defaults)")
 	flag.BoolVar(&o.raw, "raw-labels", false, "score grounded fields against the raw labels, even where the expected value is not in the text")
+	flag.BoolVar(&o.ignoreSource, "ignore-source", false, "match label lines on id only, whatever source they give (a batch that ingested them again under another source)")
 	flag.BoolVar(&o.json, "json", false, "print JSON instead of the table")
 	flag.BoolVar(&o.noSave, "no-save", false, "do not record the evaluation in Postgres")
 	flag.Parse()
@@ -131,7 +132,7 @@ func run(ctx context.Context, w io.Writer, env startup.Env, log *zap.Logger, o o
 	}
 	sum := sha256.Sum256(raw)
 	save := eval.SaveParams{LabelsName: filepath.Base(o.labels), LabelsSHA256: hex.EncodeToString(sum[:])}
-	opt := eval.Options{RawLabels: o.raw}
+	opt := eval.Options{RawLabels: o.raw, IgnoreSource: o.ignoreSource}
 	a, err := evaluate(ctx, st, cfg, o, o.batch, labels, spec, opt)
 	if err != nil {
 		return err
