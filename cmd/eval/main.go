@@ -44,7 +44,7 @@ import (
 
 type options struct {
 	labels, batch, source, compare, spec, schemaFile, config string
-	raw, ignoreSource, json, noSave                           bool
+	raw, ignoreSource, json, noSave                          bool
 }
 
 func main() {
