@@ -117,11 +117,12 @@ func (s *Server) evalSection(ctx context.Context, rq reportQuery) (*evalView, er
 				b.Defined = true
 				b.Y, b.H = 110-100**ef.F1, 100**ef.F1
 				b.Value = fmt.Sprintf("%.0f", 100**ef.F1)
-				b.ValueY = b.Y - 2
+				b.ValueY = b.Y - 2 // above the bar and its whisker
 				b.Title += fmt.Sprintf("F1 %.1f%%", 100**ef.F1)
 				if ef.F1Low != nil && ef.F1High != nil {
 					b.HasInterval = true
 					b.LowY, b.HighY = 110-100**ef.F1Low, 110-100**ef.F1High
+					b.ValueY = min(b.ValueY, b.HighY-2)
 					b.Title += fmt.Sprintf(" [%.1f–%.1f]", 100**ef.F1Low, 100**ef.F1High)
 				}
 				b.Title += fmt.Sprintf(", n %d", ef.N)
