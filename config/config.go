@@ -109,7 +109,10 @@ type Schema struct {
 	// Repair is the repair strategy: "regenerate" or "patch". Default
 	// "regenerate".
 	Repair string `yaml:"repair"`
-	// Prompt is the prompt template version. Default "extract.v1".
+	// Prompt is the prompt template version: an embedded one (pipeline/
+	// prompts, such as "extract.v1"), or the path of a template file
+	// ending in ".tmpl", versioned by its content hash
+	// (pipeline.OpenPrompt) and read at start. Default "extract.v1".
 	Prompt string `yaml:"prompt"`
 }
 

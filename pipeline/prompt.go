@@ -2,8 +2,12 @@ package pipeline
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"text/template"
@@ -57,6 +61,34 @@ func newPrompt(version string, t *template.Template) (*Prompt, error) {
 		}
 	}
 	return &Prompt{Version: version, tmpl: t, system: new(sync.Map)}, nil
+}
+
+// PromptFileSuffix ends the name of a prompt template file.
+const PromptFileSuffix = ".tmpl"
+
+// OpenPrompt returns the prompt that ref names: an embedded version such
+// as "extract.v1" (LoadPrompt), or, when ref ends in ".tmpl", the
+// template file at that path on disk, read now, whose version is its
+// base name without ".tmpl" followed by "@" and the first 12 hex digits
+// of the SHA-256 of its bytes ("extract.v2@3f9a0c1b2d4e"). So an edited
+// file is a new version, picked up when the process next reads it
+// (a restart), with no build; every call records that version. Errors
+// name the file.
+func OpenPrompt(ref string) (*Prompt, error) {
+	if !strings.HasSuffix(ref, PromptFileSuffix) {
+		return LoadPrompt(ref)
+	}
+	b, err := os.ReadFile(ref)
+	if err != nil {
+		return nil, fmt.Errorf("prompt file: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	version := strings.TrimSuffix(filepath.Base(ref), PromptFileSuffix) + "@" + hex.EncodeToString(sum[:])[:12]
+	p, err := ParsePrompt(version, string(b))
+	if err != nil {
+		return nil, fmt.Errorf("prompt file %s: %w", ref, err)
+	}
+	return p, nil
 }
 
 type promptData struct {
