@@ -2,13 +2,13 @@ package pipeline
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
-	"context"
-	"encoding/json"
 	"testing"
 
 	openai "github.com/sashabaranov/go-openai"
