@@ -13,6 +13,10 @@ import (
 // simulator, and its figures describe the simulator, not a model.
 const SimulatorModel = "extractq-sim-1"
 
+// SimulatorNote is what the figures of a batch run on the simulator
+// describe, said wherever they are shown.
+const SimulatorNote = "simulator figures: they describe the LLM simulator's heuristics and settings, not a model"
+
 // IsSimulator reports whether model names the LLM simulator.
 func IsSimulator(model string) bool {
 	return model == SimulatorModel || strings.HasPrefix(model, "extractq-sim")
@@ -38,6 +42,9 @@ func (b *Batch) SetSimulated() {
 // Report is the evaluation of one batch.
 type Report struct {
 	Batch
+	// Note says what the figures describe when they are the simulator's
+	// (SimulatorNote).
+	Note        string        `json:"note,omitempty"`
 	Labels      int           `json:"labels"`    // label lines read
 	Matched     int           `json:"matched"`   // label lines matched to a message of the batch
 	NoRecord    int           `json:"no_record"` // matched messages without a model record
@@ -63,6 +70,9 @@ type FieldResult struct {
 func NewReport(b Batch, sc *Scored, opt Options) *Report {
 	r := &Report{Batch: b, Labels: sc.Labels, Matched: sc.Matched, NoRecord: sc.NoRecord,
 		RawLabels: opt.RawLabels, NotInSchema: sc.NotInSchema, scored: sc}
+	if b.Simulated {
+		r.Note = SimulatorNote
+	}
 	if r.NotInSchema == nil {
 		r.NotInSchema = []string{}
 	}

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+
+	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // z95 is the standard normal quantile of 0.975: 95% two-sided intervals.
@@ -86,25 +88,15 @@ func percentiles(xs []float64) (float64, float64) {
 // b and c, the discordant pairs (A right and B wrong; A wrong and B
 // right): under the null each discordant pair is B's win with probability
 // 1/2, so p = min(1, 2 P(X <= min(b,c))) for X ~ Binomial(b+c, 1/2)
-// (McNemar 1947; the exact, conditional form). No discordant pair gives 1.
+// (McNemar 1947; the exact, conditional form). The binomial tail is
+// gonum's (distuv.Binomial). No discordant pair gives 1.
 func McNemarExact(b, c int) float64 {
 	n := b + c
 	if n == 0 {
 		return 1
 	}
-	k := min(b, c)
-	var sum float64
-	for i := 0; i <= k; i++ {
-		sum += math.Exp(logChoose(n, i) - float64(n)*math.Ln2)
-	}
-	return math.Min(1, 2*sum)
-}
-
-func logChoose(n, k int) float64 {
-	a, _ := math.Lgamma(float64(n + 1))
-	b, _ := math.Lgamma(float64(k + 1))
-	c, _ := math.Lgamma(float64(n - k + 1))
-	return a - b - c
+	tail := distuv.Binomial{N: float64(n), P: 0.5}.CDF(float64(min(b, c)))
+	return math.Min(1, 2*tail)
 }
 
 // holm returns which of ps are rejected at level alpha by Holm's

@@ -13,6 +13,7 @@ func (b Batch) Provenance() string {
 	v := fmt.Sprintf("model %s, prompt %s, schema %s v%s", join(b.Models), join(b.PromptVersions), b.SchemaID, join(b.SchemaVersions))
 	if b.Simulated {
 		return "SIMULATOR FIGURES (" + v + "): they describe the LLM simulator's heuristics and settings, not a model"
+		// the same words as SimulatorNote, in capitals where a table starts
 	}
 	return v
 }
