@@ -31,8 +31,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/extractq/extractq/cmd/internal/cmdconfig"
 	"github.com/extractq/extractq/config"
 	"github.com/extractq/extractq/eval"
@@ -82,17 +80,27 @@ func main() {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	if err := run(ctx, os.Stdout, env, log, o); err != nil {
+	cfg, err := startup.LoadConfig(o.config, env)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "eval:", err)
+		os.Exit(2)
+	}
+	st, err := cmdconfig.OpenStore(ctx, env, log, cmdconfig.StoreOptions{})
+	if err != nil {
+		_, err := cmdconfig.Step(err)
+		fmt.Fprintln(os.Stderr, "eval:", err)
+		os.Exit(1)
+	}
+	defer st.Close()
+	if err := run(ctx, os.Stdout, st, cfg, o); err != nil {
+		fmt.Fprintln(os.Stderr, "eval:", err)
+		st.Close()
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, w io.Writer, env startup.Env, log *zap.Logger, o options) error {
-	cfg, err := startup.LoadConfig(o.config, env)
-	if err != nil {
-		return err
-	}
+// run evaluates as o says, on st, and writes the table or JSON to w.
+func run(ctx context.Context, w io.Writer, st *store.Store, cfg *config.Config, o options) error {
 	raw, err := os.ReadFile(o.labels)
 	if err != nil {
 		return err
@@ -113,12 +121,6 @@ func run(ctx context.Context, w io.Writer, env startup.Env, log *zap.Logger, o o
 			return fmt.Errorf("%s: %w", o.spec, err)
 		}
 	}
-	st, err := cmdconfig.OpenStore(ctx, env, log, cmdconfig.StoreOptions{})
-	if err != nil {
-		_, err := cmdconfig.Step(err)
-		return err
-	}
-	defer st.Close()
 	if o.batch == "" {
 		src := o.source
 		if src == "" {
