@@ -65,5 +65,9 @@ chaos/short: ## the chaos run CI does: 500 messages, one worker kill, one NATS a
 	$(GO) run ./devtools/cmd/chaos -messages 500 -kills 1 -timeout 4m
 
 .PHONY: triage
+.PHONY: eval
+eval: ## after make demo: score the sample's newest batch per field against its labels (docs/eval.md; simulator figures)
+	$(GO) run ./cmd/eval -labels testdata/abcd/messages.jsonl -spec testdata/abcd/eval.yaml
+
 triage: setup ## run the triage web UI and JSON API on TRIAGE_ADDR (default 127.0.0.1:8080)
 	$(GO) run ./cmd/triage

@@ -109,7 +109,10 @@ type Schema struct {
 	// Repair is the repair strategy: "regenerate" or "patch". Default
 	// "regenerate".
 	Repair string `yaml:"repair"`
-	// Prompt is the prompt template version. Default "extract.v1".
+	// Prompt is the prompt template version: an embedded one (pipeline/
+	// prompts, such as "extract.v1"), or the path of a template file
+	// ending in ".tmpl", versioned by its content hash
+	// (pipeline.OpenPrompt) and read at start. Default "extract.v1".
 	Prompt string `yaml:"prompt"`
 }
 
@@ -205,6 +208,17 @@ type Ingest struct {
 	MaxTextBytes int `yaml:"max_text_bytes"`
 }
 
+// SimPromptErrors is one entry of Simulator.PromptErrors.
+type SimPromptErrors struct {
+	// Match is a phrase of one prompt version's system turn.
+	Match string `yaml:"match"`
+	// ValueErrorRate is the chance that each non-null value of a reply is
+	// wrong in a way validation cannot catch: null where the schema
+	// allows it, else another value of its enum. Drawn per message and
+	// path, so it is the same on every run.
+	ValueErrorRate float64 `yaml:"value_error_rate"`
+}
+
 // Simulator configures devtools/cmd/llmsim, the LLM simulator. Rates are
 // probabilities in [0, 1] per first reply.
 type Simulator struct {
@@ -233,6 +247,12 @@ type Simulator struct {
 	UngroundedRate float64 `yaml:"ungrounded_rate"`
 	// TruncatedRate: a reply cut off with finish_reason length.
 	TruncatedRate float64 `yaml:"truncated_rate"`
+	// PromptErrors ties value errors to the prompt wording (the simulator
+	// cannot see the product's prompt version: the wire carries none, so
+	// it recognises a version by a phrase of its system turn). The first
+	// entry whose Match occurs in a request's system turns gives its
+	// ValueErrorRate. Default none. See devtools/llmsim, Prompt errors.
+	PromptErrors []SimPromptErrors `yaml:"prompt_errors"`
 	// RepairFixRate: the chance each listed error is fixed by a repair.
 	// Default 0.75 (default.yaml); 0 means repairs fix nothing.
 	RepairFixRate float64 `yaml:"repair_fix_rate"`
@@ -448,6 +468,14 @@ func (c Config) Validate() error {
 	} {
 		if r < 0 || r > 1 {
 			return fmt.Errorf("simulator.%s: %v is not in [0, 1]", name, r)
+		}
+	}
+	for i, e := range c.Simulator.PromptErrors {
+		if e.Match == "" {
+			return fmt.Errorf("simulator.prompt_errors[%d].match: empty: name a phrase of the prompt version's system turn", i)
+		}
+		if e.ValueErrorRate < 0 || e.ValueErrorRate > 1 {
+			return fmt.Errorf("simulator.prompt_errors[%d].value_error_rate: %v is not in [0, 1]", i, e.ValueErrorRate)
 		}
 	}
 	if !slices.Contains(SimulatorProfiles, c.Simulator.Profile) {

@@ -2,8 +2,12 @@ package pipeline
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"text/template"
@@ -34,6 +38,22 @@ func LoadPrompt(version string) (*Prompt, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prompt %s: %w", version, err)
 	}
+	return newPrompt(version, t)
+}
+
+// ParsePrompt parses src, a template file's text, as prompt version
+// version. It returns an error naming the version when src does not parse
+// or lacks one of the templates "system", "user", "repair" and
+// "repair_patch".
+func ParsePrompt(version, src string) (*Prompt, error) {
+	t, err := template.New(version).Parse(src)
+	if err != nil {
+		return nil, fmt.Errorf("prompt %s: %w", version, err)
+	}
+	return newPrompt(version, t)
+}
+
+func newPrompt(version string, t *template.Template) (*Prompt, error) {
 	t.Option("missingkey=error")
 	for _, name := range []string{"system", "user", "repair", "repair_patch"} {
 		if t.Lookup(name) == nil {
@@ -41,6 +61,34 @@ func LoadPrompt(version string) (*Prompt, error) {
 		}
 	}
 	return &Prompt{Version: version, tmpl: t, system: new(sync.Map)}, nil
+}
+
+// PromptFileSuffix ends the name of a prompt template file.
+const PromptFileSuffix = ".tmpl"
+
+// OpenPrompt returns the prompt that ref names: an embedded version such
+// as "extract.v1" (LoadPrompt), or, when ref ends in ".tmpl", the
+// template file at that path on disk, read now, whose version is its
+// base name without ".tmpl" followed by "@" and the first 12 hex digits
+// of the SHA-256 of its bytes ("extract.v2@3f9a0c1b2d4e"). So an edited
+// file is a new version, picked up when the process next reads it
+// (a restart), with no build; every call records that version. Errors
+// name the file.
+func OpenPrompt(ref string) (*Prompt, error) {
+	if !strings.HasSuffix(ref, PromptFileSuffix) {
+		return LoadPrompt(ref)
+	}
+	b, err := os.ReadFile(ref)
+	if err != nil {
+		return nil, fmt.Errorf("prompt file: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	version := strings.TrimSuffix(filepath.Base(ref), PromptFileSuffix) + "@" + hex.EncodeToString(sum[:])[:12]
+	p, err := ParsePrompt(version, string(b))
+	if err != nil {
+		return nil, fmt.Errorf("prompt file %s: %w", ref, err)
+	}
+	return p, nil
 }
 
 type promptData struct {

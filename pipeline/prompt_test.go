@@ -3,7 +3,12 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -65,5 +70,51 @@ func TestPromptStaticPrefix(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A prompt file is versioned by its name and content hash: an edited file
+// is a new version; a file without a template is refused, naming it.
+func TestOpenPromptFile(t *testing.T) {
+	src, err := promptFS.ReadFile("prompts/extract.v1.tmpl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "mine.tmpl")
+	if err := os.WriteFile(path, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p1, err := OpenPrompt(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(src)
+	if want := "mine@" + hex.EncodeToString(sum[:])[:12]; p1.Version != want {
+		t.Errorf("version %q, want %q", p1.Version, want)
+	}
+	embedded, _ := LoadPrompt("extract.v1")
+	if p1.System("T") != embedded.System("T") {
+		t.Error("the file's system turn differs from the embedded template it copies")
+	}
+	edited := strings.Replace(string(src), "Rules:", "Rules (edited):", 1)
+	if err := os.WriteFile(path, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p2, err := OpenPrompt(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p2.Version == p1.Version || !strings.HasPrefix(p2.Version, "mine@") || !strings.Contains(p2.System("T"), "Rules (edited):") {
+		t.Errorf("edited file: version %q (was %q), system %q: want a new version with the new text", p2.Version, p1.Version, p2.System("T"))
+	}
+	if err := os.WriteFile(path, []byte(`{{define "system"}}x{{end}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenPrompt(path); err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), `no "user" template`) {
+		t.Errorf("incomplete file: %v, want an error naming the file and the missing template", err)
+	}
+	if p, err := OpenPrompt("extract.v1"); err != nil || p.Version != "extract.v1" {
+		t.Errorf("embedded: %v %v", p, err)
 	}
 }

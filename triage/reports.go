@@ -104,6 +104,7 @@ type reportsView struct {
 	MaxErrors int
 	Repairs   []store.RepairEffect
 	Batches   []store.BatchRow
+	Eval      *evalView
 }
 
 // reportsPage shows the failing fields, the repair's effect per field and
@@ -129,6 +130,9 @@ func (s *Server) reportsPage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if v.Batches, err = s.st.BatchList(ctx, s.st.Pool, store.BatchListParams{SchemaID: rq.Schema, Limit: 20}); err != nil {
+		return err
+	}
+	if v.Eval, err = s.evalSection(ctx, rq); err != nil {
 		return err
 	}
 	return s.render(w, r, http.StatusOK, "reports", "Reports", v)

@@ -18,7 +18,7 @@ func LoadSchemas(cfg *config.Config) (map[string]SchemaEntry, error) {
 		if err != nil {
 			return nil, err
 		}
-		p, err := pipeline.LoadPrompt(sc.Prompt)
+		p, err := pipeline.OpenPrompt(sc.Prompt)
 		if err != nil {
 			return nil, fmt.Errorf("schema %s: %w", sc.ID, err)
 		}

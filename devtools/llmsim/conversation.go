@@ -23,6 +23,9 @@ type conversation struct {
 	errs []errorLine
 	// patch reports a repair that asks for a JSON Patch.
 	patch bool
+	// system is the text of the system (or developer) turns before the
+	// first user turn, joined by newlines.
+	system string
 }
 
 type errorLine struct {
@@ -47,6 +50,13 @@ func readConversation(msgs []chatMessage) (conversation, error) {
 	if first < 0 {
 		return c, errNoUser
 	}
+	var sys []string
+	for _, m := range msgs[:first] {
+		if m.Role == "system" || m.Role == "developer" {
+			sys = append(sys, m.text())
+		}
+	}
+	c.system = strings.Join(sys, "\n")
 	end := len(msgs)
 	for i := first + 1; i < len(msgs); i++ {
 		if msgs[i].Role == "assistant" || msgs[i].Role == "tool" {

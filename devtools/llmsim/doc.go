@@ -142,6 +142,23 @@
 //
 // Repairs never carry faults.
 //
+// # Prompt errors
+//
+// The simulator ignores prompt wording, except through
+// config.Simulator.PromptErrors: the first entry whose Match occurs in the
+// request's system (or developer) turns gives a value error rate. The
+// wire carries no prompt version, so an entry recognises a version by a
+// phrase of its system turn. Each non-null property value of the honest
+// record, at any depth, is then hit when a uniform draw, from a hash of
+// the seed, the message text and the value's path, is below the rate: it
+// becomes null when its schema allows null, else the next other value of
+// its enum; other values are left alone. These are errors of the right
+// shape, which validation cannot catch (an evaluation against labels
+// does: cmd/eval). The draw does not depend on the attempt or the try, so
+// every run of a message under one version gives the same errors, a
+// repair does not undo them, and a higher rate hits a superset of what a
+// lower one hits.
+//
 // # Order of a chat call
 //
 // Each POST /v1/chat/completions is answered by the first that applies:

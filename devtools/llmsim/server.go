@@ -270,6 +270,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, rec *callRecord) {
 	}
 	sentHonest := honest
 	honest = f.fill(conv.text)
+	if rate := promptErrorRate(s.cfg.PromptErrors, conv.system); rate > 0 {
+		// value errors tied to the prompt: the same for a message
+		// whatever the attempt, so a repair does not undo them
+		honest = f.valueErrors(honest, conv.text, s.cfg.Seed, rate)
+		sentHonest = f.valueErrors(sentHonest, conv.text, s.cfg.Seed, rate)
+	}
 
 	content, finish := "", "stop"
 	fault, faultPath, fixed, prevented := FaultNone, "", []string(nil), FaultNone

@@ -1,0 +1,222 @@
+// Command eval scores a batch's validated records against labelled
+// messages, per field: precision, recall, F1 and exact match with 95%
+// intervals, stored in Postgres (eval_runs, eval_fields) unless -no-save.
+// With -compare it scores a second batch on the same label lines and
+// prints both side by side with a paired test per field.
+//
+// Usage:
+//
+//	eval -labels FILE [-batch ID | -source FILE] [-spec FILE] [-schema-file FILE] [-raw-labels] [-ignore-source] [-json] [-no-save]
+//	eval -labels FILE -batch A -compare B [-spec FILE] [-ignore-source] [-json] [-no-save]
+//
+// Without -batch it evaluates the newest batch with messages ingested
+// from -source, by default the labels file itself (the bundled sample
+// carries its labels). The label semantics, the spec file and the
+// statistics are in docs/eval.md. Figures of a batch run on the LLM
+// simulator are labelled as simulator figures. It reads DATABASE_URL and
+// CONFIG. Exit status: 0 printed, 1 failed, 2 bad usage.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/extractq/extractq/cmd/internal/cmdconfig"
+	"github.com/extractq/extractq/config"
+	"github.com/extractq/extractq/eval"
+	"github.com/extractq/extractq/internal/startup"
+	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/schemas"
+	"github.com/extractq/extractq/store"
+)
+
+type options struct {
+	labels, batch, source, compare, spec, schemaFile, config string
+	raw, ignoreSource, json, noSave                          bool
+}
+
+func main() {
+	env := startup.ReadEnv()
+	var o options
+	flag.StringVar(&o.labels, "labels", "", "labelled JSONL: one line per message with id and expected (required; docs/eval.md)")
+	flag.StringVar(&o.batch, "batch", "", "batch id (default: the newest batch with messages ingested from -source)")
+	flag.StringVar(&o.source, "source", "", "without -batch: the ingested file whose newest batch is evaluated (default: the labels file)")
+	flag.StringVar(&o.compare, "compare", "", "a second batch id: compare it (B) with -batch (A) on the same label lines")
+	flag.StringVar(&o.spec, "spec", "", "eval spec file (YAML): per-field normalisation, replacing the schema's x-eval")
+	flag.StringVar(&o.schemaFile, "schema-file", "", "the schema the batch ran with (default: the embedded <id>.v<version>.json, else the configured file)")
+	flag.StringVar(&o.config, "config", env.Config, "configuration file (default: CONFIG, else the embedded defaults)")
+	flag.BoolVar(&o.raw, "raw-labels", false, "score grounded fields against the raw labels, even where the expected value is not in the text")
+	flag.BoolVar(&o.ignoreSource, "ignore-source", false, "match label lines on id only, whatever source they give (a batch that ingested them again under another source)")
+	flag.BoolVar(&o.json, "json", false, "print JSON instead of the table")
+	flag.BoolVar(&o.noSave, "no-save", false, "do not record the evaluation in Postgres")
+	flag.Parse()
+	switch {
+	case flag.NArg() > 0:
+		fmt.Fprintf(os.Stderr, "eval: unexpected argument %q (the labels file is -labels)\n", flag.Arg(0))
+		os.Exit(2)
+	case o.labels == "":
+		fmt.Fprintln(os.Stderr, "eval: -labels FILE is required")
+		os.Exit(2)
+	case o.compare != "" && o.batch == "":
+		fmt.Fprintln(os.Stderr, "eval: -compare B needs -batch A")
+		os.Exit(2)
+	}
+	log, err := startup.NewLogger("eval", "warn")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "eval:", err)
+		os.Exit(2)
+	}
+	ctx, stop := startup.Context()
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	cfg, err := startup.LoadConfig(o.config, env)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "eval:", err)
+		os.Exit(2)
+	}
+	st, err := cmdconfig.OpenStore(ctx, env, log, cmdconfig.StoreOptions{})
+	if err != nil {
+		_, err := cmdconfig.Step(err)
+		fmt.Fprintln(os.Stderr, "eval:", err)
+		os.Exit(1)
+	}
+	defer st.Close()
+	if err := run(ctx, os.Stdout, st, cfg, o); err != nil {
+		fmt.Fprintln(os.Stderr, "eval:", err)
+		st.Close()
+		os.Exit(1)
+	}
+}
+
+// run evaluates as o says, on st, and writes the table or JSON to w.
+func run(ctx context.Context, w io.Writer, st *store.Store, cfg *config.Config, o options) error {
+	raw, err := os.ReadFile(o.labels)
+	if err != nil {
+		return err
+	}
+	labels, err := eval.ReadLabels(bytes.NewReader(raw))
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.labels, err)
+	}
+	var spec eval.Spec
+	if o.spec != "" {
+		f, err := os.Open(o.spec)
+		if err != nil {
+			return err
+		}
+		spec, err = eval.ReadSpec(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", o.spec, err)
+		}
+	}
+	if o.batch == "" {
+		src := o.source
+		if src == "" {
+			src = o.labels
+		}
+		if o.batch, err = st.BatchLatest(ctx, st.Pool, src, ""); errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("no batch with messages was ingested from %s: name one with -batch, or -source FILE", src)
+		} else if err != nil {
+			return err
+		}
+	}
+	sum := sha256.Sum256(raw)
+	save := eval.SaveParams{LabelsName: filepath.Base(o.labels), LabelsSHA256: hex.EncodeToString(sum[:])}
+	opt := eval.Options{RawLabels: o.raw, IgnoreSource: o.ignoreSource}
+	a, err := evaluate(ctx, st, cfg, o, o.batch, labels, spec, opt)
+	if err != nil {
+		return err
+	}
+	reports := []*eval.Report{a}
+	var cmp *eval.Comparison
+	if o.compare != "" {
+		b, err := evaluate(ctx, st, cfg, o, o.compare, labels, spec, opt)
+		if err != nil {
+			return err
+		}
+		if b.SchemaID != a.SchemaID {
+			return fmt.Errorf("batch %s is of schema %s and batch %s of %s: a comparison needs one schema", a.ID, a.SchemaID, b.ID, b.SchemaID)
+		}
+		reports = append(reports, b)
+		cmp = eval.Compare(a, b)
+	}
+	if !o.noSave {
+		for _, r := range reports {
+			if _, err := eval.Save(ctx, st, st.Pool, r, save); err != nil {
+				return err
+			}
+		}
+	}
+	switch {
+	case o.json && cmp != nil:
+		return writeJSON(w, map[string]any{"a": a, "b": reports[1], "comparison": cmp})
+	case o.json:
+		return writeJSON(w, a)
+	case cmp != nil:
+		return cmp.WriteTable(w)
+	}
+	return a.WriteTable(w)
+}
+
+func evaluate(ctx context.Context, st *store.Store, cfg *config.Config, o options, batchID string, labels []eval.Label, spec eval.Spec, opt eval.Options) (*eval.Report, error) {
+	b, preds, err := eval.LoadBatch(ctx, st, st.Pool, batchID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("batch %s: no such batch", batchID)
+	} else if err != nil {
+		return nil, err
+	}
+	schema, err := loadSchema(cfg, b, o.schemaFile)
+	if err != nil {
+		return nil, err
+	}
+	fields, err := eval.Fields(schema, spec)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := eval.Score(schema, fields, labels, preds, opt)
+	if err != nil {
+		return nil, err
+	}
+	if sc.Matched == 0 {
+		return nil, fmt.Errorf("batch %s: no label line matches one of its %d messages (by id, and source when the line gives one)", batchID, len(preds))
+	}
+	return eval.NewReport(b, sc, opt), nil
+}
+
+// loadSchema returns the schema the batch ran with: file when given, else
+// the embedded file of its id and version, else the configured file.
+func loadSchema(cfg *config.Config, b eval.Batch, file string) (*pipeline.Schema, error) {
+	if file != "" {
+		return pipeline.LoadSchema(schemas.FS, b.SchemaID, file)
+	}
+	if len(b.SchemaVersions) == 1 {
+		name := b.SchemaID + ".v" + b.SchemaVersions[0] + ".json"
+		if _, err := schemas.FS.Open(name); err == nil {
+			return pipeline.LoadSchema(schemas.FS, b.SchemaID, name)
+		}
+	}
+	for _, sc := range cfg.Schemas {
+		if sc.ID == b.SchemaID {
+			return pipeline.LoadSchema(schemas.FS, sc.ID, sc.File)
+		}
+	}
+	return nil, fmt.Errorf("batch %s: schema %s is not configured and not embedded: name its file with -schema-file", b.ID, b.SchemaID)
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
