@@ -135,7 +135,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) (err error) {
 	ing, err := ingest.New(ingest.Config{
 		Store: s.cfg.Store, Publisher: s.cfg.Publisher, SchemaID: schema, MaxTextBytes: s.cfg.MaxTextBytes,
 		BatchID: q.Get("batch"), SourceName: sourceName(r, q.Get("name")), Format: format,
-		Parallel: s.cfg.Parallel, Logger: s.log,
+		Parallel: s.cfg.Parallel, MaxErrors: s.cfg.MaxErrors, NATSRetryTime: s.cfg.NATSRetryTime, Logger: s.log,
 	})
 	if err != nil {
 		rl.err = err

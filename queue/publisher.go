@@ -51,6 +51,9 @@ func NewPublisher(js jetstream.JetStream, cfg config.NATS) *Publisher {
 	}
 }
 
+// Stream is the name of the stream p publishes on.
+func (p *Publisher) Stream() string { return p.cfg.Stream }
+
 // Publish publishes env on cfg.RunsSubject(env.SchemaID) with the header
 // Nats-Msg-Id set to dedupID, and waits for the stream's acknowledgement.
 // It returns duplicate=true when the stream already holds a message with
