@@ -1003,7 +1003,17 @@ func (in *Ingester) publish(ctx context.Context, dedupID string, env queue.Envel
 	var since time.Time // the first failure
 	var told error      // the most telling answer so far
 	for {
-		_, err := in.cfg.Publisher.Publish(ctx, dedupID, env)
+		// One publish (with the Publisher's own retries) is bounded by
+		// what is left of the wait, so a lost connection does not
+		// stretch it.
+		start := time.Now()
+		limit := since.Add(in.cfg.NATSRetryTime)
+		if since.IsZero() {
+			limit = start.Add(in.cfg.NATSRetryTime)
+		}
+		pctx, cancel := context.WithDeadline(ctx, limit)
+		_, err := in.cfg.Publisher.Publish(pctx, dedupID, env)
+		cancel()
 		if err == nil {
 			return nil
 		}
@@ -1016,11 +1026,13 @@ func (in *Ingester) publish(ctx context.Context, dedupID string, env queue.Envel
 			return fmt.Errorf("%w (NATS: %s)", context.Cause(ctx), queue.Explain(told, stream))
 		case !queue.IsRetryable(err):
 			return fmt.Errorf("%s: %w", queue.Explain(err, stream), err)
-		case since.IsZero():
-			since = time.Now()
+		}
+		if since.IsZero() {
+			since = start
 			in.log.Warn("NATS does not take the run; waiting", zap.Int64("message_id", env.MessageID),
 				zap.Duration("retry_time", in.cfg.NATSRetryTime), zap.String("answer", queue.Explain(err, stream)))
-		case time.Since(since) >= in.cfg.NATSRetryTime:
+		}
+		if time.Since(since) >= in.cfg.NATSRetryTime {
 			return fmt.Errorf("NATS did not take the run for %v: %s: %w", in.cfg.NATSRetryTime, queue.Explain(told, stream), told)
 		}
 		select {
