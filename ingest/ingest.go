@@ -992,6 +992,11 @@ func finish(ctx context.Context, stmt func(context.Context) error) error {
 	return stmt(sctx)
 }
 
+// publishAttempt bounds one publish of a run, its retries included; a
+// publish not acknowledged by then is tried again (the dedup id keeps a
+// late first copy from being stored twice).
+const publishAttempt = 10 * time.Second
+
 // publish publishes one run. While NATS does not take it (queue.IsRetryable:
 // the stream at its limits, JetStream out of storage, no responders, the
 // connection lost) it waits (250ms, doubling to 5s) and tries again, for
@@ -1003,13 +1008,16 @@ func (in *Ingester) publish(ctx context.Context, dedupID string, env queue.Envel
 	var since time.Time // the first failure
 	var told error      // the most telling answer so far
 	for {
-		// One publish (with the Publisher's own retries) is bounded by
-		// what is left of the wait, so a lost connection does not
-		// stretch it.
+		// One publish is bounded by publishAttempt and by what is left of
+		// the wait: this loop, not the Publisher's own retries, waits
+		// out a NATS that does not answer, and says so at once.
 		start := time.Now()
 		limit := since.Add(in.cfg.NATSRetryTime)
 		if since.IsZero() {
 			limit = start.Add(in.cfg.NATSRetryTime)
+		}
+		if a := start.Add(publishAttempt); a.Before(limit) {
+			limit = a
 		}
 		pctx, cancel := context.WithDeadline(ctx, limit)
 		_, err := in.cfg.Publisher.Publish(pctx, dedupID, env)

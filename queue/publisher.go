@@ -92,6 +92,11 @@ func (p *Publisher) publish(ctx context.Context, dedupID string, msg *nats.Msg) 
 		return nil, err
 	}, backoff.WithBackOff(bo), backoff.WithMaxTries(p.MaxRetries+1), backoff.WithMaxElapsedTime(0))
 	if err != nil {
+		if nc := p.js.Conn(); nc != nil && !nc.IsConnected() && !errors.Is(err, nats.ErrConnectionReconnecting) {
+			// A timeout while the connection is down says only that:
+			// name the cause (Explain).
+			err = fmt.Errorf("%w: %w", nats.ErrConnectionReconnecting, err)
+		}
 		return false, fmt.Errorf("queue.Publish(%q): %w", dedupID, err)
 	}
 	return ack.Duplicate, nil
