@@ -121,8 +121,9 @@ func (e LineError) Error() string {
 
 // Summary is what one ingest did.
 type Summary struct {
-	// BatchID is the batch recorded; "" when none was, every line being
-	// rejected.
+	// BatchID is the batch recorded; "" when none was kept: nothing new
+	// got into it (every line rejected or a duplicate, or the ingest
+	// stopped before its first message was stored).
 	BatchID string `json:"batch_id"`
 	// Lines counts the non-blank JSONL lines read, over-long ones included,
 	// or the CSV records (the header not counted), so
@@ -563,15 +564,18 @@ type input interface {
 // record. Bad ones are rejected with their line number and the rest go on.
 // It first reads the start of r (SniffBytes, or all of r when shorter) to
 // refuse an input that is not text; the batch is recorded when the first
-// line or record that passes its checks is read (an input whose every line
-// is rejected records none, and its Summary's BatchID is ""). Run returns
-// an error only when it cannot go on
+// line or record that passes its checks is read, and deleted at the end
+// when nothing new got into it (every line rejected or a duplicate, or an
+// error before the first message was stored: its Summary's BatchID is
+// then ""). A value the database refuses (store.ValueError) rejects its
+// line like any bad line. Run returns an error only when it cannot go on
 // at all: a *StartError when nothing is recorded (a bad CSV header; an
 // input without messages, wrapping an *EmptyInputError; an input that is
 // compressed, an archive or not text, wrapping an *UnreadableInputError; a
 // batch that cannot be recorded; the reader failing or ctx ending before
-// the first line), else the reader failing, the database or the stream
-// failing, or ctx ending; the Summary then says how far it got.
+// the first line), else the reader failing, the database unreachable
+// for DBRetryTime, NATS not taking a run for Config.NATSRetryTime, or ctx
+// ending; the Summary then says how far it got.
 func (in *Ingester) Run(ctx context.Context, r io.Reader) (sum Summary, err error) {
 	// BatchID is set once the batch is recorded.
 	sum.rej = &rejections{max: in.cfg.MaxErrors, onReject: in.cfg.OnReject}
