@@ -9,17 +9,30 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// errCodeInsufficientResources is the server's "insufficient resources"
-// (JSInsufficientResourcesErr): JetStream has no storage left for the
-// message, such as a full disk or its max_file_store reached.
-const errCodeInsufficientResources jetstream.ErrorCode = 10047
+// Server errors of JetStream out of storage (nats-server's
+// server/errors.json): "insufficient resources" (JSInsufficientResourcesErr,
+// its max_file_store reached or its disk full), "insufficient storage
+// resources available" (JSStorageResourcesExceededErr) and "resource
+// limits exceeded for account" (JSAccountResourcesExceededErr).
+const (
+	errCodeInsufficientResources    jetstream.ErrorCode = 10023
+	errCodeStorageResourcesExceeded jetstream.ErrorCode = 10047
+	errCodeAccountResourcesExceeded jetstream.ErrorCode = 10002
+)
 
-// IsOutOfStorage reports whether a publish was refused because the
-// server's JetStream storage is exhausted (insufficient resources, error
-// 10047). Nothing was stored; it may succeed once space is freed.
+// IsOutOfStorage reports whether a publish was refused because JetStream's
+// storage is exhausted (errors 10023, 10047 or 10002). Nothing was
+// stored; it may succeed once space is freed.
 func IsOutOfStorage(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeInsufficientResources
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	switch apiErr.ErrorCode {
+	case errCodeInsufficientResources, errCodeStorageResourcesExceeded, errCodeAccountResourcesExceeded:
+		return true
+	}
+	return false
 }
 
 // IsRetryable reports whether a publish that failed with err may succeed
@@ -48,7 +61,7 @@ func Explain(err error, stream string) string {
 		return ""
 	case IsOutOfStorage(err):
 		return fmt.Sprintf("NATS is out of storage: JetStream answered %q (error %d): free disk space on the NATS server, or raise its JetStream max_file_store",
-			desc, errCodeInsufficientResources)
+			desc, apiErr.ErrorCode)
 	case IsStreamFull(err):
 		return fmt.Sprintf("stream %s is full: JetStream answered %q (its max_msgs or max_bytes: configuration nats.max_msgs, nats.max_bytes) "+
 			"and no worker drained it: start workers, or raise the limits", stream, desc)
