@@ -996,6 +996,19 @@ func finish(ctx context.Context, stmt func(context.Context) error) error {
 	return stmt(sctx)
 }
 
+// NATSError is the cause of Run's error when NATS did not take a run:
+// it refused it for good, or did not take it for Config.NATSRetryTime.
+type NATSError struct {
+	// Explanation says what NATS answered, in words (queue.Explain),
+	// and how long it was waited for.
+	Explanation string
+	// Err is NATS's answer: the most telling of the tries.
+	Err error
+}
+
+func (e *NATSError) Error() string { return e.Explanation + ": " + e.Err.Error() }
+func (e *NATSError) Unwrap() error { return e.Err }
+
 // publishAttempt bounds one publish of a run, its retries included; a
 // publish not acknowledged by then is tried again (the dedup id keeps a
 // late first copy from being stored twice).
@@ -1037,7 +1050,7 @@ func (in *Ingester) publish(ctx context.Context, dedupID string, env queue.Envel
 		case ctx.Err() != nil:
 			return fmt.Errorf("%w (NATS: %s)", context.Cause(ctx), queue.Explain(told, stream))
 		case !queue.IsRetryable(err):
-			return fmt.Errorf("%s: %w", queue.Explain(err, stream), err)
+			return &NATSError{Explanation: queue.Explain(err, stream), Err: err}
 		}
 		if since.IsZero() {
 			since = start
@@ -1045,7 +1058,7 @@ func (in *Ingester) publish(ctx context.Context, dedupID string, env queue.Envel
 				zap.Duration("retry_time", in.cfg.NATSRetryTime), zap.String("answer", queue.Explain(err, stream)))
 		}
 		if time.Since(since) >= in.cfg.NATSRetryTime {
-			return fmt.Errorf("NATS did not take the run for %v: %s: %w", in.cfg.NATSRetryTime, queue.Explain(told, stream), told)
+			return &NATSError{Explanation: fmt.Sprintf("NATS did not take the run for %v: %s", in.cfg.NATSRetryTime, queue.Explain(told, stream)), Err: told}
 		}
 		select {
 		case <-ctx.Done():

@@ -4,6 +4,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/extractq/extractq/ingest/ingesttest"
+	"github.com/extractq/extractq/ingestapi"
+	"github.com/extractq/extractq/queue"
 )
 
 // A value the database cannot store is that line's rejection: a body of
@@ -28,5 +33,22 @@ func TestServeValueRefusedIs4xx(t *testing.T) {
 	r = se.post(t, "", "application/x-ndjson", "{\"id\": \"caf\xe9\", \"text\": \"Latin-1 id\"}\n")
 	if r.status != http.StatusUnprocessableEntity || len(r.ans.Errors) != 1 || !strings.Contains(r.ans.Errors[0].Reason, `"id" is not valid UTF-8`) {
 		t.Errorf("an id that is not UTF-8: status %d, body %s; want 422 saying so", r.status, r.body)
+	}
+}
+
+// A stream that stays full is a 503 saying so, naming the stream, once
+// nats.retry_time is spent: not a bare "Postgres or NATS failed".
+func TestServeStreamFullSaysSo(t *testing.T) {
+	t.Parallel()
+	e := ingesttest.NewEnv(t)
+	e.NATS.MaxMsgs = 1
+	if _, err := queue.EnsureStream(t.Context(), e.JS, e.NATS); err != nil {
+		t.Fatal(err)
+	}
+	se := newServerEnv(t, e, func(c *ingestapi.ServerConfig) { c.NATSRetryTime = 500 * time.Millisecond })
+	r := se.post(t, "", "application/x-ndjson", ingesttest.GoodLines(2))
+	want := "NATS did not take the run for 500ms: stream " + e.NATS.Stream + " is full"
+	if r.status != http.StatusServiceUnavailable || r.ans.Error == nil || !strings.HasPrefix(r.ans.Error.Message, want) || r.ans.Published != 1 {
+		t.Errorf("status %d, body %s; want 503 saying %s..., with 1 published", r.status, r.body, want)
 	}
 }
