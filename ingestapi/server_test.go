@@ -523,11 +523,14 @@ func TestServePublishFails(t *testing.T) {
 	nowhere.SubjectPrefix = e.NATS.SubjectPrefix + "_none"
 	pub := queue.NewPublisher(e.JS, nowhere)
 	pub.MaxRetries = 0
-	broken := newServerEnv(t, e, func(c *ingestapi.ServerConfig) { c.Publisher, c.Parallel = pub, 1 })
+	broken := newServerEnv(t, e, func(c *ingestapi.ServerConfig) {
+		c.Publisher, c.Parallel, c.NATSRetryTime = pub, 1, 500*time.Millisecond
+	})
 	body := `{"id": "p-1", "text": "Where is order 48213?"}` + "\n" + `{"id": "p-2", "text": "Refund 48214"}` + "\n"
 
 	r := broken.post(t, "", "application/x-ndjson", body)
-	wantError(t, "publish fails", r, http.StatusServiceUnavailable, "unavailable", "Postgres or NATS failed", "stopped after 1 line", "Post the same body again")
+	wantError(t, "publish fails", r, http.StatusServiceUnavailable, "unavailable",
+		"NATS did not take the run for 500ms: no responders: no JetStream server answered for stream "+nowhere.Stream, "stopped after 1 line", "Post the same body again")
 	if r.ans.BatchID == "" || r.ans.Lines != 1 || r.ans.Published != 0 {
 		t.Errorf("503 report %s, want its batch, 1 line read, 0 published", r.body)
 	}
