@@ -180,6 +180,12 @@ type NATS struct {
 	// waits and retries, so nothing is dropped.
 	MaxMsgs  int64 `yaml:"max_msgs"`
 	MaxBytes int64 `yaml:"max_bytes"`
+	// RetryTime is how long ingest (both modes) waits out a NATS that
+	// does not take a run: unreachable at start, restarting, out of
+	// storage, or a stream that stays full with no worker draining it;
+	// each line waits this long before the ingest stops, saying what NATS
+	// answered. Default 2m, as ingest waits for Postgres.
+	RetryTime time.Duration `yaml:"retry_time"`
 }
 
 // RunsSubject returns the subject runs of schemaID are published on.
@@ -206,6 +212,11 @@ type Ingest struct {
 	// MaxTextBytes rejects a message whose text is longer, in bytes.
 	// Default 32768.
 	MaxTextBytes int `yaml:"max_text_bytes"`
+	// MaxErrors is how many rejected lines an ingest lists with their
+	// reasons (on stderr as they come, and in its report); the rest are
+	// only counted, so a file of bad lines takes bounded memory. Default
+	// 1000.
+	MaxErrors int `yaml:"max_errors"`
 }
 
 // SimPromptErrors is one entry of Simulator.PromptErrors.
@@ -382,6 +393,8 @@ func (c Config) WithDefaults() Config {
 	c.NATS.Consumer = cmp.Or(c.NATS.Consumer, "workers")
 	c.NATS.DuplicateWindow = cmp.Or(c.NATS.DuplicateWindow, 2*time.Minute)
 	c.Ingest.MaxTextBytes = cmp.Or(c.Ingest.MaxTextBytes, 32768)
+	c.Ingest.MaxErrors = cmp.Or(c.Ingest.MaxErrors, 1000)
+	c.NATS.RetryTime = cmp.Or(c.NATS.RetryTime, 2*time.Minute)
 	c.Simulator.Addr = cmp.Or(c.Simulator.Addr, "127.0.0.1:8089")
 	c.Simulator.Profile = cmp.Or(c.Simulator.Profile, "generic")
 	return c
@@ -424,8 +437,11 @@ func (c Config) Validate() error {
 	if c.Ingest.MaxTextBytes < 1 {
 		return fmt.Errorf("ingest.max_text_bytes: %d is below 1", c.Ingest.MaxTextBytes)
 	}
+	if c.Ingest.MaxErrors < 1 {
+		return fmt.Errorf("ingest.max_errors: %d is below 1", c.Ingest.MaxErrors)
+	}
 	for name, d := range map[string]time.Duration{
-		"nats.duplicate_window": c.NATS.DuplicateWindow, "worker.ack_wait": c.Worker.AckWait,
+		"nats.duplicate_window": c.NATS.DuplicateWindow, "nats.retry_time": c.NATS.RetryTime, "worker.ack_wait": c.Worker.AckWait,
 		"worker.in_progress_every": c.Worker.InProgressEvery, "worker.commit_wait": c.Worker.CommitWait,
 		"worker.shutdown_grace": c.Worker.ShutdownGrace,
 		"llm.timeout":           c.LLM.Timeout, "provider.initial_interval": c.Provider.InitialInterval,

@@ -305,11 +305,24 @@ func quoteList(names []string) string {
 
 // parse checks one record as ParseLine checks a line: id, source and text
 // from their columns, every other non-empty cell as metadata (column name
-// to cell, strings). Each run of invalid UTF-8 bytes becomes one U+FFFD
-// and sets FlagInvalidUTF8. A record with another number of fields than
-// the header is rejected.
+// to cell, strings). An id or source cell that is not valid UTF-8 is
+// refused first; in any other cell, each run of invalid UTF-8 bytes
+// becomes one U+FFFD and sets FlagInvalidUTF8. A record with another
+// number of fields than the header is rejected.
 func (h *csvHeader) parse(rec []string, maxText int) (Input, error) {
 	var in Input
+	// The key first, as read: invalid UTF-8 in it is refused, not
+	// replaced as in the other cells.
+	for _, k := range []struct {
+		name string
+		i    int
+	}{{"id", h.id}, {"source", h.source}} {
+		if k.i >= 0 && k.i < len(rec) {
+			if err := checkKeyRaw(k.name, []byte(rec[k.i]), false); err != nil {
+				return in, err
+			}
+		}
+	}
 	repaired := false
 	for i, f := range rec {
 		if !utf8.ValidString(f) {

@@ -74,8 +74,27 @@ type Config struct {
 	// Parallel is how many lines are recorded and published at once.
 	// Default 1: one after the other.
 	Parallel int
+	// NATSRetryTime is how long one line's publish waits out a NATS that
+	// does not take it (not connected, no responders, no answer, out of
+	// storage, the stream full with nothing draining it) before the
+	// ingest stops with what NATS answered (queue.Explain). Default
+	// DBRetryTime, as long as Postgres is waited for (configuration key
+	// nats.retry_time).
+	NATSRetryTime time.Duration
+	// MaxErrors is how many rejected lines Summary.Errors keeps, with
+	// their reasons; the rest are only counted (Summary.ErrorsOmitted), so
+	// a file of bad lines takes bounded memory. Default DefaultMaxErrors.
+	MaxErrors int
+	// OnReject, if set, is called with each rejected line that Errors
+	// keeps, as it is rejected (so the first MaxErrors, in the order they
+	// came: line order when Parallel is 1), one call at a time.
+	OnReject func(LineError)
 	Logger   *zap.Logger
 }
+
+// DefaultMaxErrors is Config.MaxErrors's default (configuration key
+// ingest.max_errors).
+const DefaultMaxErrors = 1000
 
 // LineError is a rejected line: its 1-based number (for CSV, the first
 // line of the record), the message id when it could be read, and why.
@@ -102,8 +121,9 @@ func (e LineError) Error() string {
 
 // Summary is what one ingest did.
 type Summary struct {
-	// BatchID is the batch recorded; "" when none was, every line being
-	// rejected.
+	// BatchID is the batch recorded; "" when none was kept: nothing new
+	// got into it (every line rejected or a duplicate, or the ingest
+	// stopped before its first message was stored).
 	BatchID string `json:"batch_id"`
 	// Lines counts the non-blank JSONL lines read, over-long ones included,
 	// or the CSV records (the header not counted), so
@@ -118,8 +138,12 @@ type Summary struct {
 	Duplicates int `json:"duplicates"`
 	// Rejected counts bad lines and conflicts (same id, other text).
 	Rejected int `json:"rejected"`
-	// Errors lists every rejected line.
+	// Errors lists the first Config.MaxErrors rejected lines (in the order
+	// they were rejected), sorted by line.
 	Errors []LineError `json:"errors,omitempty"`
+	// ErrorsOmitted counts the rejected lines past those: Rejected =
+	// len(Errors) + ErrorsOmitted.
+	ErrorsOmitted int `json:"errors_omitted,omitempty"`
 	// Waiting lists the duplicates whose run (of an earlier batch) is still
 	// queued, so a wait covers them too.
 	Waiting []store.RunRef `json:"-"`
@@ -133,6 +157,34 @@ type Summary struct {
 	// LooksLikeCSV reports that the first line of JSONL input reads as a
 	// CSV header with "id" and "text" columns: CSV given as JSONL.
 	LooksLikeCSV bool `json:"-"`
+
+	// rej keeps the rejections of every part of one Run; nil once Run
+	// has returned.
+	rej *rejections
+}
+
+// rejections keeps the first max rejected lines of a Run and counts the
+// rest, for every goroutine of the Run.
+type rejections struct {
+	mu       sync.Mutex
+	max      int
+	kept     []LineError
+	omitted  int
+	onReject func(LineError)
+}
+
+// add keeps e, or counts it when max are kept.
+func (r *rejections) add(e LineError) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.kept) >= r.max {
+		r.omitted++
+		return
+	}
+	r.kept = append(r.kept, e)
+	if r.onReject != nil {
+		r.onReject(e)
+	}
 }
 
 // MaxInvalidUTF8Lines is how many line numbers Summary.InvalidUTF8Lines
@@ -144,7 +196,6 @@ func (s *Summary) add(p Summary) {
 	s.Published += p.Published
 	s.Duplicates += p.Duplicates
 	s.Rejected += p.Rejected
-	s.Errors = append(s.Errors, p.Errors...)
 	s.Waiting = append(s.Waiting, p.Waiting...)
 	s.InvalidUTF8 += p.InvalidUTF8
 	if len(p.InvalidUTF8Lines) > 0 {
@@ -176,6 +227,12 @@ func New(cfg Config) (*Ingester, error) {
 	}
 	if cfg.BatchID == "" {
 		cfg.BatchID = NewBatchID(time.Now())
+	}
+	if cfg.NATSRetryTime <= 0 {
+		cfg.NATSRetryTime = DBRetryTime
+	}
+	if cfg.MaxErrors <= 0 {
+		cfg.MaxErrors = DefaultMaxErrors
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -210,16 +267,30 @@ type Input struct {
 // string with at least one non-space character, at most maxText bytes, no
 // NUL). Keys are case-sensitive: a line with "ID" but no "id" is missing
 // "id", and the error names "ID". "source" (a string) is optional; every
-// other key is kept as metadata (keys sorted, compact; {} when none). Each
-// run of invalid UTF-8 bytes is replaced by one U+FFFD and FlagInvalidUTF8
-// is set. The error names what is wrong; for invalid JSON, the 1-based
-// byte offset into line as given.
+// other key is kept as metadata (keys sorted, compact; {} when none), but
+// for a number Postgres jsonb cannot hold (1e1000000), refused with its
+// path. An id or source that is not valid UTF-8, or holds a lone UTF-16
+// surrogate escape, is refused before anything else is checked: ids are
+// kept byte for byte. Elsewhere, each run of invalid UTF-8 bytes is
+// replaced by one U+FFFD and FlagInvalidUTF8 is set. The error names what
+// is wrong; for invalid JSON, the 1-based byte offset into line as given.
 func ParseLine(line []byte, maxText int) (Input, error) {
 	var in Input
 	// Parsed as read first, so a syntax error's offset points into the
 	// line itself, not into its repaired copy.
 	var obj map[string]json.RawMessage
 	err := json.Unmarshal(line, &obj)
+	if err == nil {
+		// The key first, as read: invalid UTF-8 in it is refused, not
+		// replaced with the rest of the line's.
+		for _, k := range []string{"id", "source"} {
+			if raw, ok := obj[k]; ok && len(raw) > 0 && raw[0] == '"' {
+				if kerr := checkKeyRaw(k, raw, true); kerr != nil {
+					return in, kerr
+				}
+			}
+		}
+	}
 	if err == nil && !utf8.Valid(line) {
 		// Bad bytes can only be inside strings here; replacing them keeps
 		// the line valid JSON.
@@ -390,7 +461,8 @@ func (in *Input) setText(text string, maxText int) error {
 
 // setMetadata encodes meta (a map) as the message's metadata: keys
 // sorted, compact, and <, >, & kept as they are (not \u003c...). A NUL
-// anywhere in it is refused.
+// anywhere in it is refused, and so is a number Postgres jsonb cannot
+// hold (checkNumbers).
 func (in *Input) setMetadata(meta any) error {
 	var mb bytes.Buffer
 	enc := json.NewEncoder(&mb)
@@ -401,6 +473,9 @@ func (in *Input) setMetadata(meta any) error {
 	doc := bytes.TrimSuffix(mb.Bytes(), []byte("\n"))
 	if hasNULEscape(doc) {
 		return errors.New("metadata contains a NUL character")
+	}
+	if err := checkNumbers(doc); err != nil {
+		return err
 	}
 	in.Metadata = doc
 	return nil
@@ -489,17 +564,26 @@ type input interface {
 // record. Bad ones are rejected with their line number and the rest go on.
 // It first reads the start of r (SniffBytes, or all of r when shorter) to
 // refuse an input that is not text; the batch is recorded when the first
-// line or record that passes its checks is read (an input whose every line
-// is rejected records none, and its Summary's BatchID is ""). Run returns
-// an error only when it cannot go on
+// line or record that passes its checks is read, and deleted at the end
+// when nothing new got into it (every line rejected or a duplicate, or an
+// error before the first message was stored: its Summary's BatchID is
+// then ""). A value the database refuses (store.ValueError) rejects its
+// line like any bad line. Run returns an error only when it cannot go on
 // at all: a *StartError when nothing is recorded (a bad CSV header; an
 // input without messages, wrapping an *EmptyInputError; an input that is
 // compressed, an archive or not text, wrapping an *UnreadableInputError; a
 // batch that cannot be recorded; the reader failing or ctx ending before
-// the first line), else the reader failing, the database or the stream
-// failing, or ctx ending; the Summary then says how far it got.
-func (in *Ingester) Run(ctx context.Context, r io.Reader) (Summary, error) {
-	var sum Summary // BatchID is set once the batch is recorded
+// the first line), else the reader failing, the database unreachable
+// for DBRetryTime, NATS not taking a run for Config.NATSRetryTime, or ctx
+// ending; the Summary then says how far it got.
+func (in *Ingester) Run(ctx context.Context, r io.Reader) (sum Summary, err error) {
+	// BatchID is set once the batch is recorded.
+	sum.rej = &rejections{max: in.cfg.MaxErrors, onReject: in.cfg.OnReject}
+	defer func() {
+		sum.Errors, sum.ErrorsOmitted = sum.rej.kept, sum.rej.omitted
+		sort.SliceStable(sum.Errors, func(i, j int) bool { return sum.Errors[i].Line < sum.Errors[j].Line })
+		sum.rej = nil
+	}()
 	// The start of the input is looked at first: a compressed file, or
 	// one that is not text at all, is refused whole, rather than line by
 	// line, and leaves nothing behind.
@@ -558,23 +642,17 @@ func (in *Ingester) Run(ctx context.Context, r io.Reader) (Summary, error) {
 	} else {
 		readErr = in.parallel(ctx, cancel, n, src, &sum, func() bool { return started || start() })
 	}
-	err := context.Cause(ctx)
+	err = context.Cause(ctx)
 	if err == nil {
 		err = readErr
 	}
-	if started && err == nil && sum.Published == 0 && sum.Duplicates == 0 {
-		// Every line was rejected, the last ones by the database (a
-		// conflict, an erased id): the batch holds nothing, so it goes,
-		// as when every line fails its checks.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statementTimeout)
-		deleted, derr := in.cfg.Store.BatchDeleteEmpty(dctx, in.cfg.Store.Pool, in.cfg.BatchID)
-		cancel()
-		if derr != nil {
-			in.log.Warn("deleting an empty batch", zap.String("batch_id", in.cfg.BatchID), zap.Error(derr))
-		}
-		if deleted {
-			sum.BatchID = ""
-		}
+	if _, ok := errors.AsType[*StartError](err); started && sum.Published == 0 && !ok {
+		// Nothing got into the batch (every line rejected, the last ones
+		// by the database; every line a duplicate; or the ingest stopped
+		// before its first message was stored): it goes, as when no line
+		// passes its checks. Whether it holds nothing is decided by the
+		// delete itself.
+		in.deleteIfEmpty(ctx, &sum)
 	}
 	if !started {
 		switch {
@@ -589,6 +667,31 @@ func (in *Ingester) Run(ctx context.Context, r io.Reader) (Summary, error) {
 		}
 	}
 	return sum, err
+}
+
+// batchDeleteTime bounds how long deleteIfEmpty waits out an unreachable
+// Postgres.
+const batchDeleteTime = 10 * time.Second
+
+// deleteIfEmpty deletes the batch when no message and no run names it,
+// waiting out a lost connection for up to batchDeleteTime even when ctx
+// has ended, and clears sum.BatchID when it did.
+func (in *Ingester) deleteIfEmpty(ctx context.Context, sum *Summary) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchDeleteTime)
+	defer cancel()
+	st := in.cfg.Store
+	var deleted bool
+	err := store.Retry(dctx, batchDeleteTime, func() error {
+		var err error
+		deleted, err = st.BatchDeleteEmpty(dctx, st.Pool, in.cfg.BatchID)
+		return err
+	})
+	if err != nil {
+		in.log.Warn("deleting an empty batch", zap.String("batch_id", in.cfg.BatchID), zap.Error(err))
+	}
+	if deleted {
+		sum.BatchID = ""
+	}
 }
 
 // parallel reads and checks src's lines on this goroutine and records and
@@ -608,6 +711,7 @@ func (in *Ingester) parallel(ctx context.Context, cancel context.CancelCauseFunc
 	parts := make([]Summary, n)
 	var wg sync.WaitGroup
 	for i := range n {
+		parts[i].rej = sum.rej
 		jobs[i] = make(chan job, 1)
 		wg.Go(func() {
 			for j := range jobs[i] {
@@ -647,7 +751,6 @@ func (in *Ingester) parallel(ctx context.Context, cancel context.CancelCauseFunc
 	for _, p := range parts {
 		sum.add(p)
 	}
-	sort.SliceStable(sum.Errors, func(i, j int) bool { return sum.Errors[i].Line < sum.Errors[j].Line })
 	return readErr
 }
 
@@ -774,7 +877,7 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 
 func (s *Summary) reject(e LineError) {
 	s.Rejected++
-	s.Errors = append(s.Errors, e)
+	s.rej.add(e)
 }
 
 // check parses one line or record with parse; one that fails is
@@ -812,6 +915,12 @@ func (in *Ingester) record(ctx context.Context, lineNo int, msg Input, sum *Summ
 			return err
 		})
 	})
+	if ve, ok := errors.AsType[*store.ValueError](err); ok {
+		// The line's own value, refused on every try: its verdict, not
+		// the file's.
+		sum.reject(LineError{Line: lineNo, ID: msg.ID, Reason: ve.Error()})
+		return nil
+	}
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		sum.reject(LineError{Line: lineNo, ID: msg.ID, Reason: "conflict: this id is already stored with a different text; the stored message is kept"})
@@ -887,25 +996,74 @@ func finish(ctx context.Context, stmt func(context.Context) error) error {
 	return stmt(sctx)
 }
 
-// publish publishes one run. While the stream is at its limits it waits
-// (250ms, doubling to 5s) and tries again until ctx ends: back-pressure,
-// never a dropped message.
+// NATSError is the cause of Run's error when NATS did not take a run:
+// it refused it for good, or did not take it for Config.NATSRetryTime.
+type NATSError struct {
+	// Explanation says what NATS answered, in words (queue.Explain),
+	// and how long it was waited for.
+	Explanation string
+	// Err is NATS's answer: the most telling of the tries.
+	Err error
+}
+
+func (e *NATSError) Error() string { return e.Explanation + ": " + e.Err.Error() }
+func (e *NATSError) Unwrap() error { return e.Err }
+
+// publishAttempt bounds one publish of a run, its retries included; a
+// publish not acknowledged by then is tried again (the dedup id keeps a
+// late first copy from being stored twice).
+const publishAttempt = 10 * time.Second
+
+// publish publishes one run. While NATS does not take it (queue.IsRetryable:
+// the stream at its limits, JetStream out of storage, no responders, the
+// connection lost) it waits (250ms, doubling to 5s) and tries again, for
+// up to Config.NATSRetryTime from the first failure: back-pressure, never
+// a dropped message. The error then says what NATS answered, the most
+// telling answer of the tries (queue.Explain).
 func (in *Ingester) publish(ctx context.Context, dedupID string, env queue.Envelope) error {
 	wait := 250 * time.Millisecond
-	warned := false
+	var since time.Time // the first failure
+	var told error      // the most telling answer so far
 	for {
-		_, err := in.cfg.Publisher.Publish(ctx, dedupID, env)
-		if err == nil || !queue.IsStreamFull(err) {
-			return err
+		// One publish is bounded by publishAttempt and by what is left of
+		// the wait: this loop, not the Publisher's own retries, waits
+		// out a NATS that does not answer, and says so at once.
+		start := time.Now()
+		limit := since.Add(in.cfg.NATSRetryTime)
+		if since.IsZero() {
+			limit = start.Add(in.cfg.NATSRetryTime)
 		}
-		if !warned {
-			in.log.Warn("stream is full; waiting for workers to drain it", zap.Int64("message_id", env.MessageID))
-			warned = true
+		if a := start.Add(publishAttempt); a.Before(limit) {
+			limit = a
+		}
+		pctx, cancel := context.WithDeadline(ctx, limit)
+		_, err := in.cfg.Publisher.Publish(pctx, dedupID, env)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if queue.ExplainRank(err) >= queue.ExplainRank(told) {
+			told = err
+		}
+		stream := in.cfg.Publisher.Stream()
+		switch {
+		case ctx.Err() != nil:
+			return fmt.Errorf("%w (NATS: %s)", context.Cause(ctx), queue.Explain(told, stream))
+		case !queue.IsRetryable(err):
+			return &NATSError{Explanation: queue.Explain(err, stream), Err: err}
+		}
+		if since.IsZero() {
+			since = start
+			in.log.Warn("NATS does not take the run; waiting", zap.Int64("message_id", env.MessageID),
+				zap.Duration("retry_time", in.cfg.NATSRetryTime), zap.String("answer", queue.Explain(err, stream)))
+		}
+		if time.Since(since) >= in.cfg.NATSRetryTime {
+			return &NATSError{Explanation: fmt.Sprintf("NATS did not take the run for %v: %s", in.cfg.NATSRetryTime, queue.Explain(told, stream)), Err: told}
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("stream full and %w", ctx.Err())
-		case <-time.After(wait):
+			return fmt.Errorf("%w (NATS: %s)", context.Cause(ctx), queue.Explain(told, stream))
+		case <-time.After(min(wait, time.Until(since.Add(in.cfg.NATSRetryTime)))):
 		}
 		wait = min(2*wait, 5*time.Second)
 	}

@@ -11,7 +11,7 @@ import (
 // Report is what one ingest did and where its batch stands: what
 // `ingest -json` prints and what POST /v1/messages answers.
 type Report struct {
-	BatchID          string  `json:"batch_id,omitempty"` // left out when every line was rejected: no batch was recorded
+	BatchID          string  `json:"batch_id,omitempty"` // left out when no batch was recorded: nothing new got in (every line rejected or a duplicate)
 	Lines            int     `json:"lines"`
 	Published        int     `json:"published"`
 	Duplicates       int     `json:"duplicates"`
@@ -34,6 +34,9 @@ type Report struct {
 	InvalidUTF8Lines []int       `json:"invalid_utf8_lines,omitempty"`
 	TimedOut         bool        `json:"timed_out,omitempty"`
 	Errors           []LineError `json:"errors,omitempty"`
+	// ErrorsOmitted counts the rejected lines not in Errors, which lists
+	// the first Config.MaxErrors (ingest.max_errors).
+	ErrorsOmitted int `json:"errors_omitted,omitempty"`
 	// Hint says what the input probably is when every line was rejected
 	// for a reason the input's format explains, such as "the input looks
 	// like CSV: use -format csv".
@@ -44,17 +47,22 @@ type Report struct {
 // the batch's outcomes: see AddOutcomes.
 func NewReport(sum Summary) Report {
 	return Report{BatchID: sum.BatchID, Lines: sum.Lines, Published: sum.Published, Duplicates: sum.Duplicates,
-		Rejected: sum.Rejected, InvalidUTF8: sum.InvalidUTF8, InvalidUTF8Lines: sum.InvalidUTF8Lines, Errors: sum.Errors}
+		Rejected: sum.Rejected, InvalidUTF8: sum.InvalidUTF8, InvalidUTF8Lines: sum.InvalidUTF8Lines, Errors: sum.Errors,
+		ErrorsOmitted: sum.ErrorsOmitted}
 }
 
 // AddOutcomes reads where sum's batch stands into rep: queued (with the
 // duplicates of sum whose earlier run is still queued), succeeded,
-// repaired, failed and the LLM calls, tokens and cost; nothing when no
-// batch was recorded (sum.BatchID ""). A lost connection
+// repaired, failed and the LLM calls, tokens and cost; only the queued
+// duplicates when no batch was recorded (sum.BatchID ""). A lost connection
 // is retried for up to 10s within ctx; the error is the last one.
 func AddOutcomes(ctx context.Context, st *store.Store, sum Summary, rep *Report) error {
 	if sum.BatchID == "" {
-		return nil // no batch was recorded: every line was rejected
+		// No batch was recorded (nothing new got in): what is queued is
+		// the duplicates' earlier runs.
+		waiting, err := st.RunCountQueued(ctx, st.Pool, sum.Waiting)
+		rep.Queued, rep.QueuedDuplicates = waiting, waiting
+		return err
 	}
 	var bs store.BatchSummary
 	err := store.Retry(ctx, 10*time.Second, func() error {

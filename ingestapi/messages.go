@@ -135,7 +135,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) (err error) {
 	ing, err := ingest.New(ingest.Config{
 		Store: s.cfg.Store, Publisher: s.cfg.Publisher, SchemaID: schema, MaxTextBytes: s.cfg.MaxTextBytes,
 		BatchID: q.Get("batch"), SourceName: sourceName(r, q.Get("name")), Format: format,
-		Parallel: s.cfg.Parallel, Logger: s.log,
+		Parallel: s.cfg.Parallel, MaxErrors: s.cfg.MaxErrors, NATSRetryTime: s.cfg.NATSRetryTime, Logger: s.log,
 	})
 	if err != nil {
 		rl.err = err
@@ -188,9 +188,12 @@ func (s *Server) runFailed(ctx context.Context, w http.ResponseWriter, r *http.R
 		return httperr.Errorf(httperr.Conflict, "batch %q already exists; a batch id is used once: leave out batch for a new one", sum.BatchID)
 	}
 	why := "Postgres or NATS failed"
+	ne, natsFailed := errors.AsType[*ingest.NATSError](err)
 	switch {
 	case s.stop.Err() != nil:
 		why = "the server is shutting down"
+	case natsFailed:
+		why = ne.Explanation
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		why = fmt.Sprintf("the request took longer than %v (is the stream full, or Postgres slow?)", s.cfg.RequestTimeout)
 	case r.Context().Err() != nil:

@@ -100,6 +100,14 @@ type ServerConfig struct {
 	Schemas []string
 	// MaxTextBytes rejects longer texts (Config.MaxTextBytes). Required.
 	MaxTextBytes int
+	// MaxErrors is how many rejected lines an answer lists with their
+	// reasons (ingest.Config.MaxErrors); the rest are counted in its
+	// errors_omitted. Default ingest.DefaultMaxErrors.
+	MaxErrors int
+	// NATSRetryTime is how long a line's publish waits out a NATS that
+	// does not take it (ingest.Config.NATSRetryTime), within
+	// RequestTimeout. Default ingest.DBRetryTime.
+	NATSRetryTime time.Duration
 	// MaxBodyBytes is the largest body taken, in bytes; a larger one is
 	// answered 413 and nothing of it is stored. Default DefaultMaxBodyBytes.
 	// A body is held in memory while it is ingested, so at most

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -14,15 +15,17 @@ import (
 	"go.uber.org/zap"
 )
 
-// ConnectTimeout bounds how long Connect retries the first connection.
+// ConnectTimeout bounds how long Connect retries the first connection
+// when ctx has no deadline.
 const ConnectTimeout = 30 * time.Second
 
 // Connect connects to the NATS server(s) at url (a comma-separated list is
 // allowed) as client name, and returns the connection and its JetStream
 // context.
 //
-// The first connection is retried with exponential backoff for up to
-// ConnectTimeout, or until ctx is done. Once connected, the client
+// The first connection is retried with exponential backoff until ctx's
+// deadline, or for up to ConnectTimeout when it has none, or until ctx is
+// done. Once connected, the client
 // reconnects forever; disconnects, reconnects, the close and asynchronous
 // errors (such as a slow consumer) are logged on log. Connect also checks
 // that the account has JetStream, so a server without it fails here rather
@@ -66,16 +69,26 @@ func Connect(ctx context.Context, url, name string, log *zap.Logger) (*nats.Conn
 	bo.MaxInterval = 5 * time.Second
 	attempt := 0
 	start := time.Now()
+	maxElapsed := ConnectTimeout
+	if _, ok := ctx.Deadline(); ok {
+		maxElapsed = 0 // until ctx's deadline
+	}
+	var last error // the last attempt's: what the server answered
 	nc, err := backoff.Retry(ctx, func() (*nats.Conn, error) {
 		attempt++
 		nc, err := nats.Connect(url, opts...)
+		last = err
 		if err != nil {
 			log.Warn("nats connect failed", zap.String("server", redactURLs(url)), zap.Int("attempt", attempt), zap.Error(err))
 			return nil, err
 		}
 		return nc, nil
-	}, backoff.WithBackOff(bo), backoff.WithMaxElapsedTime(ConnectTimeout))
+	}, backoff.WithBackOff(bo), backoff.WithMaxElapsedTime(maxElapsed))
 	if err != nil {
+		if last != nil && !errors.Is(err, last) {
+			// ctx ended between attempts: the last answer says why.
+			err = fmt.Errorf("%w; the last attempt: %w", err, last)
+		}
 		return nil, nil, fmt.Errorf("queue.Connect: %s: %d attempts over %v: %w", redactURLs(url), attempt, time.Since(start).Round(time.Second), err)
 	}
 	log.Info("nats connected",

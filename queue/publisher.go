@@ -51,6 +51,9 @@ func NewPublisher(js jetstream.JetStream, cfg config.NATS) *Publisher {
 	}
 }
 
+// Stream is the name of the stream p publishes on.
+func (p *Publisher) Stream() string { return p.cfg.Stream }
+
 // Publish publishes env on cfg.RunsSubject(env.SchemaID) with the header
 // Nats-Msg-Id set to dedupID, and waits for the stream's acknowledgement.
 // It returns duplicate=true when the stream already holds a message with
@@ -89,6 +92,11 @@ func (p *Publisher) publish(ctx context.Context, dedupID string, msg *nats.Msg) 
 		return nil, err
 	}, backoff.WithBackOff(bo), backoff.WithMaxTries(p.MaxRetries+1), backoff.WithMaxElapsedTime(0))
 	if err != nil {
+		if nc := p.js.Conn(); nc != nil && !nc.IsConnected() && !errors.Is(err, nats.ErrConnectionReconnecting) {
+			// A timeout while the connection is down says only that:
+			// name the cause (Explain).
+			err = fmt.Errorf("%w: %w", nats.ErrConnectionReconnecting, err)
+		}
 		return false, fmt.Errorf("queue.Publish(%q): %w", dedupID, err)
 	}
 	return ack.Duplicate, nil

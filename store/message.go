@@ -66,8 +66,8 @@ const (
 // MessageIngestParams is a message to record, with the batch and schema
 // of its first run.
 type MessageIngestParams struct {
-	Source      string          // may be empty
-	ExternalID  string          // required
+	Source      string          // may be empty; NUL or invalid UTF-8 is refused (CheckKeyText)
+	ExternalID  string          // required; NUL or invalid UTF-8 is refused (CheckKeyText)
 	Body        string          // NUL and invalid UTF-8 become U+FFFD (see CleanText)
 	ContentHash []byte          // required; compared on re-ingest
 	Metadata    json.RawMessage // a JSON object; nil means {}
@@ -148,8 +148,11 @@ RETURNING ` + runColumnsBare
 // again. If it exists with a different hash it writes nothing and
 // returns IngestConflict with the stored message and an error wrapping
 // ErrConflict; if its text was erased, IngestErased and an error wrapping
-// ErrErased. Concurrent ingests of one key give one IngestInserted, and
-// one IngestNewRun per schema.
+// ErrErased. A key part with a NUL or invalid UTF-8, or a value Postgres
+// refuses (SQLSTATE class 22 or 54: a number jsonb cannot hold, an id
+// too long to index), is an error wrapping a *ValueError: the input's
+// own fault, the same on every try. Concurrent ingests of one key give
+// one IngestInserted, and one IngestNewRun per schema.
 func (s *Store) MessageIngest(ctx context.Context, db DBTX, p MessageIngestParams) (MessageIngestResult, error) {
 	if p.ExternalID == "" || len(p.ContentHash) == 0 || p.BatchID == "" || p.SchemaID == "" {
 		return MessageIngestResult{}, fmt.Errorf("store.MessageIngest(%q, %q): external id, content hash, batch id and schema id are required",
@@ -163,7 +166,14 @@ func (s *Store) MessageIngest(ctx context.Context, db DBTX, p MessageIngestParam
 	for i, f := range p.Flags {
 		flags[i] = CleanText(f)
 	}
-	source, externalID := CleanText(p.Source), CleanText(p.ExternalID)
+	// A key is kept byte for byte: one Postgres could store only changed
+	// is refused, never rewritten into another message's key.
+	for _, k := range [][2]string{{"id", p.ExternalID}, {"source", p.Source}} {
+		if err := CheckKeyText(k[0], k[1]); err != nil {
+			return MessageIngestResult{}, fmt.Errorf("store.MessageIngest(%q, %q): %w", p.Source, p.ExternalID, err)
+		}
+	}
+	source, externalID := p.Source, p.ExternalID
 
 	rows, err := db.Query(ctx, messageIngestSQL,
 		source, externalID, CleanText(p.Body), p.ContentHash, metadata, flags, p.BatchID, p.SchemaID)

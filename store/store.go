@@ -237,6 +237,11 @@ func interpretError(err error) error {
 	if errors.As(err, &pgErr) && pgErr.Code == pgMessageErased {
 		return fmt.Errorf("%w: %s", ErrErased, pgErr.Message)
 	}
+	if ve := valueError(err); ve != nil {
+		// Refused for a value (class 22 or 54): the caller can tell
+		// which input carried it (errors.As *ValueError).
+		return fmt.Errorf("%w: %w", ve, err)
+	}
 	if errors.As(err, &pgErr) && pgErr.Code == pgUniqueViolation {
 		if outcomeConstraints[pgErr.ConstraintName] {
 			return fmt.Errorf("%w (constraint %s)", ErrOutcomeExists, pgErr.ConstraintName)

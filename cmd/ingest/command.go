@@ -133,7 +133,16 @@ func ingestFile(ctx context.Context, o fileOptions, env startup.Env, log *zap.Lo
 	}
 	ing, err := ingest.New(ingest.Config{
 		Store: st, Publisher: queue.NewPublisher(svc.js, cfg.NATS), SchemaID: o.SchemaID,
-		MaxTextBytes: cfg.Ingest.MaxTextBytes, BatchID: o.BatchID, SourceName: name, Format: format, Parallel: o.Parallel, Logger: log,
+		MaxTextBytes: cfg.Ingest.MaxTextBytes, BatchID: o.BatchID, SourceName: name, Format: format, Parallel: o.Parallel,
+		NATSRetryTime: cfg.NATS.RetryTime, MaxErrors: cfg.Ingest.MaxErrors, Logger: log,
+		// Each rejection as it comes (the first MaxErrors), so a long file
+		// tells at once, and its reasons are never all held.
+		OnReject: func(le ingest.LineError) {
+			if bar != nil {
+				bar.Clear()
+			}
+			fmt.Fprintf(stderr, "ingest: rejected %v\n", le)
+		},
 	})
 	if err != nil {
 		return fail("%v", err)
@@ -142,8 +151,9 @@ func ingestFile(ctx context.Context, o fileOptions, env startup.Env, log *zap.Lo
 	if bar != nil {
 		bar.Finish()
 	}
-	for _, le := range sum.Errors {
-		fmt.Fprintf(stderr, "ingest: rejected %v\n", le)
+	if sum.ErrorsOmitted > 0 {
+		fmt.Fprintf(stderr, "ingest: and %s not listed (the first %d are: ingest.max_errors)\n",
+			plural(sum.ErrorsOmitted, "more rejected line", "more rejected lines"), len(sum.Errors))
 	}
 	if ee, ok := errors.AsType[*ingest.EmptyInputError](runErr); ok {
 		fmt.Fprintf(stderr, "ingest: %s holds no messages (%s); no batch was recorded\n", name, ee.Reason)
@@ -174,8 +184,11 @@ func ingestFile(ctx context.Context, o fileOptions, env startup.Env, log *zap.Lo
 			rep.Hint = "the input looks like CSV: use -format csv"
 		}
 	}
-	recorded := sum.BatchID != "" // else every line was rejected
-	if o.Wait && runErr == nil && recorded {
+	// No batch is recorded when nothing new got in: every line was
+	// rejected or a duplicate. A wait still covers the duplicates whose
+	// earlier run is queued.
+	recorded := sum.BatchID != ""
+	if o.Wait && runErr == nil && (recorded || len(sum.Waiting) > 0) {
 		if !waitBatch(ctx, st, sum, o, stderr) {
 			rep.TimedOut = true
 			code = exitTimeout
@@ -327,7 +340,8 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// waitBatch polls the batch until no run is queued. It reports false on
+// waitBatch polls the batch (none when sum.BatchID is "") and the
+// queued runs of sum.Waiting until no run is queued. It reports false on
 // timeout or when ctx ends.
 func waitBatch(ctx context.Context, st *store.Store, sum ingest.Summary, o fileOptions, stderr io.Writer) bool {
 	poll := o.PollEvery
@@ -337,7 +351,11 @@ func waitBatch(ctx context.Context, st *store.Store, sum ingest.Summary, o fileO
 	deadline := time.Now().Add(o.Timeout)
 	var bar *progressbar.ProgressBar
 	for {
-		bs, err := st.BatchSummary(ctx, st.Pool, sum.BatchID)
+		var bs store.BatchSummary
+		var err error
+		if sum.BatchID != "" {
+			bs, err = st.BatchSummary(ctx, st.Pool, sum.BatchID)
+		}
 		if err == nil {
 			if bar == nil && !o.Quiet {
 				bar = progressbar.NewOptions(bs.Messages, progressbar.OptionSetWriter(stderr),

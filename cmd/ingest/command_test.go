@@ -112,22 +112,28 @@ func TestIngestFileJSON(t *testing.T) {
 		t.Errorf("stream holds %d messages, want 3", n)
 	}
 
-	// Again, with a named batch and text output: all duplicates.
+	// Again, with a named batch and text output: all duplicates, so
+	// nothing new got in and no batch is left behind.
 	o = fileOptions{File: file, ConfigPath: configPath, BatchID: "b-again", Quiet: true}
 	code, stdout, stderr = runCommand(t, o, env)
 	if code != exitOK {
 		t.Fatalf("second run: exit %d, want 0; stderr:\n%s", code, stderr)
 	}
-	if wantLine := "batch b-again: 4 lines, 0 published, 3 duplicates, 1 rejected\n"; !strings.HasPrefix(stdout, wantLine) {
-		t.Errorf("second run stdout:\n%s\nwant it to start with %q", stdout, wantLine)
+	if wantLine := "no batch recorded: 4 lines, 0 published, 3 duplicates, 1 rejected\n"; !strings.HasPrefix(stdout, wantLine) ||
+		!strings.Contains(stdout, ", 3 queued\n") {
+		t.Errorf("second run stdout:\n%s\nwant it to start with %q and count the 3 duplicates queued", stdout, wantLine)
+	}
+	if n := e.CountSQL(t, `SELECT count(*) FROM batches WHERE id = 'b-again'`); n != 0 {
+		t.Errorf("an all-duplicate ingest left its batch row")
 	}
 	if n := e.StreamMsgs(t); n != 3 {
 		t.Errorf("stream holds %d messages after the second run, want 3", n)
 	}
 
 	// A batch id used already: refused before anything is recorded.
+	o.BatchID = batchID
 	code, stdout, stderr = runCommand(t, o, env)
-	wantErr := "ingest: batch \"b-again\" already exists; a batch id is used once: leave out -batch for a new one (nothing was recorded)\n"
+	wantErr := "ingest: batch \"" + batchID + "\" already exists; a batch id is used once: leave out -batch for a new one (nothing was recorded)\n"
 	if code != exitError || stdout != "" || !strings.Contains(stderr, wantErr) {
 		t.Errorf("third run, same -batch: exit %d, stdout %q, stderr:\n%s\nwant exit 1 and %q", code, stdout, stderr, wantErr)
 	}

@@ -23,7 +23,8 @@ type services struct {
 }
 
 // connect opens the store, waiting up to ingest.DBRetryTime for Postgres
-// as a line's write does, connects to NATS as name and makes sure of the
+// as a line's write does, connects to NATS as name, waiting up to
+// cfg.NATS.RetryTime as a line's publish does, and makes sure of the
 // stream of cfg (cmdconfig). The error names the step that failed, but a
 // database not migrated, whose error names the command that migrates it.
 func connect(ctx context.Context, env startup.Env, name string, cfg *config.Config, log *zap.Logger) (*services, error) {
@@ -34,7 +35,8 @@ func connect(ctx context.Context, env startup.Env, name string, cfg *config.Conf
 		}
 		return nil, err
 	}
-	nc, js, err := cmdconfig.ConnectNATS(ctx, env, name, log, 0)
+	// NATS is waited for as long as a line's publish waits for it.
+	nc, js, err := cmdconfig.ConnectNATS(ctx, env, name, log, cfg.NATS.RetryTime)
 	if err != nil {
 		st.Close()
 		return nil, err

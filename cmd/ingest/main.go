@@ -17,6 +17,9 @@
 // repaired, failed, llm_calls, prompt_tokens, completion_tokens, cost_usd,
 // and, when some messages held bytes that are not UTF-8 (stored as
 // U+FFFD, with a warning on stderr), invalid_utf8 and invalid_utf8_lines.
+// Rejected lines are listed on stderr as they come and in errors, the
+// first ingest.max_errors of them; errors_omitted counts the rest. A
+// value the database cannot store rejects its line, never the file.
 //
 // Exit status: 0 done; 1 an error stopped it; 2 bad usage; 3 -wait timed
 // out with messages still queued; 4 nothing was ingested: every line was

@@ -160,7 +160,8 @@ func serveCommand(ctx context.Context, o serveOptions, env startup.Env, log *zap
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := ingestapi.NewServer(ingestapi.ServerConfig{
 		Store: svc.st, Publisher: queue.NewPublisher(svc.js, cfg.NATS), Conn: svc.nc, Schemas: ids,
-		MaxTextBytes: cfg.Ingest.MaxTextBytes, MaxBodyBytes: o.MaxBodyBytes, Token: token,
+		MaxTextBytes: cfg.Ingest.MaxTextBytes, MaxErrors: cfg.Ingest.MaxErrors, NATSRetryTime: cfg.NATS.RetryTime,
+		MaxBodyBytes: o.MaxBodyBytes, Token: token,
 		Parallel: o.Parallel, MaxRequests: o.MaxRequests, RequestTimeout: o.RequestTimeout, Logger: log,
 		Registry: reg,
 	})

@@ -103,7 +103,7 @@ func OpenStore(ctx context.Context, env startup.Env, log *zap.Logger, o StoreOpt
 }
 
 // ConnectNATS connects to env.NATSURL as name (queue.Connect), giving up
-// after wait (0: as long as ctx lasts). The error is a *StartError of
+// after wait (0: queue.ConnectTimeout, unless ctx has a deadline). The error is a *StartError of
 // StepConnectNATS.
 func ConnectNATS(ctx context.Context, env startup.Env, name string, log *zap.Logger, wait time.Duration) (*nats.Conn, jetstream.JetStream, error) {
 	if wait > 0 {
