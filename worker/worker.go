@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"go.uber.org/zap"
 
 	"github.com/extractq/extractq/extracttype"
@@ -360,13 +361,29 @@ func (w *Worker) retryDelay(d *queue.Delivery) time.Duration {
 }
 
 // commit writes the run's outcome in one transaction and acks after it.
+//
+// A write that fails for a transient reason (store.Transient: Postgres
+// restarting or unreachable, its connections exhausted, a serialization
+// failure) is tried again with back-off (writeRetry), the result held in
+// memory and its message kept in progress by the consumer, until it
+// succeeds: the paid calls are not thrown away and made again. Only when
+// ctx ends first (the worker stops and its shutdown grace is over) is the
+// run put back, its calls booked superseded if Postgres takes them. Any
+// other write error puts the run back at once.
 func (w *Worker) commit(ctx context.Context, log *zap.Logger, d *queue.Delivery, rw store.RunWithMessage, entry SchemaEntry, res *pipeline.Result) queue.Decision {
 	err := w.writeOutcome(ctx, rw, entry, res)
+	if err != nil && store.Transient(err) {
+		err = w.retryWrite(ctx, log, rw, entry, res, err)
+	}
 	switch {
 	case errors.Is(err, store.ErrOutcomeExists):
 		log.Info("run outcome was committed by another delivery; acking")
 		w.bookSuperseded(ctx, log, rw, entry, res)
 		return queue.Ack()
+	case err != nil && ctx.Err() != nil:
+		log.Warn("stopping before the outcome could be written; the run is put back", zap.Error(err))
+		w.bookSuperseded(ctx, log, rw, entry, res)
+		return w.later(d, "shutdown")
 	case err != nil:
 		w.noteDBError(err)
 		log.Error("writing outcome failed; will retry", zap.Error(err))
@@ -377,6 +394,38 @@ func (w *Worker) commit(ctx context.Context, log *zap.Logger, d *queue.Delivery,
 		zap.String("reason", string(res.Reason())), zap.Int("errors", len(res.Errors)))
 	w.announceNew(ctx, rw, res)
 	return queue.Ack()
+}
+
+// writeRetry is the back-off between tries of an outcome write that
+// failed for a transient reason: from 100ms, doubling, up to 5s.
+var writeRetry = backoff.ExponentialBackOff{InitialInterval: 100 * time.Millisecond, RandomizationFactor: 0.3, Multiplier: 2, MaxInterval: 5 * time.Second}
+
+// retryWrite writes res again, after err, with the writeRetry back-off
+// while the failure is transient, until the write succeeds, fails for
+// another reason, or ctx ends (then it returns the last error). Each try
+// is bounded by DBTimeout.
+func (w *Worker) retryWrite(ctx context.Context, log *zap.Logger, rw store.RunWithMessage, entry SchemaEntry, res *pipeline.Result, err error) error {
+	w.noteDBError(err)
+	log.Warn("writing outcome failed; holding the result and trying again", zap.Error(err))
+	bo := writeRetry
+	bo.Reset()
+	start, tries := time.Now(), 1
+	for store.Transient(err) {
+		w.cfg.Metrics.writeRetry()
+		t := time.NewTimer(bo.NextBackOff())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		err = w.writeOutcome(ctx, rw, entry, res)
+		tries++
+	}
+	if err == nil {
+		log.Info("outcome written after failed tries", zap.Int("tries", tries), zap.Duration("after", time.Since(start).Round(time.Millisecond)))
+	}
+	return err
 }
 
 // bookSuperseded writes the paid calls of res, a delivery that does not
