@@ -896,8 +896,8 @@ func (h *harness) report(v verdict) {
 	}
 	counts := countLogMessages(logs)
 	fmt.Fprintf(h.out, "wasted_calls = %d chat calls the simulator answered - %d recorded in llm_calls (superseded ones included:\n"+
-		"  calls of a nak'ed delivery, or of one that found the run committed by another, %d deliveries so): paid calls\n"+
-		"  missing from the ledger, cut off by a SIGKILL, a restart or a failed commit before they were written\n",
+		"  calls of a delivery put back, or of one that found the run committed by another, %d deliveries so): paid calls\n"+
+		"  missing from the ledger, cut off by a SIGKILL (or answered to a frozen worker past their deadline) before they were written\n",
 		v.Served, v.Recorded, counts["info: "+outcomeExistsMsg])
 	if v.WastedCalls < 0 {
 		h.problem("llm_calls holds %d more calls than the simulator answered", -v.WastedCalls)
