@@ -62,6 +62,10 @@ func TestPlanEvents(t *testing.T) {
 			if e.Down <= p.AckWait {
 				t.Fatalf("SIGSTOP for %s, not past the ack wait %s", e.Down, p.AckWait)
 			}
+		case loseStore:
+			if e.Trigger != byDone || e.At < lossFrom || e.At >= lossTo {
+				t.Fatalf("store lost at %+v: want by the share done, in [%v, %v)", e, lossFrom, lossTo)
+			}
 		case providerOutage:
 			if e.Down != p.Outage {
 				t.Fatalf("provider outage of %s, want %s", e.Down, p.Outage)

@@ -158,6 +158,10 @@ const (
 	planTo     = 0.85
 	storedFrom = 0.05
 	storedTo   = 0.6
+	// The store is lost while between lossFrom and lossTo of the messages
+	// are done, with the rest queued.
+	lossFrom = 0.2
+	lossTo   = 0.6
 )
 
 // plan is what planEvents draws faults for.
@@ -178,9 +182,9 @@ type plan struct {
 
 // planEvents draws the faults of one run from rng, in a fixed order of
 // kinds so that a seed always draws the same plan. Ingest's faults
-// (its kills and the cuts of its links) fire by the share stored; every
-// other fault, one in two, by the share done or by seconds since ingest
-// started. The cuts go round the links in an order drawn from rng.
+// (its kills and the cuts of its links) fire by the share stored, the
+// store loss by the share done; every other fault, one in two, by the
+// share done or by seconds since ingest started. The cuts go round the links in an order drawn from rng.
 func planEvents(rng *rand.Rand, p plan) []event {
 	var evs []event
 	draw := func(k eventKind) event {
@@ -244,7 +248,10 @@ func planEvents(rng *rand.Rand, p plan) []event {
 		evs = append(evs, draw(restartPostgres))
 	}
 	if p.StoreLoss {
-		evs = append(evs, draw(loseStore))
+		// By the share done, so that runs are queued when the store goes.
+		e := draw(loseStore)
+		e.Trigger, e.After, e.At = byDone, 0, lossFrom+rng.Float64()*(lossTo-lossFrom)
+		evs = append(evs, e)
 	}
 	sort.SliceStable(evs, func(i, j int) bool {
 		if evs[i].Trigger != evs[j].Trigger {
