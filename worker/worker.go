@@ -134,7 +134,9 @@ func (w *Worker) Close() {
 // Handle processes one delivery and says what to do with the message:
 //
 //   - Ack when the run's outcome is committed, or was already (a
-//     redelivery costs no tokens).
+//     redelivery costs no tokens). A finished outcome whose write fails
+//     for a transient reason is held and written again until it is
+//     committed (see commit), the message kept in progress meanwhile.
 //   - Requeue with a growing delay (see retryDelay) when the provider or
 //     the database failed, or the worker is shutting down: none of these is
 //     the message's fault, so none spends a delivery of its MaxDeliver
