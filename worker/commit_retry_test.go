@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -115,6 +116,49 @@ func TestCommitFailureKeepsTheResult(t *testing.T) {
 		}
 		if n := b.metric(t, "extractq_run_naks_total"); n != 0 {
 			t.Fatalf("%v runs put back; want none", n)
+		}
+	})
+
+	t.Run("ReplyToCommitLost", func(t *testing.T) {
+		t.Parallel()
+		// The worker's COMMIT reaches Postgres, which commits, but the
+		// reply is lost: the next try finds the outcome there. It is this
+		// delivery's own, so its call is in the ledger once, not again as
+		// a superseded one.
+		st := storetest.NewStore(t)
+		wst, proxy := cutStore(t, st)
+		release := make(chan struct{})
+		llm := &gatedLLM{gates: map[int]chan struct{}{1: release},
+			script: func(int) (int, string) { return 200, completion(t, record(t, nil)) }}
+		open := sync.OnceFunc(func() { close(release) })
+		t.Cleanup(open)
+		b := setup(t, setupOpts{st: st, workerSt: wst, handler: llm})
+		sum := b.ingestReader(t, strings.NewReader(`{"id":"c1","text":"`+classText+`"}`+"\n"))
+		testsignal.Eventually(t, 30*time.Second, "the call at the provider", func() bool {
+			llm.mu.Lock()
+			defer llm.mu.Unlock()
+			return llm.n >= 1
+		})
+		proxy.LoseReplyAfter(func(chunk []byte) bool { return bytes.Contains(chunk, []byte("commit")) })
+		open()
+
+		bs := b.wait(t, sum.BatchID)
+		if bs.Succeeded != 1 {
+			t.Fatalf("summary %+v", bs)
+		}
+		cons, err := b.q.JS.Consumer(context.Background(), b.q.NATS.Stream, b.q.NATS.Consumer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testsignal.Eventually(t, 30*time.Second, "the message acked", func() bool {
+			info, err := cons.Info(context.Background())
+			return err == nil && info.NumAckPending == 0 && info.NumPending == 0
+		})
+		if n := b.metric(t, "extractq_outcome_write_retries_total"); n < 1 {
+			t.Fatalf("%v writes tried again: the reply to the COMMIT was not lost", n)
+		}
+		if rows, paid := b.count(t, `SELECT count(*) FROM llm_calls`), llm.paid(); rows != paid || paid != 1 {
+			t.Fatalf("%d ledger rows for %d paid calls: a committed call was booked twice", rows, paid)
 		}
 	})
 

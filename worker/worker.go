@@ -372,19 +372,37 @@ func (w *Worker) retryDelay(d *queue.Delivery) time.Duration {
 // ctx ends first (the worker stops and its shutdown grace is over) is the
 // run put back, its calls booked superseded if Postgres takes them. Any
 // other write error puts the run back at once.
+//
+// A failed try may have committed all the same (the reply to its COMMIT
+// lost, store.MaybeCommitted): when a later try then finds the outcome
+// there, it is taken as this delivery's and its calls are not booked
+// again. Should another delivery have committed it in between (only when
+// this one's message was redelivered meanwhile), this delivery's calls are
+// missing from the ledger rather than counted twice.
 func (w *Worker) commit(ctx context.Context, log *zap.Logger, d *queue.Delivery, rw store.RunWithMessage, entry SchemaEntry, res *pipeline.Result) queue.Decision {
 	err := w.writeOutcome(ctx, rw, entry, res)
+	maybeOurs := false // a failed try may have committed this outcome
 	if err != nil && store.Transient(err) {
-		err = w.retryWrite(ctx, log, rw, entry, res, err)
+		err, maybeOurs = w.retryWrite(ctx, log, rw, entry, res, err)
 	}
 	switch {
+	case errors.Is(err, store.ErrOutcomeExists) && maybeOurs:
+		// The reply to an earlier try's COMMIT was lost, and the outcome
+		// is there: most likely that try's. Its calls are in the ledger
+		// with it; booking them again would count them twice.
+		log.Info("run outcome found committed after a try whose reply was lost; taking it as this delivery's")
+		w.cfg.Metrics.observe(res)
+		w.announceNew(ctx, rw, res)
+		return queue.Ack()
 	case errors.Is(err, store.ErrOutcomeExists):
 		log.Info("run outcome was committed by another delivery; acking")
 		w.bookSuperseded(ctx, log, rw, entry, res)
 		return queue.Ack()
 	case err != nil && ctx.Err() != nil:
 		log.Warn("stopping before the outcome could be written; the run is put back", zap.Error(err))
-		w.bookSuperseded(ctx, log, rw, entry, res)
+		if !maybeOurs { // else its calls may be in the ledger already
+			w.bookSuperseded(ctx, log, rw, entry, res)
+		}
 		return w.later(d, "shutdown")
 	case err != nil:
 		w.noteDBError(err)
@@ -405,20 +423,23 @@ var writeRetry = backoff.ExponentialBackOff{InitialInterval: 100 * time.Millisec
 // retryWrite writes res again, after err, with the writeRetry back-off
 // while the failure is transient, until the write succeeds, fails for
 // another reason, or ctx ends (then it returns the last error). Each try
-// is bounded by DBTimeout.
-func (w *Worker) retryWrite(ctx context.Context, log *zap.Logger, rw store.RunWithMessage, entry SchemaEntry, res *pipeline.Result, err error) error {
+// is bounded by DBTimeout. maybeCommitted reports whether a failed try may
+// have committed all the same (store.MaybeCommitted): then a later
+// ErrOutcomeExists is most likely this delivery's own outcome.
+func (w *Worker) retryWrite(ctx context.Context, log *zap.Logger, rw store.RunWithMessage, entry SchemaEntry, res *pipeline.Result, err error) (_ error, maybeCommitted bool) {
 	w.noteDBError(err)
 	log.Warn("writing outcome failed; holding the result and trying again", zap.Error(err))
 	bo := writeRetry
 	bo.Reset()
 	start, tries := time.Now(), 1
 	for store.Transient(err) {
+		maybeCommitted = maybeCommitted || store.MaybeCommitted(err)
 		w.cfg.Metrics.writeRetry()
 		t := time.NewTimer(bo.NextBackOff())
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return err
+			return err, maybeCommitted
 		case <-t.C:
 		}
 		err = w.writeOutcome(ctx, rw, entry, res)
@@ -427,7 +448,7 @@ func (w *Worker) retryWrite(ctx context.Context, log *zap.Logger, rw store.RunWi
 	if err == nil {
 		log.Info("outcome written after failed tries", zap.Int("tries", tries), zap.Duration("after", time.Since(start).Round(time.Millisecond)))
 	}
-	return err
+	return err, maybeCommitted
 }
 
 // bookSuperseded writes the paid calls of res, a delivery that does not

@@ -28,6 +28,7 @@ type Proxy struct {
 	cut    bool
 	closed bool
 	pairs  map[*pair]struct{}
+	trap   func([]byte) bool // see LoseReplyAfter
 	wg     sync.WaitGroup
 
 	accepted, refused atomic.Int64
@@ -78,6 +79,31 @@ func (p *Proxy) Cut() int {
 		reset(pr.server)
 	}
 	return len(pairs)
+}
+
+// LoseReplyAfter arms the proxy once: the first chunk a client sends for
+// which match reports true is still delivered to the target, but the
+// client's connection is reset first and the target's closed (an orderly
+// close) right after it, so the target acts on what it was sent and its
+// reply is lost: a COMMIT that commits while its client sees the
+// connection fail. A chunk is what one read of the client's connection
+// returned.
+func (p *Proxy) LoseReplyAfter(match func(chunk []byte) bool) {
+	p.mu.Lock()
+	p.trap = match
+	p.mu.Unlock()
+}
+
+// sprung reports whether chunk springs the trap LoseReplyAfter set, and
+// disarms it if so.
+func (p *Proxy) sprung(chunk []byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.trap == nil || !p.trap(chunk) {
+		return false
+	}
+	p.trap = nil
+	return true
 }
 
 // Restore lets new connections through again after Cut.
@@ -167,12 +193,14 @@ func (p *Proxy) forward(client net.Conn) {
 	p.accepted.Add(1)
 
 	done := make(chan struct{}, 2)
-	cp := func(dst, src net.Conn) {
-		io.Copy(dst, src)
+	go func() {
+		p.toServer(server, client)
 		done <- struct{}{}
-	}
-	go cp(server, client)
-	go cp(client, server)
+	}()
+	go func() {
+		io.Copy(client, server)
+		done <- struct{}{}
+	}()
 	<-done
 	p.mu.Lock()
 	delete(p.pairs, pr)
@@ -180,6 +208,29 @@ func (p *Proxy) forward(client net.Conn) {
 	client.Close()
 	server.Close()
 	<-done
+}
+
+// toServer copies what client sends to server until either fails, or
+// until a chunk springs the trap of LoseReplyAfter.
+func (p *Proxy) toServer(server, client net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := client.Read(buf)
+		if n > 0 {
+			if p.sprung(buf[:n]) {
+				reset(client)
+				server.Write(buf[:n])
+				server.Close()
+				return
+			}
+			if _, werr := server.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // reset closes c with a TCP reset rather than an orderly one, as a cut

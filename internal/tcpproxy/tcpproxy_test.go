@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -121,5 +122,72 @@ func TestTargetDown(t *testing.T) {
 	}
 	if p.Refused() != 1 || p.Accepted() != 0 {
 		t.Fatalf("refused %d, accepted %d", p.Refused(), p.Accepted())
+	}
+}
+
+// TestLoseReplyAfter: the chunk that springs the trap reaches the target,
+// its client's connection fails without the reply, and the proxy is
+// disarmed: the next connection carries bytes both ways again.
+func TestLoseReplyAfter(t *testing.T) {
+	t.Parallel()
+	got := make(chan string, 1)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if line == "commit\n" {
+						got <- line
+					}
+					io.WriteString(c, line)
+				}
+			}()
+		}
+	}()
+	p, err := Listen(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	p.LoseReplyAfter(func(b []byte) bool { return strings.Contains(string(b), "commit") })
+
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	if line, err := roundTrip(c, r, "begin"); err != nil || line != "begin" {
+		t.Fatalf("before the trap: %q, %v", line, err)
+	}
+	if line, err := roundTrip(c, r, "commit"); err == nil {
+		t.Fatalf("the reply to the trapped chunk came back: %q", line)
+	}
+	select {
+	case <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the trapped chunk never reached the target")
+	}
+	c2, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if line, err := roundTrip(c2, bufio.NewReader(c2), "commit"); err != nil || line != "commit" {
+		t.Fatalf("after the trap sprang: %q, %v", line, err)
 	}
 }
