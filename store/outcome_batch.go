@@ -194,7 +194,7 @@ func (s *Store) RunOutcomeInsertMany(ctx context.Context, params []RunOutcomePar
 		return errs
 	}
 	finished := make([]int, len(idx))
-	txErr := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+	txErr := beginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		br := tx.SendBatch(ctx, &b)
 		for k := range idx {
 			if err := br.QueryRow().Scan(&finished[k]); err != nil {

@@ -170,10 +170,34 @@ func (s *Store) Close() {
 }
 
 // InTx runs fn in one transaction on the pool: it commits if fn returns
-// nil and rolls back otherwise, returning fn's error.
+// nil and rolls back otherwise, returning fn's error. A COMMIT that fails
+// without an answer from Postgres is an error MaybeCommitted reports: the
+// transaction may have committed all the same.
 func (s *Store) InTx(ctx context.Context, fn func(tx DBTX) error) error {
-	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error { return fn(tx) })
+	return beginFunc(ctx, s.Pool, func(tx pgx.Tx) error { return fn(tx) })
 }
+
+// beginFunc is pgx.BeginFunc, its COMMIT's error wrapped in commitError.
+func beginFunc(ctx context.Context, db beginner, fn func(tx pgx.Tx) error) error {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return &commitError{err: err}
+	}
+	return nil
+}
+
+// commitError is the error of a COMMIT: see MaybeCommitted.
+type commitError struct{ err error }
+
+func (e *commitError) Error() string { return "commit: " + e.err.Error() }
+func (e *commitError) Unwrap() error { return e.err }
 
 // inTx runs fn in a transaction on db: db itself if it already is one,
 // else a new one begun on db.
@@ -182,7 +206,7 @@ func inTx(ctx context.Context, db DBTX, fn func(tx DBTX) error) error {
 		return fn(db)
 	}
 	if b, ok := db.(beginner); ok {
-		return pgx.BeginFunc(ctx, b, func(tx pgx.Tx) error { return fn(tx) })
+		return beginFunc(ctx, b, func(tx pgx.Tx) error { return fn(tx) })
 	}
 	// An executor that can neither begin nor is a pgx.Tx: run as given.
 	return fn(db)

@@ -46,6 +46,21 @@ func Transient(err error) bool {
 	return pgconn.SafeToRetry(err) || strings.Contains(err.Error(), "conn closed")
 }
 
+// MaybeCommitted reports whether a write that failed with err may have
+// been committed all the same: its COMMIT was sent (InTx,
+// RunOutcomeInsertMany) but no answer came back, the connection lost or
+// the deadline passed, so the reply may be what was lost. A COMMIT that
+// Postgres answered with an error (*pgconn.PgError) rolled back, and an
+// error before the COMMIT wrote nothing.
+func MaybeCommitted(err error) bool {
+	var ce *commitError
+	if !errors.As(err, &ce) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	return !errors.As(err, &pgErr)
+}
+
 // Retry runs op until it succeeds, fails with an error that is not
 // Transient, or maxElapsed passes (then the last error is returned), with
 // exponential backoff from 100ms to 5s between tries. It stops when ctx is

@@ -12,6 +12,7 @@ import (
 type Metrics struct {
 	runs         *prometheus.CounterVec   // runs finished, by outcome and reason
 	naks         *prometheus.CounterVec   // runs put back, by cause
+	writeRetries prometheus.Counter       // outcome writes tried again after a transient failure
 	calls        *prometheus.CounterVec   // LLM calls, by purpose and result (valid, invalid)
 	tokens       *prometheus.CounterVec   // tokens, by kind (prompt, cached: the part of prompt from the cache, completion)
 	cost         prometheus.Counter       // US dollars
@@ -30,6 +31,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Runs given an outcome, by outcome (succeeded, repaired, failed) and failure reason (error kind)."}, []string{"outcome", "reason"}),
 		naks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "extractq_run_naks_total",
 			Help: "Runs put back on the stream for a later delivery, by cause (provider, database, shutdown)."}, []string{"cause"}),
+		writeRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "extractq_outcome_write_retries_total",
+			Help: "Outcome writes tried again, the result held, after a transient database failure (Postgres restarting or unreachable, connections exhausted)."}),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "extractq_llm_calls_total",
 			Help: "LLM calls answered, by purpose (extract, repair) and result (valid, invalid)."}, []string{"purpose", "result"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "extractq_llm_tokens_total",
@@ -49,7 +52,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		announced: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "extractq_triage_announcements_total",
 			Help: "New triage items announced on NATS, by result (sent, failed)."}, []string{"result"}),
 	}
-	reg.MustRegister(m.runs, m.naks, m.calls, m.tokens, m.cost, m.callLatency, m.runDuration, m.inFlight, m.redeliveries, m.announced)
+	reg.MustRegister(m.runs, m.naks, m.writeRetries, m.calls, m.tokens, m.cost, m.callLatency, m.runDuration, m.inFlight, m.redeliveries, m.announced)
 	for _, reason := range []string{PauseProvider, PauseDatabase} {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "extractq_worker_paused",
 			Help:        "1 while the worker takes no new work, by reason: provider (its circuit breaker is open or half-open), database (Postgres unreachable).",
@@ -115,5 +118,11 @@ func (m *Metrics) announce(result string) {
 func (m *Metrics) nak(cause string) {
 	if m != nil {
 		m.naks.WithLabelValues(cause).Inc()
+	}
+}
+
+func (m *Metrics) writeRetry() {
+	if m != nil {
+		m.writeRetries.Inc()
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"go.uber.org/zap"
 
 	"github.com/extractq/extractq/extracttype"
@@ -133,7 +134,9 @@ func (w *Worker) Close() {
 // Handle processes one delivery and says what to do with the message:
 //
 //   - Ack when the run's outcome is committed, or was already (a
-//     redelivery costs no tokens).
+//     redelivery costs no tokens). A finished outcome whose write fails
+//     for a transient reason is held and written again until it is
+//     committed (see commit), the message kept in progress meanwhile.
 //   - Requeue with a growing delay (see retryDelay) when the provider or
 //     the database failed, or the worker is shutting down: none of these is
 //     the message's fault, so none spends a delivery of its MaxDeliver
@@ -360,13 +363,47 @@ func (w *Worker) retryDelay(d *queue.Delivery) time.Duration {
 }
 
 // commit writes the run's outcome in one transaction and acks after it.
+//
+// A write that fails for a transient reason (store.Transient: Postgres
+// restarting or unreachable, its connections exhausted, a serialization
+// failure) is tried again with back-off (writeRetry), the result held in
+// memory and its message kept in progress by the consumer, until it
+// succeeds: the paid calls are not thrown away and made again. Only when
+// ctx ends first (the worker stops and its shutdown grace is over) is the
+// run put back, its calls booked superseded if Postgres takes them. Any
+// other write error puts the run back at once.
+//
+// A failed try may have committed all the same (the reply to its COMMIT
+// lost, store.MaybeCommitted): when a later try then finds the outcome
+// there, it is taken as this delivery's and its calls are not booked
+// again. Should another delivery have committed it in between (only when
+// this one's message was redelivered meanwhile), this delivery's calls are
+// missing from the ledger rather than counted twice.
 func (w *Worker) commit(ctx context.Context, log *zap.Logger, d *queue.Delivery, rw store.RunWithMessage, entry SchemaEntry, res *pipeline.Result) queue.Decision {
 	err := w.writeOutcome(ctx, rw, entry, res)
+	maybeOurs := false // a failed try may have committed this outcome
+	if err != nil && store.Transient(err) {
+		err, maybeOurs = w.retryWrite(ctx, log, rw, entry, res, err)
+	}
 	switch {
+	case errors.Is(err, store.ErrOutcomeExists) && maybeOurs:
+		// The reply to an earlier try's COMMIT was lost, and the outcome
+		// is there: most likely that try's. Its calls are in the ledger
+		// with it; booking them again would count them twice.
+		log.Info("run outcome found committed after a try whose reply was lost; taking it as this delivery's")
+		w.cfg.Metrics.observe(res)
+		w.announceNew(ctx, rw, res)
+		return queue.Ack()
 	case errors.Is(err, store.ErrOutcomeExists):
 		log.Info("run outcome was committed by another delivery; acking")
 		w.bookSuperseded(ctx, log, rw, entry, res)
 		return queue.Ack()
+	case err != nil && ctx.Err() != nil:
+		log.Warn("stopping before the outcome could be written; the run is put back", zap.Error(err))
+		if !maybeOurs { // else its calls may be in the ledger already
+			w.bookSuperseded(ctx, log, rw, entry, res)
+		}
+		return w.later(d, "shutdown")
 	case err != nil:
 		w.noteDBError(err)
 		log.Error("writing outcome failed; will retry", zap.Error(err))
@@ -377,6 +414,41 @@ func (w *Worker) commit(ctx context.Context, log *zap.Logger, d *queue.Delivery,
 		zap.String("reason", string(res.Reason())), zap.Int("errors", len(res.Errors)))
 	w.announceNew(ctx, rw, res)
 	return queue.Ack()
+}
+
+// writeRetry is the back-off between tries of an outcome write that
+// failed for a transient reason: from 100ms, doubling, up to 5s.
+var writeRetry = backoff.ExponentialBackOff{InitialInterval: 100 * time.Millisecond, RandomizationFactor: 0.3, Multiplier: 2, MaxInterval: 5 * time.Second}
+
+// retryWrite writes res again, after err, with the writeRetry back-off
+// while the failure is transient, until the write succeeds, fails for
+// another reason, or ctx ends (then it returns the last error). Each try
+// is bounded by DBTimeout. maybeCommitted reports whether a failed try may
+// have committed all the same (store.MaybeCommitted): then a later
+// ErrOutcomeExists is most likely this delivery's own outcome.
+func (w *Worker) retryWrite(ctx context.Context, log *zap.Logger, rw store.RunWithMessage, entry SchemaEntry, res *pipeline.Result, err error) (_ error, maybeCommitted bool) {
+	w.noteDBError(err)
+	log.Warn("writing outcome failed; holding the result and trying again", zap.Error(err))
+	bo := writeRetry
+	bo.Reset()
+	start, tries := time.Now(), 1
+	for store.Transient(err) {
+		maybeCommitted = maybeCommitted || store.MaybeCommitted(err)
+		w.cfg.Metrics.writeRetry()
+		t := time.NewTimer(bo.NextBackOff())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err, maybeCommitted
+		case <-t.C:
+		}
+		err = w.writeOutcome(ctx, rw, entry, res)
+		tries++
+	}
+	if err == nil {
+		log.Info("outcome written after failed tries", zap.Int("tries", tries), zap.Duration("after", time.Since(start).Round(time.Millisecond)))
+	}
+	return err, maybeCommitted
 }
 
 // bookSuperseded writes the paid calls of res, a delivery that does not

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,6 +42,9 @@ type testBundle struct {
 	workCfg config.Worker
 	w       *worker.Worker
 	reg     *prometheus.Registry
+	// stop stops the worker (as SIGTERM does) and waits for RunService to
+	// return; the test's cleanup calls it too.
+	stop func()
 }
 
 type setupOpts struct {
@@ -58,6 +62,10 @@ type setupOpts struct {
 
 	// st is the store; default a new one (storetest.NewStore).
 	st *store.Store
+	// workerSt, when set, is the worker's own store, on st's schema (such
+	// as through a proxy the test cuts); the test's own reads and ingest
+	// use st.
+	workerSt *store.Store
 }
 
 func setup(t *testing.T, o setupOpts) *testBundle {
@@ -104,8 +112,9 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 		Price:               pipeline.Price{InputPerMTok: price.InputPerMTok, CachedInputPerMTok: price.CachedInputPerMTok, OutputPerMTok: price.OutputPerMTok},
 		PriceVersion:        cfg.Prices.Version, Logger: log,
 	})
+	wst := cmp.Or(o.workerSt, b.st)
 	w, err := worker.New(worker.Config{
-		Store: b.st, Extractor: ext, Model: cfg.LLM.Model, NakDelay: 20 * time.Millisecond, MaxNakDelay: 50 * time.Millisecond,
+		Store: wst, Extractor: ext, Model: cfg.LLM.Model, NakDelay: 20 * time.Millisecond, MaxNakDelay: 50 * time.Millisecond,
 		Schemas:     map[string]worker.SchemaEntry{"customer_message": {Schema: b.schema, Prompt: prompt, Repair: cmp.Or(o.repair, pipeline.RepairRegenerate)}},
 		CommitBatch: o.batch, Metrics: worker.NewMetrics(b.reg), Logger: log,
 		Announcer: queue.NewAnnouncer(b.q.Conn, b.q.NATS),
@@ -128,16 +137,17 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	done := make(chan error, 1)
 	go func() {
 		done <- worker.RunService(ctx, worker.ServiceConfig{
-			Worker: w, Store: b.st, Conn: b.q.Conn, Consumer: cons, Publisher: b.pub,
+			Worker: w, Store: wst, Conn: b.q.Conn, Consumer: cons, Publisher: b.pub,
 			Concurrency: b.workCfg.Concurrency, ShutdownGrace: 2 * time.Second, SweepEvery: -1, Logger: log,
 		})
 	}()
-	t.Cleanup(func() {
+	b.stop = sync.OnceFunc(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("RunService: %v", err)
 		}
 	})
+	t.Cleanup(b.stop)
 	return b
 }
 

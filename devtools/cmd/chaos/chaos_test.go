@@ -22,28 +22,74 @@ import (
 
 func TestPlanEvents(t *testing.T) {
 	t.Parallel()
-	a := planEvents(rand.New(rand.NewPCG(7, 1)), 3, 2, true, true)
-	b := planEvents(rand.New(rand.NewPCG(7, 1)), 3, 2, true, true)
-	if len(a) != 5 {
-		t.Fatalf("%d events, want 3 kills and 2 restarts", len(a))
+	p := plan{Kills: 3, Stops: 1, Cuts: 5, IngestKills: 1, Workers: 2, NATS: true, Postgres: true, StoreLoss: true,
+		Outage: 45 * time.Second, Window: 20 * time.Second, AckWait: 10 * time.Second}
+	a := planEvents(rand.New(rand.NewPCG(7, 1)), p)
+	b := planEvents(rand.New(rand.NewPCG(7, 1)), p)
+	if len(a) != 14 {
+		t.Fatalf("%d events, want 3 kills, 1 stop, 5 cuts, 1 ingest kill, 1 outage, 2 restarts and 1 store loss", len(a))
 	}
 	kinds := map[eventKind]int{}
+	links := map[link]int{}
+	triggers := map[trigger]int{}
 	for i, e := range a {
 		if e != b[i] {
 			t.Fatalf("same seed, event %d differs: %+v vs %+v", i, e, b[i])
 		}
-		if e.At < planFrom || e.At >= planTo || (i > 0 && e.At < a[i-1].At) {
-			t.Fatalf("event %d at %v: not in [%v, %v) in order", i, e.At, planFrom, planTo)
+		switch e.Trigger {
+		case byDone:
+			if e.At < planFrom || e.At >= planTo {
+				t.Fatalf("event %d at %v done: not in [%v, %v)", i, e.At, planFrom, planTo)
+			}
+		case bySeconds:
+			if e.After < time.Second || e.After >= p.Window {
+				t.Fatalf("event %d %s after ingest started: not in [1s, %s)", i, e.After, p.Window)
+			}
+		case byStored:
+			if e.At < storedFrom || e.At >= storedTo {
+				t.Fatalf("event %d at %v stored: not in [%v, %v)", i, e.At, storedFrom, storedTo)
+			}
 		}
 		if e.Worker < 0 || e.Worker >= 2 || e.Down <= 0 || e.Delay < 0 {
 			t.Fatalf("event %d: %+v", i, e)
 		}
+		ingests := e.Kind == killIngest || (e.Kind == cutLink && e.Link.ingests())
+		if ingests != (e.Trigger == byStored) {
+			t.Fatalf("event %d (%s): ingest's faults, and only they, fire by the share stored: %+v", i, e.what(), e)
+		}
+		switch e.Kind {
+		case stopWorker:
+			if e.Down <= p.AckWait {
+				t.Fatalf("SIGSTOP for %s, not past the ack wait %s", e.Down, p.AckWait)
+			}
+		case loseStore:
+			if e.Trigger != byDone || e.At < lossFrom || e.At >= lossTo {
+				t.Fatalf("store lost at %+v: want by the share done, in [%v, %v)", e, lossFrom, lossTo)
+			}
+		case providerOutage:
+			if e.Down != p.Outage {
+				t.Fatalf("provider outage of %s, want %s", e.Down, p.Outage)
+			}
+		case cutLink:
+			links[e.Link]++
+		}
 		kinds[e.Kind]++
+		triggers[e.Trigger]++
 	}
-	if kinds[killWorker] != 3 || kinds[restartNATS] != 1 || kinds[restartPostgres] != 1 {
-		t.Fatalf("kinds %v", kinds)
+	want := map[eventKind]int{killWorker: 3, stopWorker: 1, cutLink: 5, killIngest: 1, providerOutage: 1, restartNATS: 1, restartPostgres: 1, loseStore: 1}
+	if !reflect.DeepEqual(kinds, want) {
+		t.Fatalf("kinds %v, want %v", kinds, want)
 	}
-	if short := planEvents(rand.New(rand.NewPCG(1, 1)), 1, 2, false, false); len(short) != 1 || short[0].Kind != killWorker {
+	for l := range numLinks {
+		if links[l] < 1 {
+			t.Fatalf("cuts %v: five cuts leave out %s", links, l)
+		}
+	}
+	if triggers[byDone] == 0 || triggers[bySeconds] == 0 {
+		t.Fatalf("triggers %v: want faults by share done and by seconds", triggers)
+	}
+	short := planEvents(rand.New(rand.NewPCG(1, 1)), plan{Kills: 1, Workers: 2})
+	if len(short) != 1 || short[0].Kind != killWorker {
 		t.Fatalf("short plan %+v", short)
 	}
 }
@@ -171,21 +217,33 @@ func TestCheckStore(t *testing.T) {
 		}
 	}
 
+	// A second run of the first message, as a line ingested twice would
+	// make: it has an outcome, and is a duplicate.
+	var first int64
+	if err := st.Pool.QueryRow(ctx, `SELECT id FROM messages WHERE external_id = 'ma'`).Scan(&first); err != nil {
+		t.Fatal(err)
+	}
+	exec(`INSERT INTO runs (message_id, run_no, batch_id, schema_id, status, dedup_id) VALUES ($1, 2, 'b1', 'customer_message', 'succeeded', 'da2')`, first)
+	exec(`INSERT INTO llm_calls (message_id, run_no, attempt, purpose, model, prompt_version, schema_id, schema_version, request_mode)
+		VALUES ($1, 2, 1, 'extract', 'm', 'p', 'customer_message', 'v', 'response_format')`, first)
+	exec(`INSERT INTO extractions (message_id, run_no, schema_id, schema_version, outcome, data)
+		VALUES ($1, 2, 'customer_message', 'v', 'succeeded', $2)`, first, good)
+
 	// One more message was generated than was stored.
 	v, err := checkStore(ctx, st.Pool, map[string]*pipeline.Schema{"customer_message": schema}, len(rows)+1, 14)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := verdict{Messages: 10, Stored: 9, Outcomes: 7, Lost: 3, Duplicated: 3, Unvalidated: 2, Served: 14, Recorded: 10, WastedCalls: 4}
+	want := verdict{Messages: 10, Stored: 9, Outcomes: 7, Lost: 3, Duplicated: 4, Unvalidated: 2, Served: 14, Recorded: 11, WastedCalls: 3}
 	got := v
 	got.ByStatus, got.ByReason = nil, nil
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("verdict\n got %+v\nwant %+v", got, want)
 	}
-	if v.ByStatus["succeeded"] != 5 || v.ByReason["parse"] != 3 || v.ok() {
+	if v.ByStatus["succeeded"] != 6 || v.ByReason["parse"] != 3 || v.ok() {
 		t.Fatalf("by status %v, by reason %v", v.ByStatus, v.ByReason)
 	}
-	if line := v.finalLine(); line != "messages=10 outcomes=7 lost=3 duplicated=3 unvalidated=2 wasted_calls=4" {
+	if line := v.finalLine(); line != "messages=10 outcomes=7 lost=3 duplicated=4 unvalidated=2 wasted_calls=3" {
 		t.Fatalf("final line %q", line)
 	}
 	if !(verdict{Messages: 5, Outcomes: 5, WastedCalls: 2}).ok() {

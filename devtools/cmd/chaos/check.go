@@ -31,7 +31,9 @@ type verdict struct {
 	// extraction and a triage item, or two of either) or more than one
 	// current result, or whose extraction or repair call was recorded twice
 	// as the run's own (the calls of two deliveries committed; the calls of
-	// a delivery that did not decide the run are booked superseded).
+	// a delivery that did not decide the run are booked superseded), and
+	// every run after a message's first: the harness asks for no re-run,
+	// so a second run is a line ingested twice.
 	Duplicated int
 	// Unvalidated counts extractions that fail their schema (grounding
 	// included) when validated again now, or that belong to a run that
@@ -82,7 +84,7 @@ SELECT count(*) FROM (
                                 GROUP BY c.attempt) x) AS calls_per_attempt
     FROM runs r
 ) d
-WHERE results > 1 OR outcomes > 1 OR calls_per_attempt > 1`
+WHERE results > 1 OR outcomes > 1 OR calls_per_attempt > 1 OR run_no > 1`
 
 	extractionsSQL = `
 SELECT e.id, e.schema_id, e.data, m.body, r.status, e.created_by

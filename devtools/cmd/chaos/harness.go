@@ -23,6 +23,7 @@ import (
 	"github.com/extractq/extractq/devtools/internal/devstack"
 	"github.com/extractq/extractq/ingest"
 	"github.com/extractq/extractq/internal/startup"
+	"github.com/extractq/extractq/internal/tcpproxy"
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/worker"
 )
@@ -48,6 +49,20 @@ type options struct {
 	// Outage, when set, is how long NATS and Postgres stay down at their
 	// restart; default a random 1s to 3s.
 	Outage time.Duration
+	// Stops, Cuts and IngestKills count the SIGSTOPs of a worker past the
+	// ack wait, the network cuts and the SIGKILLs of ingest mid-file.
+	Stops, Cuts, IngestKills int
+	// CutFor is how long a link stays cut; 0 means a random 2s to 8s.
+	CutFor time.Duration
+	// ProviderOutage is how long the simulator refuses every call; 0 means
+	// no outage.
+	ProviderOutage time.Duration
+	// StoreLoss stops NATS, deletes its store and starts it again empty,
+	// once, with runs queued.
+	StoreLoss bool
+	// Window: a fault timed in seconds fires between 1s and Window after
+	// ingest started; 0 means messages/100 seconds, at least 10s.
+	Window time.Duration
 }
 
 // harness runs one chaos run. Its fields are set up step by step by run;
@@ -73,10 +88,30 @@ type harness struct {
 	workers []*workerProc
 	wmu     sync.Mutex // guards each workers[i].proc, swapped by restarts
 
+	// The proxies every link goes through, so that it can be cut: each
+	// worker's to NATS and to Postgres, ingest's to each, and the
+	// workers' to the simulator (the provider outage). The harness's own
+	// connections do not go through them.
+	workerNATS, workerPG []*tcpproxy.Proxy
+	ingestNATS, ingestPG *tcpproxy.Proxy
+	provider             *tcpproxy.Proxy
+
+	// ingestStart is when the first ingest started: the zero of the
+	// faults timed in seconds.
+	ingestStart time.Time
+	// ingestKilled is set by the kill of ingest, so that its exit is not
+	// taken for a failure; ingestDown is how long it then stays down.
+	ingestKilled bool
+	ingestDown   time.Duration
+
+	// faults counts the faults injected, by what they were.
+	faults map[string]int
+	fmu    sync.Mutex
+
 	// done and total are the progress: messages whose run has an outcome,
 	// and the messages expected (the generated count while ingest runs,
-	// then the count stored).
-	done, total atomic.Int64
+	// then the count stored); stored counts the runs stored.
+	done, total, stored atomic.Int64
 
 	problems []string   // failures besides the checks; each fails the run
 	pmu      sync.Mutex // guards problems and ingest
@@ -137,12 +172,20 @@ func (h *harness) run(ctx context.Context) (verdict, error) {
 	if err := h.setup(ctx); err != nil {
 		return v, err
 	}
-	evs := planEvents(rand.New(rand.NewPCG(uint64(h.o.Seed), 1)), h.o.Kills, h.o.Workers, h.o.RestartNATS, h.o.RestartPostgres)
+	window := h.o.Window
+	if window <= 0 {
+		window = max(10*time.Second, time.Duration(h.o.Messages)*time.Second/100)
+	}
+	evs := planEvents(rand.New(rand.NewPCG(uint64(h.o.Seed), 1)), plan{
+		Kills: h.o.Kills, Stops: h.o.Stops, Cuts: h.o.Cuts, IngestKills: h.o.IngestKills, Workers: h.o.Workers,
+		NATS: h.o.RestartNATS, Postgres: h.o.RestartPostgres, StoreLoss: h.o.StoreLoss,
+		Outage: h.o.ProviderOutage, Window: window, AckWait: h.cfg.Worker.AckWait, CutFor: h.o.CutFor,
+	})
 	for i, e := range evs {
-		if h.o.Outage > 0 && e.Kind != killWorker {
+		if h.o.Outage > 0 && (e.Kind == restartNATS || e.Kind == restartPostgres || e.Kind == loseStore) {
 			evs[i].Down = h.o.Outage
 		}
-		h.logf("plan %d/%d: %s at %.0f%% done", i+1, len(evs), e.Kind, 100*e.At)
+		h.logf("plan %d/%d: %s at %s, down %s", i+1, len(evs), e.what(), e.when(), evs[i].Down.Round(100*time.Millisecond))
 	}
 
 	msgPath := filepath.Join(h.dir, "messages.jsonl")
@@ -163,6 +206,7 @@ func (h *harness) run(ctx context.Context) (verdict, error) {
 	ictx, cancelIngest := context.WithCancel(ctx)
 	defer cancelIngest()
 	h.logf("ingest: %d messages from %s", h.o.Messages, filepath.Base(h.o.Source))
+	h.ingestStart = time.Now()
 	go func() {
 		defer close(ingestDone)
 		h.runIngest(ictx, msgPath)
@@ -183,7 +227,11 @@ func (h *harness) run(ctx context.Context) (verdict, error) {
 	cctx2, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	h.logf("checking: outcomes, duplicates, results validated again against their schema")
-	return checkStore(cctx2, h.pool, h.schemas, h.o.Messages, h.sim.served())
+	v, err = checkStore(cctx2, h.pool, h.schemas, h.o.Messages, h.sim.served())
+	if n := v.ByReason["delivery"]; err == nil && n > 0 {
+		h.problem("%d runs sent to triage as kind delivery: no message here is poison, so a fault became human work", n)
+	}
+	return v, err
 }
 
 // setup builds the commands and starts Postgres, NATS, the simulator and
@@ -253,10 +301,14 @@ func (h *harness) setup(ctx context.Context) error {
 		return err
 	}
 	h.logf("LLM simulator on %s: latency median %s, p99 %s; the demo's fault rates", h.sim.ln.Addr(), h.o.LatencyMedian, h.o.LatencyP99)
+	if err := h.startProxies(); err != nil {
+		return err
+	}
+	h.logf("proxies: each worker's and ingest's links to NATS and Postgres, and the workers' to the simulator, can be cut")
 
 	for i := range h.o.Workers {
 		w := &workerProc{index: i + 1, bin: filepath.Join(h.binDir, "worker"), healthPort: ports[3+i],
-			logPath: filepath.Join(h.dir, fmt.Sprintf("worker-%d.log", i+1)), env: h.env()}
+			logPath: filepath.Join(h.dir, fmt.Sprintf("worker-%d.log", i+1)), env: h.env(h.workerPG[i], h.workerNATS[i])}
 		if err := w.start(); err != nil {
 			return err
 		}
@@ -303,13 +355,51 @@ simulator:
 	return nil
 }
 
+// startProxies starts the proxy of every link that can be cut.
+func (h *harness) startProxies() error {
+	start := func(target string) (*tcpproxy.Proxy, error) { return tcpproxy.Listen(target) }
+	var err error
+	pgAddr, natsAddr := devstack.Addr(h.pg.Port), devstack.Addr(h.nats.Port)
+	for range h.o.Workers {
+		var n, p *tcpproxy.Proxy
+		if n, err = start(natsAddr); err != nil {
+			return err
+		}
+		h.workerNATS = append(h.workerNATS, n)
+		if p, err = start(pgAddr); err != nil {
+			return err
+		}
+		h.workerPG = append(h.workerPG, p)
+	}
+	if h.ingestNATS, err = start(natsAddr); err != nil {
+		return err
+	}
+	if h.ingestPG, err = start(pgAddr); err != nil {
+		return err
+	}
+	h.provider, err = start(h.sim.ln.Addr().String())
+	return err
+}
+
+// proxies returns every proxy started.
+func (h *harness) proxies() []*tcpproxy.Proxy {
+	ps := append(append([]*tcpproxy.Proxy{}, h.workerNATS...), h.workerPG...)
+	for _, p := range []*tcpproxy.Proxy{h.ingestNATS, h.ingestPG, h.provider} {
+		if p != nil {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
 // env is the environment of every command the harness starts: the private
-// services and the run's configuration, nothing inherited.
-func (h *harness) env() []string {
+// services, reached through the proxies pg and nats and the provider's,
+// and the run's configuration, nothing inherited.
+func (h *harness) env(pg, nats *tcpproxy.Proxy) []string {
 	return []string{
-		"DATABASE_URL=" + h.pg.URL("extractq"),
-		"NATS_URL=" + h.nats.URL(),
-		"LLM_BASE_URL=" + h.sim.baseURL(),
+		"DATABASE_URL=" + fmt.Sprintf("postgres://postgres@%s/extractq?sslmode=disable", pg.Addr()),
+		"NATS_URL=nats://" + nats.Addr(),
+		"LLM_BASE_URL=http://" + h.provider.Addr() + "/v1",
 		"LLM_API_KEY=simulator",
 		"LLM_MODEL=",
 		"CONFIG=" + h.cfgPath,
@@ -327,9 +417,10 @@ func (h *harness) runOnce(ctx context.Context, name string, env []string, args .
 // problem of the run; it is then run again on the same file, as an
 // operator would (a stopped ingest's stored runs are published by the
 // next ingest of the file), up to -ingest-retries times, so the checks
-// still cover every message.
+// still cover every message. An ingest the harness killed (killIngest) is
+// run again on the same file too, and that is no problem.
 func (h *harness) runIngest(ctx context.Context, path string) {
-	for attempt := 0; ; attempt++ {
+	for attempt := 0; ; {
 		var stdout bytes.Buffer
 		p, err := h.startIngest(path, &stdout)
 		if err != nil {
@@ -345,10 +436,22 @@ func (h *harness) runIngest(ctx context.Context, path string) {
 			p.Stop(syscall.SIGTERM, 5*time.Second)
 			return
 		}
+		h.pmu.Lock()
+		killed, down := h.ingestKilled, h.ingestDown
+		h.ingestKilled = false
+		h.pmu.Unlock()
+		if killed {
+			if sleepCtx(ctx, down) != nil {
+				return
+			}
+			h.logf("ingest: running it again on the same file after its SIGKILL (%d stored so far)", h.stored.Load())
+			continue
+		}
 		if h.ingestFinished(p, stdout.Bytes()) || attempt >= h.o.IngestRetries {
 			return
 		}
-		h.logf("ingest: running it again on the same file in 5s (%d of %d)", attempt+1, h.o.IngestRetries)
+		attempt++
+		h.logf("ingest: running it again on the same file in 5s (%d of %d)", attempt, h.o.IngestRetries)
 		if sleepCtx(ctx, 5*time.Second) != nil {
 			return
 		}
@@ -358,7 +461,7 @@ func (h *harness) runIngest(ctx context.Context, path string) {
 // startIngest starts cmd/ingest -json on the messages, its report going
 // to stdout and its logs to ingest.log.
 func (h *harness) startIngest(path string, stdout *bytes.Buffer) (*devstack.Proc, error) {
-	return devstack.Start(devstack.Spec{Name: "ingest", LogPath: filepath.Join(h.dir, "ingest.log"), Env: h.env(), Stdout: stdout,
+	return devstack.Start(devstack.Spec{Name: "ingest", LogPath: filepath.Join(h.dir, "ingest.log"), Env: h.env(h.ingestPG, h.ingestNATS), Stdout: stdout,
 		Args: []string{filepath.Join(h.binDir, "ingest"), "-json", "-quiet", "-log-level", "info", path}})
 }
 
@@ -411,6 +514,7 @@ func (h *harness) waitOutcomes(ctx context.Context, ingestDone <-chan struct{}, 
 		cancel()
 		if err == nil {
 			h.done.Store(done)
+			h.stored.Store(stored)
 			if ingested {
 				h.total.Store(stored)
 			}
@@ -459,72 +563,241 @@ func (h *harness) checkWorkers() {
 	}
 }
 
-// chaos injects the planned faults, each once its share of messages is
-// done. It returns an error when a service cannot be brought back.
+// chaos injects the planned faults, each once its trigger is reached.
+// Each waits in its own goroutine. Faults on one target (a worker, ingest,
+// NATS, Postgres, the provider) are injected one at a time; faults on
+// different targets may overlap, so that a long one (a SIGSTOP, the
+// provider outage) does not push the others past the end of the work. It
+// returns the first error: a service that cannot be brought back.
 func (h *harness) chaos(ctx context.Context, evs []event) error {
-	for i, e := range evs {
-		for float64(h.done.Load()) < e.At*float64(h.total.Load()) {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(50 * time.Millisecond):
-			}
+	locks := map[string]*sync.Mutex{}
+	for _, e := range evs {
+		if locks[e.target()] == nil {
+			locks[e.target()] = new(sync.Mutex)
 		}
-		if err := sleepCtx(ctx, e.Delay); err != nil {
+	}
+	errs := make(chan error, len(evs))
+	var wg sync.WaitGroup
+	for i, e := range evs {
+		wg.Go(func() {
+			if err := h.waitTrigger(ctx, e); err != nil {
+				errs <- err
+				return
+			}
+			mu := locks[e.target()]
+			mu.Lock()
+			defer mu.Unlock()
+			if err := sleepCtx(ctx, e.Delay); err != nil {
+				errs <- err
+				return
+			}
+			at := fmt.Sprintf("fault %d/%d at %d/%d done, %d stored, %.1fs after ingest started",
+				i+1, len(evs), h.done.Load(), h.total.Load(), h.stored.Load(), time.Since(h.ingestStart).Seconds())
+			errs <- h.inject(ctx, at, e)
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
 			return err
 		}
-		at := fmt.Sprintf("fault %d/%d at %d/%d done", i+1, len(evs), h.done.Load(), h.total.Load())
-		switch e.Kind {
-		case killWorker:
-			w := h.workers[e.Worker]
-			h.wmu.Lock()
-			w.down = true
-			p := w.proc
-			h.wmu.Unlock()
-			h.logf("%s: SIGKILL worker %d (pid %d)", at, w.index, p.Pid())
-			p.Kill()
-			w.kills++
-			if err := sleepCtx(ctx, e.Down); err != nil {
-				return err
-			}
-			h.wmu.Lock()
-			err := w.start()
-			w.down = false
-			pid := w.proc.Pid()
-			h.wmu.Unlock()
-			if err != nil {
-				return fmt.Errorf("restarting worker %d: %w", w.index, err)
-			}
-			// Wait for it to consume before going on: a worker the run
-			// stops while it is still starting would die of the SIGTERM
-			// before its handler is set, which is not the fault tested.
-			if err := w.waitReady(ctx, 60*time.Second); err != nil {
-				return err
-			}
-			h.logf("worker %d started again (pid %d) after %s down", w.index, pid, e.Down.Round(time.Millisecond))
-		case restartNATS:
-			h.logf("%s: stopping NATS (SIGTERM)", at)
-			t := time.Now()
-			h.nats.Stop()
-			if err := sleepCtx(ctx, e.Down); err != nil {
-				return err
-			}
-			if err := h.nats.Start(ctx); err != nil {
-				return fmt.Errorf("starting NATS again: %w", err)
-			}
-			h.logf("NATS back on the same store after %s", time.Since(t).Round(time.Millisecond))
-		case restartPostgres:
-			h.logf("%s: stopping Postgres (fast shutdown)", at)
-			t := time.Now()
-			h.pg.Stop()
-			if err := sleepCtx(ctx, e.Down); err != nil {
-				return err
-			}
-			if err := h.pg.Start(ctx); err != nil {
-				return fmt.Errorf("starting Postgres again: %w", err)
-			}
-			h.logf("Postgres back on the same data after %s", time.Since(t).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// waitTrigger waits until e's moment of the run.
+func (h *harness) waitTrigger(ctx context.Context, e event) error {
+	reached := func() bool {
+		switch e.Trigger {
+		case bySeconds:
+			return time.Since(h.ingestStart) >= e.After
+		case byStored:
+			return float64(h.stored.Load()) >= e.At*float64(h.o.Messages)
 		}
+		return float64(h.done.Load()) >= e.At*float64(h.total.Load())
+	}
+	for !reached() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// count records one fault injected, by what it was.
+func (h *harness) count(what string) {
+	h.fmu.Lock()
+	defer h.fmu.Unlock()
+	if h.faults == nil {
+		h.faults = map[string]int{}
+	}
+	h.faults[what]++
+}
+
+// inject injects one fault and brings back what it took down.
+func (h *harness) inject(ctx context.Context, at string, e event) error {
+	switch e.Kind {
+	case killWorker:
+		w := h.workers[e.Worker]
+		h.wmu.Lock()
+		w.down = true
+		p := w.proc
+		h.wmu.Unlock()
+		h.logf("%s: SIGKILL worker %d (pid %d)", at, w.index, p.Pid())
+		p.Kill()
+		w.kills++
+		h.count("worker SIGKILL")
+		if err := sleepCtx(ctx, e.Down); err != nil {
+			return err
+		}
+		h.wmu.Lock()
+		err := w.start()
+		w.down = false
+		pid := w.proc.Pid()
+		h.wmu.Unlock()
+		if err != nil {
+			return fmt.Errorf("restarting worker %d: %w", w.index, err)
+		}
+		// Wait for it to consume before going on with this worker's
+		// faults. It may take a while when another fault overlaps (NATS
+		// or Postgres down, the provider outage pausing work).
+		if err := w.waitReady(ctx, 2*time.Minute); err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			h.problem("worker %d not ready after its restart: %v", w.index, err)
+			return nil
+		}
+		h.logf("worker %d started again (pid %d) after %s down", w.index, pid, e.Down.Round(time.Millisecond))
+	case stopWorker:
+		w := h.workers[e.Worker]
+		h.wmu.Lock()
+		p := w.proc
+		w.stopped = true
+		h.wmu.Unlock()
+		h.logf("%s: SIGSTOP worker %d (pid %d) for %s, past the ack wait of %s", at, w.index, p.Pid(),
+			e.Down.Round(time.Millisecond), h.cfg.Worker.AckWait)
+		if err := p.Signal(syscall.SIGSTOP); err != nil {
+			return fmt.Errorf("SIGSTOP worker %d: %w", w.index, err)
+		}
+		h.count("worker SIGSTOP past the ack wait")
+		serr := sleepCtx(ctx, e.Down)
+		err := p.Signal(syscall.SIGCONT)
+		h.wmu.Lock()
+		w.stopped = false
+		h.wmu.Unlock()
+		if serr != nil {
+			return serr
+		}
+		if err != nil {
+			return fmt.Errorf("SIGCONT worker %d: %w", w.index, err)
+		}
+		h.logf("worker %d continued (SIGCONT)", w.index)
+	case cutLink:
+		var p *tcpproxy.Proxy
+		what := e.Link.String()
+		switch e.Link {
+		case workerNATS:
+			p, what = h.workerNATS[e.Worker], fmt.Sprintf("worker %d↔NATS", e.Worker+1)
+		case workerPostgres:
+			p, what = h.workerPG[e.Worker], fmt.Sprintf("worker %d↔Postgres", e.Worker+1)
+		case ingestNATS:
+			p = h.ingestNATS
+		case ingestPostgres:
+			p = h.ingestPG
+		}
+		n := p.Cut()
+		h.logf("%s: cut %s for %s (%d open connections reset)", at, what, e.Down.Round(time.Millisecond), n)
+		h.count("cut " + e.Link.String())
+		err := sleepCtx(ctx, e.Down)
+		p.Restore()
+		if err != nil {
+			return err
+		}
+		h.logf("%s restored; %d connections refused while cut", what, p.Refused())
+	case killIngest:
+		h.pmu.Lock()
+		p := h.ingest
+		running := p != nil && !p.Exited()
+		if running {
+			h.ingestKilled, h.ingestDown = true, e.Down
+		}
+		h.pmu.Unlock()
+		if !running {
+			h.problem("%s: ingest was not running when it was to be killed mid-file", at)
+			return nil
+		}
+		h.logf("%s: SIGKILL ingest (pid %d) mid-file; it runs again on the same file after %s", at, p.Pid(), e.Down.Round(time.Millisecond))
+		p.Kill()
+		h.count("ingest SIGKILL mid-file")
+	case providerOutage:
+		n := h.provider.Cut()
+		h.logf("%s: provider outage: the simulator refuses every call for %s (%d calls cut; breaker cooldown %s)",
+			at, e.Down.Round(time.Millisecond), n, h.cfg.Provider.BreakerCooldown)
+		h.count("provider outage")
+		err := sleepCtx(ctx, e.Down)
+		h.provider.Restore()
+		if err != nil {
+			return err
+		}
+		back, done := time.Now(), h.done.Load()
+		h.logf("provider back after %s", e.Down.Round(time.Millisecond))
+		limit := h.cfg.Provider.BreakerCooldown + 10*time.Second
+		for h.done.Load() == done && h.done.Load() < h.total.Load() && time.Since(back) < 2*limit {
+			if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+				return err
+			}
+		}
+		switch took := time.Since(back); {
+		case h.done.Load() > done:
+			h.logf("work resumed %s after the provider came back (within the breaker cooldown plus 10s: %v)",
+				took.Round(100*time.Millisecond), took <= limit)
+		case h.done.Load() < h.total.Load():
+			h.problem("work did not resume within %s of the provider coming back", took.Round(time.Second))
+		}
+	case restartNATS:
+		h.logf("%s: stopping NATS (SIGTERM)", at)
+		t := time.Now()
+		h.nats.Stop()
+		h.count("NATS restart")
+		if err := sleepCtx(ctx, e.Down); err != nil {
+			return err
+		}
+		if err := h.nats.Start(ctx); err != nil {
+			return fmt.Errorf("starting NATS again: %w", err)
+		}
+		h.logf("NATS back on the same store after %s", time.Since(t).Round(time.Millisecond))
+	case restartPostgres:
+		h.logf("%s: stopping Postgres (fast shutdown)", at)
+		t := time.Now()
+		h.pg.Stop()
+		h.count("Postgres restart")
+		if err := sleepCtx(ctx, e.Down); err != nil {
+			return err
+		}
+		if err := h.pg.Start(ctx); err != nil {
+			return fmt.Errorf("starting Postgres again: %w", err)
+		}
+		h.logf("Postgres back on the same data after %s", time.Since(t).Round(time.Millisecond))
+	case loseStore:
+		queued := h.stored.Load() - h.done.Load()
+		h.logf("%s: stopping NATS and deleting its store, %d runs queued in Postgres", at, queued)
+		t := time.Now()
+		h.nats.Stop()
+		if err := os.RemoveAll(filepath.Join(h.nats.Dir, "store")); err != nil {
+			return fmt.Errorf("deleting the NATS store: %w", err)
+		}
+		h.count("stream store lost")
+		if err := sleepCtx(ctx, e.Down); err != nil {
+			return err
+		}
+		if err := h.nats.Start(ctx); err != nil {
+			return fmt.Errorf("starting NATS again: %w", err)
+		}
+		h.logf("NATS back with an empty store after %s: the runs queued in Postgres must be republished", time.Since(t).Round(time.Millisecond))
 	}
 	return nil
 }
@@ -601,9 +874,13 @@ func (h *harness) report(v verdict) {
 		kills += w.kills
 		starts += w.starts
 	}
-	restarts := func(n int) int { return max(0, n-1) }
-	fmt.Fprintf(h.out, "faults: %d worker SIGKILLs (%d worker starts), NATS restarts %d, Postgres restarts %d\n",
-		kills, starts, restarts(h.nats.Started), restarts(h.pg.Started))
+	fmt.Fprintf(h.out, "faults: %d worker SIGKILLs (%d worker starts)", kills, starts)
+	h.fmu.Lock()
+	for _, l := range sortedCounts(h.faults) {
+		fmt.Fprintf(h.out, ", %s", strings.TrimSpace(l))
+	}
+	h.fmu.Unlock()
+	fmt.Fprintln(h.out)
 	fmt.Fprintf(h.out, "runs: %d succeeded, %d repaired, %d failed (triage), %d queued; stored messages %d of %d\n",
 		v.ByStatus["succeeded"], v.ByStatus["repaired"], v.ByStatus["failed"], v.ByStatus["queued"], v.Stored, v.Messages)
 	if len(v.ByReason) > 0 {
@@ -619,8 +896,8 @@ func (h *harness) report(v verdict) {
 	}
 	counts := countLogMessages(logs)
 	fmt.Fprintf(h.out, "wasted_calls = %d chat calls the simulator answered - %d recorded in llm_calls (superseded ones included:\n"+
-		"  calls of a nak'ed delivery, or of one that found the run committed by another, %d deliveries so): paid calls\n"+
-		"  missing from the ledger, cut off by a SIGKILL, a restart or a failed commit before they were written\n",
+		"  calls of a delivery put back, or of one that found the run committed by another, %d deliveries so): paid calls\n"+
+		"  missing from the ledger, cut off by a SIGKILL (or answered to a frozen worker past their deadline) before they were written\n",
 		v.Served, v.Recorded, counts["info: "+outcomeExistsMsg])
 	if v.WastedCalls < 0 {
 		h.problem("llm_calls holds %d more calls than the simulator answered", -v.WastedCalls)
@@ -661,6 +938,9 @@ func (h *harness) cleanup() {
 	for _, w := range h.workers {
 		w.down = true
 		if w.proc != nil {
+			if w.stopped {
+				w.proc.Signal(syscall.SIGCONT)
+			}
 			wg.Go(func() { w.proc.Stop(syscall.SIGTERM, 10*time.Second) })
 		}
 	}
@@ -671,6 +951,9 @@ func (h *harness) cleanup() {
 	}
 	h.pmu.Unlock()
 	wg.Wait()
+	for _, p := range h.proxies() {
+		p.Close()
+	}
 	if h.sim != nil {
 		h.sim.close()
 	}

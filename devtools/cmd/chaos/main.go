@@ -4,25 +4,32 @@
 //
 // Usage:
 //
-//	chaos [-messages 5000] [-kills 3] [-restart-nats] [-restart-postgres] [-workers 2] [-seed N] [-timeout 15m] [-keep]
+//	chaos [-messages 5000] [-kills 3] [-stops 1] [-cuts 4] [-ingest-kills 1] [-provider-outage 45s] [-store-loss] [-seed N] [-timeout 15m] [-keep]
 //
 // It builds the commands, starts its own Postgres (initdb in a temporary
 // directory, its own port; as root the cluster runs as the OS user
 // postgres), its own NATS (devtools/cmd/natsd, its own port and store), the LLM
-// simulator in process (log-normal latency, the demo's fault rates) and
-// -workers worker processes, and ingests -messages real customer messages
+// simulator in process (log-normal latency, the demo's fault rates),
+// a TCP proxy (internal/tcpproxy) on every link it may cut, and -workers
+// worker processes, and ingests -messages real customer messages
 // (testdata/abcd, repeated under new ids). While they are extracted it
-// SIGKILLs a random worker -kills times at random moments and starts it
-// again, and restarts NATS and Postgres once each. Then it checks the
-// store and prints, as its last line:
+// injects the faults drawn from -seed: worker SIGKILLs, a SIGSTOP past the
+// ack wait, network cuts (worker↔NATS, worker↔Postgres, ingest↔NATS,
+// ingest↔Postgres; open connections reset), ingest killed mid-file and run
+// again, a provider outage longer than the breaker cooldown, a restart of
+// NATS and of Postgres, and with -store-loss the stream's store deleted.
+// Faults fire by the share of messages done, by seconds since ingest
+// started, or (ingest's) by the share stored. Then it checks the store and
+// prints, as its last line:
 //
 //	messages=N outcomes=N lost=0 duplicated=0 unvalidated=0 wasted_calls=K
 //
 // Exit status: 0 when lost, duplicated and unvalidated are 0 and nothing
 // else failed (a crash of a worker it did not kill, a failed ingest, a
-// timeout); 1 otherwise; 2 bad usage; 130 interrupted. Every process it
-// started is stopped and its directory removed (unless -keep), on failure
-// and on Ctrl-C too. The machine's shared Postgres and NATS are never used.
+// triage item of kind delivery, a timeout); 1 otherwise; 2 bad usage; 130
+// interrupted. Every process it started is stopped and its directory
+// removed (unless -keep), on failure and on Ctrl-C too. The machine's
+// shared Postgres and NATS are never used. docs/chaos.md has the details.
 package main
 
 import (
@@ -53,10 +60,18 @@ func main() {
 	flag.DurationVar(&o.LatencyP99, "latency-p99", 400*time.Millisecond, "simulated LLM latency, 99th percentile")
 	flag.DurationVar(&o.AckWait, "ack-wait", 10*time.Second, "JetStream ack wait: how soon a killed worker's messages come back")
 	flag.IntVar(&o.MaxDeliver, "max-deliver", 10, "JetStream delivery limit per message")
-	flag.DurationVar(&o.Outage, "outage", 0, "how long NATS and Postgres stay down at their restart (default a random 1s to 3s)")
+	flag.DurationVar(&o.Outage, "outage", 0, "how long NATS and Postgres stay down at their restart or store loss (default a random 1s to 3s)")
+	flag.IntVar(&o.Stops, "stops", 1, "times a worker is frozen with SIGSTOP for longer than the ack wait, then continued with SIGCONT")
+	flag.IntVar(&o.Cuts, "cuts", 4, "network cuts through the harness's proxies, round the links worker↔NATS, worker↔Postgres, ingest↔NATS, ingest↔Postgres (open connections reset)")
+	flag.DurationVar(&o.CutFor, "cut-for", 0, "how long a link stays cut (default a random 2s to 8s)")
+	flag.IntVar(&o.IngestKills, "ingest-kills", 1, "times ingest is killed with SIGKILL mid-file and run again on the same file")
+	flag.DurationVar(&o.ProviderOutage, "provider-outage", 45*time.Second, "how long the simulator refuses every call, once (0: never); longer than the breaker cooldown (30s) to make workers pause and probe")
+	flag.BoolVar(&o.StoreLoss, "store-loss", false, "stop NATS, delete its store and start it again empty, once, with runs queued (needs the relay's reconciler to bring them home)")
+	flag.DurationVar(&o.Window, "window", 0, "faults timed in seconds fire between 1s and this long after ingest started (default messages/100 seconds, at least 10s)")
 	flag.Parse()
-	if flag.NArg() > 0 || o.Messages < 1 || o.Workers < 1 || o.Kills < 0 || o.Concurrency < 1 || o.MaxDeliver < 2 {
-		fmt.Fprintln(os.Stderr, "usage: chaos [flags]; -messages, -workers and -concurrency at least 1, -kills at least 0, -max-deliver at least 2")
+	if flag.NArg() > 0 || o.Messages < 1 || o.Workers < 1 || o.Kills < 0 || o.Stops < 0 || o.Cuts < 0 || o.IngestKills < 0 ||
+		o.Concurrency < 1 || o.MaxDeliver < 2 {
+		fmt.Fprintln(os.Stderr, "usage: chaos [flags]; -messages, -workers and -concurrency at least 1, -kills, -stops, -cuts and -ingest-kills at least 0, -max-deliver at least 2")
 		flag.PrintDefaults()
 		os.Exit(2)
 	}

@@ -22,6 +22,8 @@ type workerProc struct {
 	// down is set while the harness means the worker to be stopped, so
 	// its exit is not taken for a crash.
 	down bool
+	// stopped is set while the harness holds the worker SIGSTOPped.
+	stopped bool
 	// crashed is set from a crash until the worker is started again.
 	crashed   bool
 	crashedAt time.Time

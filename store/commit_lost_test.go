@@ -1,0 +1,75 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"net/url"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/extractq/extractq/internal/tcpproxy"
+	"github.com/extractq/extractq/internal/testsignal"
+	"github.com/extractq/extractq/store"
+	"github.com/extractq/extractq/store/storetest"
+)
+
+// TestMaybeCommitted: a COMMIT whose reply is lost (the connection fails
+// after Postgres committed) is an error MaybeCommitted reports, and the
+// row is there; an error of the transaction's own statements, or one
+// Postgres answered, is not.
+func TestMaybeCommitted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := storetest.NewStore(t)
+	u, err := url.Parse(storetest.SchemaURL(t, st))
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		t.Skipf("the test database is not given as a postgres:// URL: %v", err)
+	}
+	cc := st.Pool.Config().ConnConfig
+	p, err := tcpproxy.Listen(net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	u.Host = p.Addr()
+	via, err := store.Open(ctx, u.String(), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(via.Close)
+	insert := func(id string) func(tx store.DBTX) error {
+		return func(tx store.DBTX) error {
+			_, err := tx.Exec(ctx, `INSERT INTO batches (id, schema_id) VALUES ($1, 'customer_message')`, id)
+			return err
+		}
+	}
+
+	p.LoseReplyAfter(func(chunk []byte) bool { return bytes.Contains(chunk, []byte("commit")) })
+	err = via.InTx(ctx, insert("b1"))
+	if err == nil || !store.MaybeCommitted(err) || !store.Transient(err) {
+		t.Fatalf("COMMIT with its reply lost: %v (MaybeCommitted %v, Transient %v), want a transient error that may have committed",
+			err, store.MaybeCommitted(err), store.Transient(err))
+	}
+	// Postgres acts on the COMMIT after the client saw its connection fail.
+	testsignal.Eventually(t, 10*time.Second, "the row of the COMMIT whose reply was lost", func() bool {
+		var n int
+		err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM batches WHERE id = 'b1'`).Scan(&n)
+		return err == nil && n == 1
+	})
+
+	if err := via.InTx(ctx, insert("b1")); err == nil || store.MaybeCommitted(err) {
+		t.Fatalf("a unique violation in the transaction: %v, MaybeCommitted %v; want an error that did not commit", err, store.MaybeCommitted(err))
+	}
+	failed := errors.New("fn failed")
+	if err := via.InTx(ctx, func(store.DBTX) error { return failed }); !errors.Is(err, failed) || store.MaybeCommitted(err) {
+		t.Fatalf("fn's own error: %v, MaybeCommitted %v", err, store.MaybeCommitted(err))
+	}
+	if err := via.InTx(ctx, insert("b2")); err != nil || store.MaybeCommitted(nil) {
+		t.Fatalf("a plain commit: %v", err)
+	}
+}
