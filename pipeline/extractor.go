@@ -140,6 +140,9 @@ type Input struct {
 	Prompt *Prompt
 	// Repair is RepairRegenerate or RepairPatch.
 	Repair string
+	// Meta is what the schema's rules see of the message besides its
+	// text (the message variable).
+	Meta MessageMeta
 }
 
 // Call is one LLM call as recorded in the cost ledger.
@@ -280,7 +283,7 @@ func (e *Extractor) Process(ctx context.Context, in Input) (*Result, error) {
 	if err != nil {
 		return answered(res, call), err
 	}
-	text := &runText{text: in.Text}
+	text := &runText{text: in.Text, meta: in.Meta}
 	inst, errs, stripped, ev := e.check(resp, in, text)
 	call.Errors, call.Stripped = errs, stripped
 	res.Calls = append(res.Calls, call)

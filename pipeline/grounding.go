@@ -124,6 +124,7 @@ func (g *grounder) check(path, value string) {
 // then shared by every validation of a run.
 type runText struct {
 	text string
+	meta MessageMeta // for rules
 	norm *normText
 }
 
