@@ -26,7 +26,8 @@
 //
 // # Before any call
 //
-// A message that is empty or only white space fails with KindInput
+// A message that is empty or only white space (or zero-width and format
+// characters, see [IsBlank]) fails with KindInput
 // (keyword "empty"). A request whose estimated prompt tokens plus
 // MaxCompletionTokens exceed ContextWindowTokens fails with KindInput
 // (keyword "context_window"). Neither makes a call.

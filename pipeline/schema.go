@@ -151,7 +151,10 @@ func stripAnnotations(v any) any {
 }
 
 // Validate checks instance (decoded with json.Decoder.UseNumber, as
-// DecodeStrict does) against the schema and the grounding rule over text.
+// DecodeStrict does) against the schema, its rules and the grounding rule
+// over text. It first cuts punctuation and quotes from the ends of
+// grounded strings, in place (see Ground): the record validated and
+// stored is the cut one.
 // It returns the sorted error list (empty when valid) and, for a valid
 // instance, the evidence span of every grounded value.
 func (s *Schema) Validate(instance any, text string) (extracttype.ErrorList, []extracttype.Evidence) {
@@ -166,10 +169,11 @@ func (s *Schema) ValidateMessage(instance any, text string, meta MessageMeta) (e
 
 // validate is Validate over a text normalised for grounding on first use.
 func (s *Schema) validate(instance any, text *runText) (extracttype.ErrorList, []extracttype.Evidence) {
+	trimmed := s.trimGrounded(instance)
 	errs := s.validateSchema(instance)
 	errs = append(errs, s.checkKeyCase(s.doc, instance, "", 0)...)
 	errs = append(errs, s.checkRules(instance, text, len(errs) > 0)...)
-	gerrs, evidence := s.ground(instance, text)
+	gerrs, evidence := s.ground(instance, text, trimmed)
 	errs = append(errs, gerrs...)
 	errs.Sort()
 	return dedupe(errs), evidence
