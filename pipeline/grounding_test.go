@@ -234,7 +234,6 @@ func customerRecord(t *testing.T, s *Schema, set map[string]any) map[string]any 
 	return rec
 }
 
-
 // Punctuation and quotes at a grounded value's ends are not part of its
 // span and are not stored; the stored value equals its span's text, or the
 // evidence says it was normalised.

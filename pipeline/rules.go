@@ -569,7 +569,7 @@ func (p *ruleTypes) NativeToValue(v any) ref.Val {
 
 // MessageMeta is what rules see of the message besides its text (the
 // message variable): where it came from, its metadata, when it was
-// received.
+// received (the zero time means now).
 type MessageMeta struct {
 	Source     string
 	Metadata   json.RawMessage // a JSON object, or empty
@@ -614,8 +614,12 @@ func newMessageVal(text *runText, msg MessageMeta) *messageVal {
 			}
 		}
 	}
+	received := msg.ReceivedAt
+	if received.IsZero() {
+		received = time.Now() // a caller that does not know, such as a test of Validate
+	}
 	return &messageVal{text: text, fields: map[string]any{
-		"text": text.text, "source": msg.Source, "metadata": meta, "received_at": msg.ReceivedAt.UTC(),
+		"text": text.text, "source": msg.Source, "metadata": meta, "received_at": received.UTC(),
 	}}
 }
 
