@@ -238,7 +238,7 @@ func (rc *ruleCompiler) compileRule(env *cel.Env, sm map[string]any, r Rule) (co
 		return compiledRule{}, fmt.Sprintf("estimated cost %s exceeds the limit %d (bound the strings and arrays it reads with maxLength and maxItems)",
 			costString(est.Max), RuleCostLimit)
 	}
-	prog, err := env.Program(checked, cel.CostLimit(RuleCostLimit))
+	prog, err := env.Program(checked, cel.CostLimit(RuleCostLimit), cel.EvalOptions(cel.OptOptimize))
 	if err != nil {
 		return compiledRule{}, "cannot be planned: " + err.Error()
 	}
