@@ -29,9 +29,9 @@ func (s *Schema) Ground(instance any, text string) (extracttype.ErrorList, []ext
 	return s.ground(instance, &runText{text: text}, nil)
 }
 
-// ground is Ground over a text normalised on first use. trimmed holds the
-// paths whose values trimGrounded cut.
-func (s *Schema) ground(instance any, text *runText, trimmed map[string]bool) (extracttype.ErrorList, []extracttype.Evidence) {
+// ground is Ground over a text normalised on first use. trimmed is what
+// trimGrounded cut.
+func (s *Schema) ground(instance any, text *runText, trimmed map[string]string) (extracttype.ErrorList, []extracttype.Evidence) {
 	g := grounder{doc: s.doc, text: text, trimmed: trimmed}
 	g.walk(s.doc, instance, "", false, 0)
 	sort.Slice(g.evidence, func(i, j int) bool { return g.evidence[i].Path < g.evidence[j].Path })
@@ -41,9 +41,9 @@ func (s *Schema) ground(instance any, text *runText, trimmed map[string]bool) (e
 type grounder struct {
 	doc      map[string]any
 	text     *runText
-	trimmed  map[string]bool // paths of values trimGrounded cut
-	trim     bool            // walk to trim, not to ground
-	cut      map[string]bool // what a trim walk cut
+	trimmed  map[string]string // what trimGrounded cut
+	trim     bool              // walk to trim, not to ground
+	cut      map[string]string // what a trim walk cut: path → the value before
 	errs     extracttype.ErrorList
 	evidence []extracttype.Evidence
 }
@@ -80,7 +80,7 @@ func (g *grounder) walk(schema any, inst any, path string, grounded bool, depth 
 			if g.trim {
 				if t, ok := g.trimChild(props[k], child, grounded, depth+1); ok {
 					v[k] = t
-					g.cut[path+"/"+escapeToken(k)] = true
+					g.cut[path+"/"+escapeToken(k)] = child.(string)
 				}
 			}
 			g.child(props[k], child, path, escapeToken(k), grounded, depth+1)
@@ -91,7 +91,7 @@ func (g *grounder) walk(schema any, inst any, path string, grounded bool, depth 
 			if g.trim {
 				if t, ok := g.trimChild(items, child, grounded, depth+1); ok {
 					v[i] = t
-					g.cut[path+"/"+strconv.Itoa(i)] = true
+					g.cut[path+"/"+strconv.Itoa(i)] = child.(string)
 				}
 			}
 			g.child(items, child, path, strconv.Itoa(i), grounded, depth+1)
@@ -147,11 +147,33 @@ func trimEdges(v string) string {
 }
 
 // trimGrounded cuts trimEdges from every grounded string of instance, in
-// place, before anything validates it, and returns the paths it cut.
-func (s *Schema) trimGrounded(instance any) map[string]bool {
-	g := grounder{doc: s.doc, trim: true, cut: map[string]bool{}}
+// place, before anything validates it, and returns what it cut: path →
+// the value before.
+func (s *Schema) trimGrounded(instance any) map[string]string {
+	g := grounder{doc: s.doc, trim: true, cut: map[string]string{}}
 	g.walk(s.doc, instance, "", false, 0)
 	return g.cut
+}
+
+// untrim puts back the values trimGrounded cut, for a record that does not
+// validate: what goes to triage is what the model sent.
+func untrim(instance any, cut map[string]string) {
+	for path, v := range cut {
+		i := strings.LastIndexByte(path, '/')
+		parent, ok := resolvePointer(instance, path[:i])
+		if !ok {
+			continue
+		}
+		tok := unescapeToken(path[i+1:])
+		switch p := parent.(type) {
+		case map[string]any:
+			p[tok] = v
+		case []any:
+			if n, err := strconv.Atoi(tok); err == nil && n >= 0 && n < len(p) {
+				p[n] = v
+			}
+		}
+	}
 }
 
 func (g *grounder) scalar(inst any, path string, grounded bool) {
@@ -176,7 +198,7 @@ func (g *grounder) check(path, value string) {
 	nt := g.text.normalized()
 	start, end = nt.widen(value, start, end)
 	g.evidence = append(g.evidence, extracttype.Evidence{Path: path, Start: start, End: end,
-		Normalized: nt.span(start, end) != value, Trimmed: g.trimmed[path]})
+		Normalized: nt.span(start, end) != value, Trimmed: g.trimmed[path] != ""})
 }
 
 // widen grows the span [start, end) of value's letters and digits over the

@@ -275,3 +275,18 @@ func TestGroundingEdges(t *testing.T) {
 		})
 	}
 }
+
+// A record that does not validate keeps the values the model sent: what
+// triage shows is the reply, not the trimmed form.
+func TestGroundingEdgesUntrimmedOnFailure(t *testing.T) {
+	t.Parallel()
+	s := loadCustomerSchema(t)
+	rec := customerRecord(t, s, map[string]any{"username": "jdoe.", "street_address": `"><img src=x>`})
+	errs, _ := s.Validate(rec, `my username is jdoe. "><img src=x>`)
+	if len(errs) == 0 {
+		t.Fatal("valid; want the street address's pattern error")
+	}
+	if rec["username"] != "jdoe." || rec["street_address"] != `"><img src=x>` {
+		t.Errorf("record changed: username %q, street_address %q", rec["username"], rec["street_address"])
+	}
+}

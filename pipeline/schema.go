@@ -154,7 +154,8 @@ func stripAnnotations(v any) any {
 // DecodeStrict does) against the schema, its rules and the grounding rule
 // over text. It first cuts punctuation and quotes from the ends of
 // grounded strings, in place (see Ground): the record validated and
-// stored is the cut one.
+// stored is the cut one. An instance with errors gets its values back as
+// they were, for triage.
 // It returns the sorted error list (empty when valid) and, for a valid
 // instance, the evidence span of every grounded value.
 func (s *Schema) Validate(instance any, text string) (extracttype.ErrorList, []extracttype.Evidence) {
@@ -175,6 +176,9 @@ func (s *Schema) validate(instance any, text *runText) (extracttype.ErrorList, [
 	errs = append(errs, s.checkRules(instance, text, len(errs) > 0)...)
 	gerrs, evidence := s.ground(instance, text, trimmed)
 	errs = append(errs, gerrs...)
+	if len(errs) > 0 {
+		untrim(instance, trimmed)
+	}
 	errs.Sort()
 	return dedupe(errs), evidence
 }
