@@ -444,11 +444,11 @@ func (in *Input) setSource(source string) error {
 	return nil
 }
 
-// setText checks a text (a non-space character, at most maxText bytes, no
+// setText checks a text (a visible character, see pipeline.IsBlank, at most maxText bytes, no
 // NUL) and sets it.
 func (in *Input) setText(text string, maxText int) error {
 	switch {
-	case strings.TrimFunc(text, unicode.IsSpace) == "":
+	case pipeline.IsBlank(text):
 		return errors.New(`"text" is empty or only white space`)
 	case len(text) > maxText:
 		return fmt.Errorf(`"text" is %d bytes; the limit is %d`, len(text), maxText)

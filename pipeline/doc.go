@@ -26,7 +26,8 @@
 //
 // # Before any call
 //
-// A message that is empty or only white space fails with KindInput
+// A message that is empty or only white space (or zero-width and format
+// characters, see [IsBlank]) fails with KindInput
 // (keyword "empty"). A request whose estimated prompt tokens plus
 // MaxCompletionTokens exceed ContextWindowTokens fails with KindInput
 // (keyword "context_window"). Neither makes a call.
@@ -91,11 +92,16 @@
 //     digits only ("AB-123 45" matches "ab12345"), and the match must not
 //     sit inside a longer run of letters or digits. Null is not checked.
 //     Each value found gets an [extracttype.Evidence] span, in code points of the
-//     stored text.
+//     stored text. Punctuation and quotes at a grounded string's ends are
+//     cut first and not stored (put back when the record fails).
 //   - nul (KindRule): a NUL character in a string or key, which Postgres
 //     cannot store in jsonb ([CheckStrings]).
 //   - surrogate (KindRule): a lone \ud800-\udfff escape in the reply
-//     ([HasLoneSurrogate]), which encoding/json would silently replace.
+//     ([HasLoneSurrogate]), which encoding/json would silently replace;
+//     reported at the field that holds it.
+//   - the schema's own rules (KindRule, keyword the rule's name): the CEL
+//     expressions of its "x-rules" lists ([Rule]), compiled when the
+//     schema loads, which must be true of the objects they sit on.
 //
 // The list is sorted ([extracttype.ErrorList.Sort]), so prompts and stored lists do not
 // depend on map order.

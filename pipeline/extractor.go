@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	openai "github.com/sashabaranov/go-openai"
 	"go.uber.org/zap"
@@ -143,6 +144,9 @@ type Input struct {
 	Prompt *Prompt
 	// Repair is RepairRegenerate or RepairPatch.
 	Repair string
+	// Meta is what the schema's rules see of the message besides its
+	// text (the message variable).
+	Meta MessageMeta
 }
 
 // Call is one LLM call as recorded in the cost ledger.
@@ -283,7 +287,7 @@ func (e *Extractor) Process(ctx context.Context, in Input) (*Result, error) {
 	if err != nil {
 		return answered(res, call), err
 	}
-	text := &runText{text: in.Text}
+	text := &runText{text: in.Text, meta: in.Meta}
 	inst, errs, stripped, ev := e.check(resp, in, text)
 	call.Errors, call.Stripped = errs, stripped
 	res.Calls = append(res.Calls, call)
@@ -358,10 +362,25 @@ func succeed(res *Result, outcome string, inst any, ev []extracttype.Evidence) *
 
 // checkInput rejects messages no call should be spent on.
 func checkInput(text string) extracttype.ErrorList {
-	if strings.TrimFunc(text, unicode.IsSpace) == "" {
+	if IsBlank(text) {
 		return extracttype.ErrorList{{Kind: extracttype.KindInput, Keyword: "empty", Message: "message text is empty"}}
 	}
 	return nil
+}
+
+// IsBlank reports whether s holds nothing a reader sees: only white space
+// (unicode.IsSpace) and default-ignorable characters, that is format
+// characters (category Cf: zero-width space, joiners, the byte-order mark,
+// soft hyphen), variation selectors and the other default-ignorable code
+// points of Unicode (such as U+034F and the Hangul fillers). Ingest and
+// the pipeline reject such a text as empty.
+func IsBlank(s string) bool {
+	for _, r := range s {
+		if !unicode.IsSpace(r) && !unicode.In(r, unicode.Cf, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point) {
+			return false
+		}
+	}
+	return true
 }
 
 // estimate is a call's prompt estimate: its messages and the output
@@ -545,8 +564,7 @@ func (e *Extractor) check(resp openai.ChatCompletionResponse, in Input, text *ru
 		return nil, errs, "", nil
 	}
 	if HasLoneSurrogate(content) {
-		return nil, extracttype.ErrorList{{Kind: extracttype.KindRule, Keyword: "surrogate",
-			Message: "reply holds a lone UTF-16 surrogate escape (\\ud800-\\udfff); no text can hold one"}}, rep.Stripped, nil
+		return nil, surrogateErrors(rep.Object), rep.Stripped, nil
 	}
 	inst := any(rep.Object)
 	if e.sent(in.Schema).addedNull {
@@ -715,6 +733,50 @@ func HasLoneSurrogate(s string) bool {
 		}
 	}
 	return false
+}
+
+// surrogateErrors reports a reply's lone surrogate escapes at the fields
+// that hold them: the decoder turns each into U+FFFD, so every string or
+// key of obj holding U+FFFD is reported (a key at its own path). When none
+// does, the error is at the root.
+func surrogateErrors(obj map[string]any) extracttype.ErrorList {
+	var paths []string
+	var walk func(v any, path string, depth int)
+	walk = func(v any, path string, depth int) {
+		if depth > MaxJSONDepth {
+			return
+		}
+		switch t := v.(type) {
+		case string:
+			if strings.ContainsRune(t, utf8.RuneError) {
+				paths = append(paths, path)
+			}
+		case map[string]any:
+			for k, c := range t {
+				p := path + "/" + escapeToken(k)
+				if strings.ContainsRune(k, utf8.RuneError) {
+					paths = append(paths, p)
+					continue
+				}
+				walk(c, p, depth+1)
+			}
+		case []any:
+			for i, c := range t {
+				walk(c, path+"/"+itoa(i), depth+1)
+			}
+		}
+	}
+	walk(obj, "", 0)
+	if len(paths) == 0 {
+		paths = []string{""}
+	}
+	out := make(extracttype.ErrorList, len(paths))
+	for i, p := range paths {
+		out[i] = extracttype.Error{Kind: extracttype.KindRule, Path: p, Keyword: "surrogate",
+			Message: "holds a lone UTF-16 surrogate escape (\\ud800-\\udfff); no text can hold one"}
+	}
+	out.Sort()
+	return out
 }
 
 // hex4 decodes the \uXXXX escape at s[i:], if there is one.

@@ -337,3 +337,52 @@ func FuzzApplyRepairPatch(f *testing.F) {
 		}
 	})
 }
+
+func TestIsBlank(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[string]bool{
+		"":                   true,
+		" \t\n\u00a0\u3000":  true,
+		"\u200b\u200c\u200d": true, // zero-width space, non-joiner, joiner
+		"\ufeff\u2060\u00ad": true, // byte-order mark, word joiner, soft hyphen
+		"\u034f\ufe0f\u3164": true, // combining grapheme joiner, variation selector, Hangul filler
+		"\u200bx":            false,
+		"\u0301":             false, // a combining accent is visible on its own
+		".":                  false,
+	} {
+		if got := IsBlank(s); got != want {
+			t.Errorf("IsBlank(%+q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+// A lone surrogate is reported at the field that holds it, a key at its
+// own path.
+func TestLoneSurrogateAtItsPath(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, reply string
+		want        []string
+	}{
+		{"Value", strings.Replace(validJSON, `"czhang14@email.com"`, `"czhang14\ud800@email.com"`, 1), []string{"/email"}},
+		{"InArray", strings.Replace(validJSON, `"AB-123 45"`, `"AB\udc00-123 45"`, 1), []string{"/items/0/sku"}},
+		{"Key", strings.Replace(validJSON, `"intent"`, `"int\ud800ent"`, 1), []string{"/int\ufffdent"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupExtractor(t, ModeResponseFormat, content(tt.reply))
+			_, errs, _, _ := b.ext.check(openai.ChatCompletionResponse{Choices: []openai.ChatCompletionChoice{{
+				Message: openai.ChatCompletionMessage{Content: tt.reply}, FinishReason: "stop"}}}, b.in, &runText{text: b.in.Text})
+			var got []string
+			for _, e := range errs {
+				if e.Keyword != "surrogate" || e.Kind != extracttype.KindRule {
+					t.Errorf("error %+v, want a surrogate rule error", e)
+				}
+				got = append(got, e.Path)
+			}
+			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("paths %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

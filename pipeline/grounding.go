@@ -26,12 +26,13 @@ import (
 // It returns one KindRule error (keyword "grounded") per value not found,
 // whose message names no value, and the evidence of every value found.
 func (s *Schema) Ground(instance any, text string) (extracttype.ErrorList, []extracttype.Evidence) {
-	return s.ground(instance, &runText{text: text})
+	return s.ground(instance, &runText{text: text}, nil)
 }
 
-// ground is Ground over a text normalised on first use.
-func (s *Schema) ground(instance any, text *runText) (extracttype.ErrorList, []extracttype.Evidence) {
-	g := grounder{doc: s.doc, text: text}
+// ground is Ground over a text normalised on first use. trimmed is what
+// trimGrounded cut.
+func (s *Schema) ground(instance any, text *runText, trimmed map[string]string) (extracttype.ErrorList, []extracttype.Evidence) {
+	g := grounder{doc: s.doc, text: text, trimmed: trimmed}
 	g.walk(s.doc, instance, "", false, 0)
 	sort.Slice(g.evidence, func(i, j int) bool { return g.evidence[i].Path < g.evidence[j].Path })
 	return g.errs, g.evidence
@@ -40,6 +41,9 @@ func (s *Schema) ground(instance any, text *runText) (extracttype.ErrorList, []e
 type grounder struct {
 	doc      map[string]any
 	text     *runText
+	trimmed  map[string]string // what trimGrounded cut
+	trim     bool              // walk to trim, not to ground
+	cut      map[string]string // what a trim walk cut: path → the value before
 	errs     extracttype.ErrorList
 	evidence []extracttype.Evidence
 }
@@ -73,11 +77,23 @@ func (g *grounder) walk(schema any, inst any, path string, grounded bool, depth 
 	case map[string]any:
 		props, _ := sm["properties"].(map[string]any)
 		for k, child := range v {
+			if g.trim {
+				if t, ok := g.trimChild(props[k], child, grounded, depth+1); ok {
+					v[k] = t
+					g.cut[path+"/"+escapeToken(k)] = child.(string)
+				}
+			}
 			g.child(props[k], child, path, escapeToken(k), grounded, depth+1)
 		}
 	case []any:
 		items := sm["items"]
 		for i, child := range v {
+			if g.trim {
+				if t, ok := g.trimChild(items, child, grounded, depth+1); ok {
+					v[i] = t
+					g.cut[path+"/"+strconv.Itoa(i)] = child.(string)
+				}
+			}
 			g.child(items, child, path, strconv.Itoa(i), grounded, depth+1)
 		}
 	default:
@@ -92,14 +108,76 @@ func (g *grounder) child(schema any, inst any, path, tok string, grounded bool, 
 	case map[string]any, []any:
 		g.walk(schema, inst, path+"/"+tok, grounded, depth)
 	case string, json.Number:
+		if g.trim {
+			return
+		}
 		if _, grounded, _, ok := g.resolve(schema, grounded, depth); ok && grounded {
 			g.scalar(inst, path+"/"+tok, true)
 		}
 	}
 }
 
+// trimChild returns a grounded string child without the punctuation and
+// quotes at its ends (see trimEdges), and whether that cut anything.
+func (g *grounder) trimChild(schema any, inst any, grounded bool, depth int) (string, bool) {
+	v, ok := inst.(string)
+	if !ok {
+		return "", false
+	}
+	if _, grounded, _, ok := g.resolve(schema, grounded, depth); !ok || !grounded {
+		return "", false
+	}
+	t := trimEdges(v)
+	return t, t != v && t != ""
+}
+
+// trimEdges cuts white space, sentence punctuation (. , ; : ! ? and their
+// inverted and CJK forms) and quotes (ASCII ' " ` and the Unicode opening
+// and closing quote classes Pi and Pf) from both ends of a grounded value:
+// they belong to the sentence around the value, not to it ("jdoe." in "my
+// username is jdoe."). Brackets, "#", "@", "+" and the like are kept.
+func trimEdges(v string) string {
+	return strings.TrimFunc(v, func(r rune) bool {
+		switch r {
+		case '.', ',', ';', ':', '!', '?', '"', '\'', '`', '¡', '¿', '。', '、', '，', '！', '？', '；', '：', '…':
+			return true
+		}
+		return unicode.IsSpace(r) || unicode.In(r, unicode.Pi, unicode.Pf)
+	})
+}
+
+// trimGrounded cuts trimEdges from every grounded string of instance, in
+// place, before anything validates it, and returns what it cut: path →
+// the value before.
+func (s *Schema) trimGrounded(instance any) map[string]string {
+	g := grounder{doc: s.doc, trim: true, cut: map[string]string{}}
+	g.walk(s.doc, instance, "", false, 0)
+	return g.cut
+}
+
+// untrim puts back the values trimGrounded cut, for a record that does not
+// validate: what goes to triage is what the model sent.
+func untrim(instance any, cut map[string]string) {
+	for path, v := range cut {
+		i := strings.LastIndexByte(path, '/')
+		parent, ok := resolvePointer(instance, path[:i])
+		if !ok {
+			continue
+		}
+		tok := unescapeToken(path[i+1:])
+		switch p := parent.(type) {
+		case map[string]any:
+			p[tok] = v
+		case []any:
+			if n, err := strconv.Atoi(tok); err == nil && n >= 0 && n < len(p) {
+				p[n] = v
+			}
+		}
+	}
+}
+
 func (g *grounder) scalar(inst any, path string, grounded bool) {
-	if !grounded {
+	if !grounded || g.trim {
 		return
 	}
 	switch v := inst.(type) {
@@ -117,13 +195,55 @@ func (g *grounder) check(path, value string) {
 			Message: "value does not appear in the message; copy it exactly or use null"})
 		return
 	}
-	g.evidence = append(g.evidence, extracttype.Evidence{Path: path, Start: start, End: end})
+	nt := g.text.normalized()
+	start, end = nt.widen(value, start, end)
+	g.evidence = append(g.evidence, extracttype.Evidence{Path: path, Start: start, End: end,
+		Normalized: nt.span(start, end) != value, Trimmed: g.trimmed[path] != ""})
+}
+
+// widen grows the span [start, end) of value's letters and digits over the
+// characters value has before its first and after its last letter or
+// digit, where the text has exactly those ("(" of "(720) 986-4183").
+func (t *normText) widen(value string, start, end int) (int, int) {
+	vr := []rune(value)
+	i := 0
+	for i < len(vr) && !keepRune(vr[i]) {
+		i++
+	}
+	j := len(vr)
+	for j > i && !keepRune(vr[j-1]) {
+		j--
+	}
+	if lead := vr[:i]; len(lead) > 0 && start >= len(lead) && t.span(start-len(lead), start) == string(lead) {
+		start -= len(lead)
+	}
+	if trail := vr[j:]; len(trail) > 0 && end+len(trail) <= t.size() && t.span(end, end+len(trail)) == string(trail) {
+		end += len(trail)
+	}
+	return start, end
+}
+
+// span is the original text from code point start to end.
+func (t *normText) span(start, end int) string {
+	if t.ascii {
+		return t.text[start:end]
+	}
+	return string(t.orig[start:end])
+}
+
+// size is the original text's length in code points.
+func (t *normText) size() int {
+	if t.ascii {
+		return len(t.text)
+	}
+	return len(t.orig)
 }
 
 // runText is a message text, normalised for grounding on first use and
 // then shared by every validation of a run.
 type runText struct {
 	text string
+	meta MessageMeta // for rules
 	norm *normText
 }
 

@@ -218,3 +218,75 @@ func FuzzFind(f *testing.F) {
 		checkFind(t, text, []string{value})
 	})
 }
+
+// customerRecord is a valid record of the bundled customer_message schema
+// with the given fields replaced.
+func customerRecord(t *testing.T, s *Schema, set map[string]any) map[string]any {
+	t.Helper()
+	rec := map[string]any{}
+	for _, p := range s.PropertyNames() {
+		rec[p] = nil
+	}
+	rec["intent"], rec["flow"] = "recover_username", "account_access"
+	for k, v := range set {
+		rec[k] = v
+	}
+	return rec
+}
+
+// Punctuation and quotes at a grounded value's ends are not part of its
+// span and are not stored; the stored value equals its span's text, or the
+// evidence says it was normalised.
+func TestGroundingEdges(t *testing.T) {
+	t.Parallel()
+	s := loadCustomerSchema(t)
+	for _, tt := range []struct {
+		name, text, field, value string
+		stored                   string
+		span                     [2]int
+		normalized, trimmed      bool
+	}{
+		{"TrailingFullStop", "my username is jdoe.", "username", "jdoe.", "jdoe", [2]int{15, 19}, false, true},
+		{"Quoted", `my username is "jdoe"`, "username", `"jdoe"`, "jdoe", [2]int{16, 20}, false, true},
+		{"CurlyQuotesAndComma", "name: “Chloe Zhang”, thanks", "full_name", "“Chloe Zhang”,", "Chloe Zhang", [2]int{7, 18}, false, true},
+		{"Exact", "my username is jdoe", "username", "jdoe", "jdoe", [2]int{15, 19}, false, false},
+		{"DotInside", "user j.doe here", "username", "j.doe", "j.doe", [2]int{5, 10}, false, false},
+		{"BracketKept", "call (720) 986-4183 today", "phone", "(720) 986-4183", "(720) 986-4183", [2]int{5, 19}, false, false},
+		{"NormalisedIsRecorded", "call (720) 986-4183 today", "phone", "720-986-4183", "720-986-4183", [2]int{6, 19}, true, false},
+		{"CaseIsRecorded", "my username is JDoe", "username", "jdoe", "jdoe", [2]int{15, 19}, true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rec := customerRecord(t, s, map[string]any{tt.field: tt.value})
+			errs, ev := s.Validate(rec, tt.text)
+			if len(errs) != 0 {
+				t.Fatalf("errors %v", errs)
+			}
+			if rec[tt.field] != tt.stored {
+				t.Errorf("stored %q, want %q", rec[tt.field], tt.stored)
+			}
+			want := []extracttype.Evidence{{Path: "/" + tt.field, Start: tt.span[0], End: tt.span[1], Normalized: tt.normalized, Trimmed: tt.trimmed}}
+			if !slices.Equal(ev, want) {
+				t.Errorf("evidence %+v, want %+v", ev, want)
+			}
+			if !tt.normalized && string([]rune(tt.text)[ev[0].Start:ev[0].End]) != tt.stored {
+				t.Errorf("span text %q differs from stored %q", string([]rune(tt.text)[ev[0].Start:ev[0].End]), tt.stored)
+			}
+		})
+	}
+}
+
+// A record that does not validate keeps the values the model sent: what
+// triage shows is the reply, not the trimmed form.
+func TestGroundingEdgesUntrimmedOnFailure(t *testing.T) {
+	t.Parallel()
+	s := loadCustomerSchema(t)
+	rec := customerRecord(t, s, map[string]any{"username": "jdoe.", "street_address": `"><img src=x>`})
+	errs, _ := s.Validate(rec, `my username is jdoe. "><img src=x>`)
+	if len(errs) == 0 {
+		t.Fatal("valid; want the street address's pattern error")
+	}
+	if rec["username"] != "jdoe." || rec["street_address"] != `"><img src=x>` {
+		t.Errorf("record changed: username %q, street_address %q", rec["username"], rec["street_address"])
+	}
+}

@@ -223,7 +223,97 @@ func ParseReply(content string) (Reply, extracttype.ErrorList) {
 		return Reply{}, extracttype.ErrorList{{Kind: extracttype.KindParse, Keyword: "multiple_objects",
 			Message: fmt.Sprintf("reply holds %d different JSON objects; return exactly one", len(found))}}
 	}
+	if slips := syntaxSlips(content); len(slips) > 0 {
+		return Reply{}, slips
+	}
 	return Reply{}, extracttype.ErrorList{{Kind: extracttype.KindParse, Message: "reply holds no JSON object; return one JSON object only"}}
+}
+
+// syntaxSlips names the usual slips that keep an object in content from
+// decoding, each once (its first occurrence) with its position, in the
+// order met: a trailing comma before } or ], a raw line break inside a
+// string, a single-quoted key or string, a string never closed. Keywords
+// trailing_comma, raw_newline, single_quotes, unclosed_string. It scans
+// from the first '{' outside reasoning blocks; nil when it finds none of
+// them. Messages carry positions (line and column in the reply, from 1,
+// columns in characters), never the reply's text.
+func syntaxSlips(content string) extracttype.ErrorList {
+	blanked := reasoningBlock.ReplaceAllStringFunc(content, func(m string) string {
+		return strings.Map(func(r rune) rune {
+			if r == '\n' {
+				return r
+			}
+			return ' '
+		}, m)
+	})
+	start := strings.IndexByte(blanked, '{')
+	if start < 0 {
+		return nil
+	}
+	type pos struct{ line, col int }
+	line, col := 1, 1
+	for _, r := range blanked[:start] {
+		if r == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	var out extracttype.ErrorList
+	seen := map[string]bool{}
+	add := func(kw string, p pos, msg string) {
+		if !seen[kw] {
+			seen[kw] = true
+			out = append(out, extracttype.Error{Kind: extracttype.KindParse, Keyword: kw,
+				Message: fmt.Sprintf("line %d, column %d: %s", p.line, p.col, msg)})
+		}
+	}
+	inString, escaped := false, false
+	var strStart, comma pos
+	prev := rune(0) // the last character outside strings that is not white space
+	for _, r := range blanked[start:] {
+		here := pos{line, col}
+		if r == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case r == '\\':
+				escaped = true
+			case r == '"':
+				inString = false
+				prev = '"'
+			case r == '\n':
+				add("raw_newline", here, "raw line break inside a string; write \\n")
+			}
+			continue
+		}
+		switch r {
+		case '"':
+			inString, strStart = true, here
+		case '\'':
+			if prev == '{' || prev == ',' || prev == ':' || prev == '[' {
+				add("single_quotes", here, "single-quoted string; JSON keys and strings take double quotes")
+			}
+		case ',':
+			comma = here
+		case '}', ']':
+			if prev == ',' {
+				add("trailing_comma", comma, "trailing comma before "+string(r)+"; remove it")
+			}
+		}
+		if r != ' ' && r != '\t' && r != '\n' && r != '\r' {
+			prev = r
+		}
+	}
+	if inString {
+		add("unclosed_string", strStart, "string is never closed; end it with \"")
+	}
+	return out
 }
 
 // scanObjects finds the top-level balanced {...} spans of s that decode

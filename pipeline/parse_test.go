@@ -162,3 +162,45 @@ func FuzzDecodeStrict(f *testing.F) {
 		checkDecode(t, s)
 	})
 }
+
+// Each syntax slip gets its own line with its position instead of "reply
+// holds no JSON object".
+func TestParseReplySyntaxSlips(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, reply string
+		want        extracttype.ErrorList
+	}{
+		{"TrailingComma", "{\"a\": 1,\n \"b\": 2,\n}",
+			extracttype.ErrorList{{Kind: extracttype.KindParse, Keyword: "trailing_comma", Message: "line 2, column 8: trailing comma before }; remove it"}}},
+		{"TrailingCommaInArray", `{"a": [1, 2,]}`,
+			extracttype.ErrorList{{Kind: extracttype.KindParse, Keyword: "trailing_comma", Message: "line 1, column 12: trailing comma before ]; remove it"}}},
+		{"RawNewline", "{\"note\": \"line one\nline two\"}",
+			extracttype.ErrorList{{Kind: extracttype.KindParse, Keyword: "raw_newline", Message: `line 1, column 19: raw line break inside a string; write \n`}}},
+		{"SingleQuotes", `{'intent': 'refund_status'}`,
+			extracttype.ErrorList{{Kind: extracttype.KindParse, Keyword: "single_quotes", Message: "line 1, column 2: single-quoted string; JSON keys and strings take double quotes"}}},
+		{"SingleQuotedValue", `{"intent": 'refund_status'}`,
+			extracttype.ErrorList{{Kind: extracttype.KindParse, Keyword: "single_quotes", Message: "line 1, column 12: single-quoted string; JSON keys and strings take double quotes"}}},
+		{"UnclosedString", `Here: {"intent": "refund_status}`,
+			extracttype.ErrorList{{Kind: extracttype.KindParse, Keyword: "unclosed_string", Message: `line 1, column 18: string is never closed; end it with "`}}},
+		{"TwoSlips", "{\"a\": 'x',\n}",
+			extracttype.ErrorList{
+				{Kind: extracttype.KindParse, Keyword: "single_quotes", Message: "line 1, column 7: single-quoted string; JSON keys and strings take double quotes"},
+				{Kind: extracttype.KindParse, Keyword: "trailing_comma", Message: "line 1, column 10: trailing comma before }; remove it"},
+			}},
+		{"AfterReasoning", "<think>{'x',}</think>\n{\"a\": 1,}",
+			extracttype.ErrorList{{Kind: extracttype.KindParse, Keyword: "trailing_comma", Message: "line 2, column 8: trailing comma before }; remove it"}}},
+		{"NoObject", `I cannot find it, sorry, 'really'.`,
+			extracttype.ErrorList{{Kind: extracttype.KindParse, Message: "reply holds no JSON object; return one JSON object only"}}},
+		{"CommaInStringIsFine", `{"a": "x,}" , }`,
+			extracttype.ErrorList{{Kind: extracttype.KindParse, Keyword: "trailing_comma", Message: "line 1, column 13: trailing comma before }; remove it"}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, errs := ParseReply(tt.reply)
+			if !reflect.DeepEqual(errs, tt.want) {
+				t.Errorf("errors\n got %#v\nwant %#v", errs, tt.want)
+			}
+		})
+	}
+}

@@ -20,6 +20,8 @@ import (
 //     every call and result.
 //   - "x-grounded": true on a property: its string values must appear in the
 //     customer's message (see Ground).
+//   - "x-rules" on an object: CEL rules its values must meet (see Rule and
+//     docs/extraction.md, "Rules").
 //
 // Schemas are JSON Schema draft 2020-12; format assertions are on.
 type Schema struct {
@@ -37,12 +39,19 @@ type Schema struct {
 	doc      map[string]any
 	compiled *jsonschema.Schema
 	model    json.RawMessage // ModelSchema, computed once
+	rules    []*ruleSite     // the compiled x-rules, per object schema
 }
 
 // LoadSchema reads the schema file name from fsys, or from disk when fsys
 // has no such file, and compiles it. Errors name the file and, for a bad
 // schema, the failing keyword.
 func LoadSchema(fsys fs.FS, id, name string) (*Schema, error) {
+	return LoadSchemaOptions(fsys, id, name, CompileOptions{})
+}
+
+// LoadSchemaOptions is LoadSchema with the configuration's bounds for
+// compiling rules. A rule that stops the start is named with the file.
+func LoadSchemaOptions(fsys fs.FS, id, name string, opts CompileOptions) (*Schema, error) {
 	b, err := fs.ReadFile(fsys, name)
 	if err != nil {
 		var err2 error
@@ -51,7 +60,7 @@ func LoadSchema(fsys fs.FS, id, name string) (*Schema, error) {
 			return nil, fmt.Errorf("schema %s: %s: %w", id, name, err)
 		}
 	}
-	s, err := CompileSchema(id, b)
+	s, err := CompileSchemaOptions(id, b, opts)
 	if err != nil {
 		return nil, fmt.Errorf("schema %s: %s: %w", id, name, err)
 	}
@@ -61,6 +70,14 @@ func LoadSchema(fsys fs.FS, id, name string) (*Schema, error) {
 // CompileSchema compiles a schema document. The document must be an object
 // with "$id" and "x-version".
 func CompileSchema(id string, doc []byte) (*Schema, error) {
+	return CompileSchemaOptions(id, doc, CompileOptions{})
+}
+
+// CompileSchemaOptions is CompileSchema with opts for its rules. A rule
+// that does not compile, names a field the schema lacks, is not of type
+// bool or whose estimated cost exceeds RuleCostLimit is an error
+// (*RuleError, several joined) naming the rule and the reason.
+func CompileSchemaOptions(id string, doc []byte, opts CompileOptions) (*Schema, error) {
 	var m map[string]any
 	if err := json.Unmarshal(doc, &m); err != nil {
 		return nil, fmt.Errorf("not a JSON object: %w", err)
@@ -83,6 +100,10 @@ func CompileSchema(id string, doc []byte) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
+	rules, err := compileRules(m, opts)
+	if err != nil {
+		return nil, err
+	}
 	title, _ := m["title"].(string)
 	if title == "" {
 		title = id
@@ -95,7 +116,7 @@ func CompileSchema(id string, doc []byte) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Schema{ID: id, Version: version, URL: url, Title: title, Raw: compact.Bytes(), doc: m, compiled: compiled, model: model}, nil
+	return &Schema{ID: id, Version: version, URL: url, Title: title, Raw: compact.Bytes(), doc: m, compiled: compiled, model: model, rules: rules}, nil
 }
 
 // ModelSchema returns the schema as sent to the model: the document without
@@ -130,19 +151,34 @@ func stripAnnotations(v any) any {
 }
 
 // Validate checks instance (decoded with json.Decoder.UseNumber, as
-// DecodeStrict does) against the schema and the grounding rule over text.
+// DecodeStrict does) against the schema, its rules and the grounding rule
+// over text. It first cuts punctuation and quotes from the ends of
+// grounded strings, in place (see Ground): the record validated and
+// stored is the cut one. An instance with errors gets its values back as
+// they were, for triage.
 // It returns the sorted error list (empty when valid) and, for a valid
 // instance, the evidence span of every grounded value.
 func (s *Schema) Validate(instance any, text string) (extracttype.ErrorList, []extracttype.Evidence) {
 	return s.validate(instance, &runText{text: text})
 }
 
+// ValidateMessage is Validate with what rules see of the message besides
+// its text.
+func (s *Schema) ValidateMessage(instance any, text string, meta MessageMeta) (extracttype.ErrorList, []extracttype.Evidence) {
+	return s.validate(instance, &runText{text: text, meta: meta})
+}
+
 // validate is Validate over a text normalised for grounding on first use.
 func (s *Schema) validate(instance any, text *runText) (extracttype.ErrorList, []extracttype.Evidence) {
+	trimmed := s.trimGrounded(instance)
 	errs := s.validateSchema(instance)
 	errs = append(errs, s.checkKeyCase(s.doc, instance, "", 0)...)
-	gerrs, evidence := s.ground(instance, text)
+	errs = append(errs, s.checkRules(instance, text, len(errs) > 0)...)
+	gerrs, evidence := s.ground(instance, text, trimmed)
 	errs = append(errs, gerrs...)
+	if len(errs) > 0 {
+		untrim(instance, trimmed)
+	}
 	errs.Sort()
 	return dedupe(errs), evidence
 }

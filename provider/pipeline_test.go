@@ -84,7 +84,7 @@ func TestPipelineReadsObjectArguments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const record = `{"intent": "missing", "flow": null, "full_name": null, "account_id": "U85ALFLG2Z", "username": null,
+	const record = `{"intent": "missing", "flow": "shipping_issue", "full_name": null, "account_id": "U85ALFLG2Z", "username": null,
 		"email": null, "phone": null, "membership_level": null, "order_id": "4821300017", "zip_code": null,
 		"street_address": null, "city": null, "state": null, "payment_method": null, "purchase_date": null,
 		"refund_amount": null, "product_names": null}`

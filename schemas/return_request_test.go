@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/pipeline"
@@ -258,6 +259,11 @@ func TestReturnRequestValidate(t *testing.T) {
 		{"OrderIDNumber", func(m map[string]any) { at(m, "order")["order_id"] = json.Number("800317848") }, "/order/order_id", extracttype.KindSchema, "type"},
 		{"OrderIDPadded", func(m map[string]any) { at(m, "order")["order_id"] = "00800317848" }, "/order/order_id", extracttype.KindSchema, "pattern"},
 		{"DateFormat", func(m map[string]any) { at(m, "order")["purchase_date"] = "2020-02-30" }, "/order/purchase_date", extracttype.KindSchema, "format"},
+		{"DateInTheFuture", func(m map[string]any) {
+			at(m, "order")["purchase_date"] = time.Now().AddDate(0, 0, 2).Format(time.DateOnly)
+		}, "/order/purchase_date", extracttype.KindRule, "purchase_date_not_after_received"},
+		{"RefundInjected", func(m map[string]any) { at(m, "refund")["amount"] = "5000" }, "/refund/amount", extracttype.KindRule, "refund_amount_max"},
+		{"RefundZero", func(m map[string]any) { at(m, "refund")["amount"] = "0" }, "/refund/amount", extracttype.KindRule, "refund_amount_positive"},
 		{"DateMissing", func(m map[string]any) { delete(at(m, "order"), "purchase_date") }, "/order/purchase_date", extracttype.KindSchema, "required"},
 		{"RefundDollarSign", func(m map[string]any) { at(m, "refund")["amount"] = "$84.50" }, "/refund/amount", extracttype.KindSchema, "pattern"},
 		{"RefundMethod", func(m map[string]any) { at(m, "refund")["method"] = "paypal" }, "/refund/method", extracttype.KindSchema, "enum"},

@@ -126,7 +126,8 @@ func decodeRecord(b []byte) any {
 }
 
 // validate checks record with the worker's validator (schema, key case,
-// grounding against the message text) and returns its errors and the
+// the schema's rules, grounding against the message text) and returns its
+// errors and the
 // evidence of the grounded values found.
 func (it *itemState) validate(record any) (extracttype.ErrorList, []extracttype.Evidence) {
 	if it.Entry == nil {
@@ -136,7 +137,8 @@ func (it *itemState) validate(record any) (extracttype.ErrorList, []extracttype.
 	if _, ok := record.(map[string]any); !ok {
 		return extracttype.ErrorList{{Kind: extracttype.KindParse, Message: "the record must be a JSON object"}}, nil
 	}
-	errs, ev := it.Entry.Schema.Validate(record, it.D.Message.Body)
+	m := it.D.Message
+	errs, ev := it.Entry.Schema.ValidateMessage(record, m.Body, pipeline.MessageMeta{Source: m.Source, Metadata: m.Metadata, ReceivedAt: m.ReceivedAt})
 	errs = append(errs, pipeline.CheckStrings(record, "")...)
 	errs.Sort()
 	return errs, ev

@@ -61,7 +61,7 @@ func TestAnnounceNewTriageItems(t *testing.T) {
 	const n = 40
 	var in strings.Builder
 	for i := range n {
-		fmt.Fprintf(&in, `{"id":"a%d","text":"SECRET-%d: my parcel for order 4821%04d never came"}`+"\n", i, i, i)
+		fmt.Fprintf(&in, `{"id":"a%d","text":"SECRET-%d: how do I cancel my order 4821%04d"}`+"\n", i, i, i)
 	}
 	sum := b.ingestReader(t, strings.NewReader(in.String()))
 	bs := b.wait(t, sum.BatchID)

@@ -47,7 +47,7 @@ const classText = "hi, order 4821300017 never arrived, my account id is U85ALFLG
 // record returns a valid customer_message record with the given overrides.
 func record(t *testing.T, over map[string]any) string {
 	t.Helper()
-	r := map[string]any{"intent": "missing", "flow": nil, "full_name": nil, "account_id": "U85ALFLG2Z", "username": nil,
+	r := map[string]any{"intent": "missing", "flow": "shipping_issue", "full_name": nil, "account_id": "U85ALFLG2Z", "username": nil,
 		"email": nil, "phone": nil, "membership_level": nil, "order_id": "4821300017", "zip_code": nil,
 		"street_address": nil, "city": nil, "state": nil, "payment_method": nil, "purchase_date": nil,
 		"refund_amount": nil, "product_names": nil}

@@ -10,11 +10,13 @@ import (
 
 // LoadSchemas compiles every schema of the configuration (cfg.Schemas),
 // from the embedded schemas, with its prompt and repair strategy: the
-// table of Config.Schemas. The error names the schema that does not load.
+// table of Config.Schemas. Rules are compiled with ingest.max_text_bytes
+// as the bound of the message text. The error names the schema that does
+// not load and, for a bad rule, the rule and the reason.
 func LoadSchemas(cfg *config.Config) (map[string]SchemaEntry, error) {
 	out := map[string]SchemaEntry{}
 	for _, sc := range cfg.Schemas {
-		s, err := pipeline.LoadSchema(schemas.FS, sc.ID, sc.File)
+		s, err := pipeline.LoadSchemaOptions(schemas.FS, sc.ID, sc.File, pipeline.CompileOptions{MaxTextBytes: cfg.Ingest.MaxTextBytes})
 		if err != nil {
 			return nil, err
 		}

@@ -198,6 +198,7 @@ func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
 
 	res, err := w.cfg.Extractor.Process(ctx, pipeline.Input{
 		Text: rw.Message.Body, Schema: entry.Schema, Prompt: entry.Prompt, Repair: entry.Repair,
+		Meta: pipeline.MessageMeta{Source: rw.Message.Source, Metadata: rw.Message.Metadata, ReceivedAt: rw.Message.ReceivedAt},
 	})
 	if err != nil {
 		if ctx.Err() != nil {

@@ -130,7 +130,11 @@
 // there, adds it at the first missing level, removes a field the honest
 // record lacks, or sets null when the value already was the honest one. A
 // previous reply that did not parse is sent again unchanged unless its "/"
-// error is chosen for fixing.
+// error is chosen for fixing. A chosen line whose message says the field
+// "must be V", V one of the field's enum values or null, sets V instead of
+// the honest value: the simulator follows the instruction of a rule's
+// message ("/flow: flow must be account_access for intent ...") as a model
+// reading the repair turn would.
 //
 // When the last user turn (or tool result) mentions "JSON Patch", the
 // reply is instead an RFC 6902 array of add / replace / remove operations

@@ -73,6 +73,8 @@ func (f *filler) repair(c conversation, honest any, rate float64, rng *rand.Rand
 				work, res.patchOK = deepCopy(honest), false
 				continue
 			}
+		} else if op, ok := f.instructedOp(work, toks, e.message); ok {
+			ops = []patchOp{op}
 		} else if op, ok := f.fixOp(work, honest, toks); ok {
 			ops = []patchOp{op}
 		}
@@ -90,6 +92,36 @@ func (f *filler) repair(c conversation, honest any, rate float64, rng *rand.Rand
 		res.raw = c.prev
 	}
 	return res
+}
+
+// instructedOp follows an error line that says which value the field must
+// take, as a rule's message does ("flow must be account_access for
+// intent ..."; "flow must be null for ..."): when the words after "must be"
+// are one of the field's enum values (or null where the field allows it),
+// it replaces the value with that one. ok is false otherwise.
+func (f *filler) instructedOp(work any, toks []string, message string) (patchOp, bool) {
+	if f.d == nil || len(toks) == 0 {
+		return patchOp{}, false
+	}
+	_, after, found := strings.Cut(message, "must be ")
+	if !found {
+		return patchOp{}, false
+	}
+	word, _, _ := strings.Cut(after, " ")
+	word = strings.TrimRight(word, ".,;:")
+	n, _, _, ok := f.d.at(toks)
+	if !ok {
+		return patchOp{}, false
+	}
+	if _, exists := getAt(work, toks); !exists {
+		return patchOp{}, false
+	}
+	for _, v := range n.enum() {
+		if v == nil && word == "null" || v != nil && v == word {
+			return patchOp{Op: "replace", Path: joinPointer(toks), Value: v}, true
+		}
+	}
+	return patchOp{}, false
 }
 
 // fixOp returns the operation that sets the honest value at toks in work:

@@ -140,7 +140,7 @@ const checkText = "hi, order 4821300017 never arrived, my account id is U85ALFLG
 // record returns a customer_message record of checkText with orderID.
 func record(t *testing.T, orderID string) string {
 	t.Helper()
-	r := map[string]any{"intent": "missing", "flow": nil, "full_name": nil, "account_id": "U85ALFLG2Z", "username": nil,
+	r := map[string]any{"intent": "missing", "flow": "shipping_issue", "full_name": nil, "account_id": "U85ALFLG2Z", "username": nil,
 		"email": nil, "phone": nil, "membership_level": nil, "order_id": orderID, "zip_code": nil,
 		"street_address": nil, "city": nil, "state": nil, "payment_method": nil, "purchase_date": nil,
 		"refund_amount": nil, "product_names": nil}
