@@ -30,17 +30,29 @@ func apiErr(t *testing.T, r response) struct{ Code, Message string } {
 	return e.Error
 }
 
-// newToken makes a reviewer with an API token through the admin command
-// and returns the token.
+// newToken makes an admin account with an API token through the admin
+// command and returns the token.
 func newToken(t *testing.T, b *bundle, login string) string {
+	t.Helper()
+	return newRoleToken(t, b, login, "admin", "")
+}
+
+// newRoleToken makes an account of role accountRole with an API token of
+// tokenRole ("" for the account's) through the admin command and returns
+// the token.
+func newRoleToken(t *testing.T, b *bundle, login, accountRole, tokenRole string) string {
 	t.Helper()
 	ctx := context.Background()
 	var out bytes.Buffer
 	aio := triage.AdminIO{In: strings.NewReader("a long enough password\n"), Out: &out, Actor: "admin:test", BcryptCost: 4}
-	if err := triage.Admin(ctx, b.st, []string{"add-reviewer", "-login", login, "-password-stdin"}, aio); err != nil {
+	if err := triage.Admin(ctx, b.st, []string{"add-reviewer", "-login", login, "-role", accountRole, "-password-stdin"}, aio); err != nil {
 		t.Fatal(err)
 	}
-	if err := triage.Admin(ctx, b.st, []string{"token", "create", "-login", login, "-name", "ci"}, aio); err != nil {
+	args := []string{"token", "create", "-login", login, "-name", "ci"}
+	if tokenRole != "" {
+		args = append(args, "-role", tokenRole)
+	}
+	if err := triage.Admin(ctx, b.st, args, aio); err != nil {
 		t.Fatal(err)
 	}
 	tok := regexp.MustCompile(`eqt_[A-Za-z0-9_-]{43}`).FindString(out.String())

@@ -31,6 +31,8 @@ type queueView struct {
 	HasMore  bool
 	Version  string
 	Me       string
+	// Admin is true when the reviewer may bulk re-run (an admin).
+	Admin bool
 	// Notice lists what the queue page left out of its link: filter
 	// values it cannot mean and parameters it does not take.
 	Notice []string
@@ -74,7 +76,7 @@ func (s *Server) queueViewOf(r *http.Request, f Filter) (*queueView, error) {
 		return nil, err
 	}
 	v := &queueView{Filter: f, Counts: counts, Schemas: s.schemaIDs(), Kinds: filterKinds, Statuses: filterStatuses,
-		Ages: filterAges, Page: page, Version: version, Me: rv.Login}
+		Ages: filterAges, Page: page, Version: version, Me: rv.Login, Admin: admins.admits(roleFrom(ctx))}
 	if len(items) > queuePageSize {
 		items, v.HasMore = items[:queuePageSize], true
 	}
@@ -87,6 +89,16 @@ func (s *Server) queueViewOf(r *http.Request, f Filter) (*queueView, error) {
 // a misspelt parameter) still shows the queue: filter values it cannot
 // mean and parameters it does not take are left out, and a notice at the
 // top names each, with the values or parameters allowed (linkNotice).
+// homePage is GET /: the queue, or for an analyst, who reads no customer
+// text, the reports.
+func (s *Server) homePage(w http.ResponseWriter, r *http.Request) error {
+	if !reviewers.admits(roleFrom(r.Context())) {
+		http.Redirect(w, r, "/reports", http.StatusSeeOther)
+		return nil
+	}
+	return s.queuePage(w, r)
+}
+
 func (s *Server) queuePage(w http.ResponseWriter, r *http.Request) error {
 	f, problems := readFilter(linkQuery(r), s.schemaIDs())
 	v, err := s.queueViewOf(r, f)

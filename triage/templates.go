@@ -149,6 +149,7 @@ type pageData struct {
 	Title    string
 	Page     string
 	Reviewer *store.Reviewer
+	Role     store.Role // the request's (roleFrom); Can asks what it may do
 	CSRF     string
 	Flash    string
 	FlashErr bool
@@ -160,7 +161,7 @@ type pageData struct {
 func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, page, title string, body any) error {
 	ctx := r.Context()
 	d := pageData{
-		Title: title, Page: page, Reviewer: reviewerFrom(ctx), CSRF: s.csrfToken(ctx), Local: s.localOnly(), Body: body,
+		Title: title, Page: page, Reviewer: reviewerFrom(ctx), Role: roleFrom(ctx), CSRF: s.csrfToken(ctx), Local: s.localOnly(), Body: body,
 		Flash: s.sessions.PopString(ctx, sessFlash), FlashErr: s.sessions.PopBool(ctx, sessFlashErr),
 	}
 	var buf bytes.Buffer
