@@ -348,7 +348,9 @@ func (s *Server) Install(outer *http.ServeMux) {
 
 	// JSON API. Each route takes the query parameters named here and
 	// refuses others (takes), and admits the roles named.
-	api := func(pattern string, a access, params []string, h handlerFunc) { mux.Handle(pattern, s.api(a, takes(params, h))) }
+	api := func(pattern string, a access, params []string, h handlerFunc) {
+		mux.Handle(pattern, s.api(a, takes(params, h)))
+	}
 	apiRecord := func(pattern string, a access, params []string, h handlerFunc) {
 		mux.handleLimit(pattern, MaxRecordBody, s.api(a, takes(params, h)))
 	}
