@@ -3,7 +3,7 @@
 DO $$
 BEGIN
     IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'extractq_analyst') THEN
-        REVOKE SELECT ON failing_fields, repair_effectiveness, failure_events, runs, batches FROM extractq_analyst;
+        REVOKE SELECT ON failing_fields, repair_effectiveness, failure_events, runs, batches, llm_calls FROM extractq_analyst;
         EXECUTE format('REVOKE USAGE ON SCHEMA %I FROM extractq_analyst', current_schema());
     END IF;
 END;

@@ -19,7 +19,8 @@ ALTER TABLE api_tokens ALTER COLUMN role DROP DEFAULT;
 
 -- The Postgres role of analysts' BI tools (docs/reports.md, "BI tools"):
 -- extractq_analyst, a NOLOGIN group role whose members may read the report
--- views and the tables holding no customer text, in this schema only.
+-- views and the tables and columns holding no customer text, in this schema
+-- only.
 -- Roles are the cluster's, not the schema's: the role is made once, by the
 -- first schema migrated, and shared by the others (a second migrator at the
 -- same moment finds it made). A migrator without CREATEROLE cannot make it:
@@ -31,6 +32,14 @@ BEGIN
     -- read: failure_events holds error paths and kinds, never values; runs
     -- and batches hold ids, states and times.
     EXECUTE format('GRANT SELECT ON failing_fields, repair_effectiveness, failure_events, runs, batches TO %I', grantee);
+    -- llm_calls without the replies (reply, stripped: the model's words,
+    -- which quote the customer): repair_effectiveness_in reads which runs
+    -- got a repair call, and the columns left are tokens, cost and times.
+    EXECUTE format('GRANT SELECT (%s) ON llm_calls TO %I',
+        (SELECT string_agg(quote_ident(column_name), ', ' ORDER BY ordinal_position)
+         FROM information_schema.columns
+         WHERE table_schema = current_schema() AND table_name = 'llm_calls' AND column_name NOT IN ('reply', 'stripped')),
+        grantee);
 END;
 $$;
 
