@@ -287,7 +287,9 @@ func askAs(t *testing.T, b *bundle, rt roleRoute, p *principal, forbidden func()
 	case http.StatusUnauthorized, http.StatusForbidden:
 		want := map[int]string{http.StatusUnauthorized: "unauthenticated", http.StatusForbidden: "forbidden"}[r.status]
 		if rt.api {
-			var e struct{ Error struct{ Code, Message string } }
+			var e struct {
+				Error struct{ Code, Message string }
+			}
 			if err := json.Unmarshal([]byte(r.body), &e); err != nil || e.Error.Code != want {
 				t.Errorf("%s: %d with body %s, want code %s", what, r.status, r.body, want)
 			}
