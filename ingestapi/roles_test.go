@@ -145,7 +145,9 @@ func TestRouteRoles(t *testing.T) {
 			switch resp.StatusCode {
 			case http.StatusUnauthorized, http.StatusForbidden:
 				want := map[int]string{http.StatusUnauthorized: "unauthenticated", http.StatusForbidden: "forbidden"}[resp.StatusCode]
-				var e struct{ Error struct{ Code, Message string } }
+				var e struct {
+					Error struct{ Code, Message string }
+				}
 				if err := json.Unmarshal(b, &e); err != nil || e.Error.Code != want {
 					t.Errorf("%s: %d %s, want code %s", what, resp.StatusCode, b, want)
 				}
