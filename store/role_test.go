@@ -136,3 +136,47 @@ func TestReviewerRoles(t *testing.T) {
 		t.Errorf("set-role of nobody: %v", err)
 	}
 }
+
+// TestRolesMigration checks migration 000015 on accounts and tokens made
+// before it: they become admin (they had every power), and the role
+// extractq_analyst survives the migration's down, which other schemas
+// may use.
+func TestRolesMigration(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := storetest.NewStore(t) // a schema of its own: migrated down and up
+	// Down to before 000015, whatever came after it.
+	status, err := store.MigrateStatus(ctx, st.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range status {
+		if m.Applied && m.Name >= "000015" {
+			if err := store.MigrateDown(ctx, st.Pool, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := st.Pool.Exec(ctx, `INSERT INTO reviewers (login, password_hash) VALUES ('old', 'x')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Pool.Exec(ctx, `INSERT INTO api_tokens (reviewer_id, name, token_hash, expires_at)
+		SELECT id, 'old', '\x01', now() + interval '1 day' FROM reviewers WHERE login = 'old'`); err != nil {
+		t.Fatal(err)
+	}
+	var exists bool
+	if err := st.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_roles WHERE rolname = 'extractq_analyst')`).Scan(&exists); err != nil || !exists {
+		t.Errorf("extractq_analyst after down: exists %v, %v", exists, err)
+	}
+	if err := store.Migrate(ctx, st.Pool, nil); err != nil {
+		t.Fatal(err)
+	}
+	rv, tok, err := st.APITokenAuthenticate(ctx, st.Pool, []byte{1})
+	if err != nil || rv.Role != store.RoleAdmin || tok.Role != store.RoleAdmin {
+		t.Fatalf("after up: account %s, token %s, %v; want both admin", rv.Role, tok.Role, err)
+	}
+	nw, err := st.ReviewerInsert(ctx, st.Pool, store.ReviewerInsertParams{Login: "new", PasswordHash: "x"})
+	if err != nil || nw.Role != store.RoleReviewer {
+		t.Errorf("a new account: %s, %v; want reviewer", nw.Role, err)
+	}
+}

@@ -400,7 +400,8 @@ func (a admin) tokenCreate(args []string) error {
 		return fmt.Errorf("no reviewer %q", *login)
 	}
 	if errors.Is(err, store.ErrRoleNotCovered) {
-		return fmt.Errorf("-role %s: %w", *roleName, errors.Unwrap(err))
+		_, why, _ := strings.Cut(err.Error(), "): ") // after store's own prefix
+		return fmt.Errorf("-role %s: %s", *roleName, why)
 	}
 	if err != nil {
 		return err
