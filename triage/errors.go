@@ -117,7 +117,7 @@ type ValidationError struct {
 }
 
 func (e *ValidationError) Error() string {
-	return fmt.Sprintf("%s (%d errors)", e.Msg, len(e.Errors))
+	return fmt.Sprintf("%s (%s)", e.Msg, plural(len(e.Errors), "error"))
 }
 
 // Is reports whether target is ErrUnprocessable (or another

@@ -34,6 +34,9 @@ type itemView struct {
 	Message           string // what the last action said
 	MessageErr        bool
 	OverrideReason    string
+	// Digest is recordDigest of the record the page validated (Errors):
+	// Approve sends it, and a record of another digest is not approved.
+	Digest            string
 	SchemaVersion     string // the version the editor validates with
 	RunSchemaVersions []string
 
@@ -80,7 +83,16 @@ func (s *Server) itemViewOf(ctx context.Context, it *itemState, f Filter, o view
 	record := o.record
 	if record == nil {
 		record = it.Draft
+		if it.Doc != nil && v.Open {
+			// The draft as the form posts it, which is what the page
+			// validates and Approve sends (a value the form cannot show
+			// as it is comes back the way the form reads it).
+			if rt, perrs := parseForm(it.Doc, formValues(s.draftForm(it, record))); len(perrs) == 0 {
+				record = rt
+			}
+		}
 	}
+	v.Digest = recordDigest(record)
 	v.Raw = prettyJSON(record)
 	if it.Entry != nil {
 		v.SchemaVersion = it.Entry.Schema.Version
@@ -144,6 +156,12 @@ func (s *Server) itemViewOf(ctx context.Context, it *itemState, f Filter, o view
 		v.CurrentPretty = prettyRaw(d.Current.Data)
 	}
 	return v, nil
+}
+
+// draftForm is the editor of record, without errors or highlights.
+func (s *Server) draftForm(it *itemState, record any) *Field {
+	f, _ := BuildForm(it.Doc, record, nil, nil)
+	return f
 }
 
 // highlight cuts the item's message into segments with the grounded

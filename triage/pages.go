@@ -300,6 +300,7 @@ func (s *Server) checkPage(w http.ResponseWriter, r *http.Request) error {
 		errs = append(perrs, errs...)
 		resp := validateResponse(errs)
 		resp["record"] = prettyJSON(rec)
+		resp["digest"] = recordDigest(rec)
 		// The message with the highlights of this record, rendered (and
 		// escaped) by the same template as the page.
 		segs, _ := highlight(it, errs, ev)
@@ -317,7 +318,7 @@ func (s *Server) checkPage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if !v.Valid {
-		msg = fmt.Sprintf("%d errors: see beside the fields.", len(v.Errors))
+		msg = plural(len(v.Errors), "error") + ": see beside the fields."
 	}
 	if op == "" {
 		v.Message, v.MessageErr = msg, !v.Valid
@@ -341,6 +342,19 @@ func (s *Server) approvePage(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("%w: schema %s is not configured here", ErrConflict, it.D.Item.SchemaID)
 	}
 	reason := r.PostForm.Get("override_reason")
+	// The page's form carries the digest of the record it validated; a
+	// form without one (a script's) is checked by approve alone.
+	if got, ok := r.PostForm["validated"]; ok && (len(got) != 1 || got[0] != recordDigest(rec)) {
+		// The page validated another record than this one (an edit not
+		// checked yet, or a page of before): show this one's errors, and
+		// approve nothing until the reviewer has seen them.
+		v, verr := s.itemViewOf(ctx, it, s.filterOf(r), viewOpts{record: rec, parseErrs: perrs, reason: reason,
+			message: "Not approved: the record changed after it was last checked. Here it is, checked; approve again if it is right.", messageErr: true})
+		if verr != nil {
+			return verr
+		}
+		return s.render(w, r, http.StatusConflict, "item", fmt.Sprintf("Item %d", it.D.Item.ID), v)
+	}
 	_, err = s.approve(ctx, it, rec, perrs, reason)
 	var ve *ValidationError
 	if errors.As(err, &ve) {

@@ -31,6 +31,7 @@ var pageNames = []string{"queue", "item", "login", "rerun", "audit", "reports", 
 
 var templateFuncs = template.FuncMap{
 	"ago":     ago,
+	"plural":  plural,
 	"ts":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 	"tsp":     func(t *time.Time) string { return tsp(t) },
 	"segs":    func(s string) []Segment { return Segments(s, nil) },
@@ -129,6 +130,15 @@ func errorKinds(errs extracttype.ErrorList) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// plural returns "1 error", "2 errors": n and noun, with an s unless n
+// is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func parsePages() (map[string]*template.Template, error) {

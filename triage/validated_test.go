@@ -1,0 +1,69 @@
+package triage_test
+
+import (
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// albertNoName is albertRepair, order id fixed, without the required
+// full_name: the case of issue 16, where the page showed "1 errors" (the
+// key is missing) and Approve posted the name as null, which validates.
+var albertNoName = strings.Replace(strings.Replace(albertRepair, `"full_name":"Albert Sanders",`, "", 1), "7149958241", "7149958247", 1)
+
+var validatedInput = regexp.MustCompile(`name="validated" id="validated" value="([0-9a-f]*)"`)
+
+// TestApproveSendsWhatWasValidated checks that the item page validates
+// the record its form posts, that a key the record left out stays out
+// when posted (not null), and that Approve refuses a record other than
+// the one the page last validated.
+func TestApproveSendsWhatWasValidated(t *testing.T) {
+	t.Parallel()
+	b, c := newAliceBundle(t)
+	id, _ := b.failedItem(t, "customer_message", albertText, albertFirst, albertNoName)
+	if r := c.post(fmt.Sprintf("/items/%d/claim", id), nil); r.status != http.StatusSeeOther {
+		t.Fatalf("claim: %d", r.status)
+	}
+	page := c.get(fmt.Sprintf("/items/%d", id))
+	if !strings.Contains(page.body, `<span class="bad">1 error</span>`) || !strings.Contains(page.body, `name="m:/full_name"`) {
+		t.Fatalf("the page does not say 1 error for the missing name, or has no missing mark:\n%s", page.body)
+	}
+	m := validatedInput.FindStringSubmatch(page.body)
+	if m == nil || m[1] == "" {
+		t.Fatal("the page carries no digest of the record it validated")
+	}
+	// The form as the page posts it, untouched: the name stays missing.
+	form := albertForm("7149958247")
+	form.Set("v:/full_name", "")
+	form.Set("m:/full_name", "1")
+	form.Set("validated", m[1])
+	r := c.post(fmt.Sprintf("/items/%d/approve", id), form)
+	if r.status != http.StatusUnprocessableEntity || !strings.Contains(r.body, "full_name") {
+		t.Fatalf("approve with the name missing: %d, want 422 naming full_name", r.status)
+	}
+	// The reviewer types the name, and approves before the page checked
+	// it: the digest is the old record's, so nothing is approved and the
+	// page shows the new record checked.
+	form.Del("m:/full_name")
+	form.Set("v:/full_name", "Albert Sanders")
+	r = c.post(fmt.Sprintf("/items/%d/approve", id), form)
+	if r.status != http.StatusConflict || !strings.Contains(r.body, "changed after it was last checked") ||
+		!strings.Contains(r.body, `<span class="ok">valid</span>`) {
+		t.Fatalf("approve of an unchecked record: %d, want 409 with the record checked", r.status)
+	}
+	m = validatedInput.FindStringSubmatch(r.body)
+	if m == nil {
+		t.Fatal("no digest on the page after the refusal")
+	}
+	form.Set("validated", m[1])
+	if r := c.post(fmt.Sprintf("/items/%d/approve", id), form); r.status != http.StatusSeeOther {
+		t.Fatalf("approve of the checked record: %d %s", r.status, r.body)
+	}
+	var name *string
+	if err := b.st.Pool.QueryRow(t.Context(), `SELECT data->>'full_name' FROM extractions e JOIN triage_items t USING (message_id)
+		WHERE t.id = $1 AND e.outcome = 'approved'`, id).Scan(&name); err != nil || name == nil || *name != "Albert Sanders" {
+		t.Errorf("approved full_name = %v, %v", name, err)
+	}
+}
