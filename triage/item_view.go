@@ -22,18 +22,18 @@ type itemView struct {
 	Open, Mine, ClaimedByOther, Editable bool
 	LeaseSeconds                         int
 
-	Segments          []Segment
-	MsgControls, RTL  bool
-	Chars             int
-	Form              *Field
-	Unplaced          extracttype.ErrorList // errors no field shows
-	Errors            extracttype.ErrorList // the draft's errors now
-	Raw               string                // the draft as JSON
-	Valid             bool
-	Overridable       bool
-	Message           string // what the last action said
-	MessageErr        bool
-	OverrideReason    string
+	Segments         []Segment
+	MsgControls, RTL bool
+	Chars            int
+	Form             *Field
+	Unplaced         extracttype.ErrorList // errors no field shows
+	Errors           extracttype.ErrorList // the draft's errors now
+	Raw              string                // the draft as JSON
+	Valid            bool
+	Overridable      bool
+	Message          string // what the last action said
+	MessageErr       bool
+	OverrideReason   string
 	// Digest is recordDigest of the record the page validated (Errors):
 	// Approve sends it, and a record of another digest is not approved.
 	Digest            string
