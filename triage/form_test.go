@@ -24,7 +24,6 @@ func schemaDoc(t *testing.T, id, file string) (*pipeline.Schema, schemaNode) {
 	return s, doc
 }
 
-
 func TestForm(t *testing.T) {
 	t.Parallel()
 
