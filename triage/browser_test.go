@@ -396,6 +396,19 @@ func TestBrowserEndToEnd(t *testing.T) {
 		t.Errorf("after reload: %+v, want a reload showing the item, not the refused post again", reloaded)
 	}
 	shot(t, alice, "item-refused-reloaded.png")
+
+	// The override reason is in reach of the keyboard: r, the reason,
+	// Ctrl+Enter approves with it.
+	step(t, alice, "override with r and Ctrl+Enter",
+		chromedp.KeyEvent("r"),
+		discard(chromedp.Poll[bool](`document.activeElement && document.activeElement.id === 'override-reason'`, chromedp.WithPollingTimeout(5*time.Second))),
+		chromedp.SendKeys(chromedp.ID("override-reason"), "order id confirmed by phone"),
+		chromedp.KeyEvent(kb.Enter, chromedp.KeyModifiers(chromedp.ModifierCtrl)),
+		chromedp.WaitVisible(chromedp.ID("flash")),
+	)
+	if d, _ := b.st.TriageItemGet(ctx, b.st.Pool, refusedID); d.Item.Status != store.TriageApproved {
+		t.Errorf("item %d after the override = %s, want approved", refusedID, d.Item.Status)
+	}
 }
 
 // discard makes an action that drops the value of a.

@@ -238,6 +238,11 @@
 
   // ---- keys ---------------------------------------------------------------
   document.addEventListener("keydown", function (e) {
+    // Ctrl+Enter in the override reason approves with it.
+    if ((e.ctrlKey || e.metaKey) && e.key === "Enter" && e.target && e.target.id === "override-reason") {
+      if (click($("#approve"))) e.preventDefault();
+      return;
+    }
     if (e.ctrlKey || e.metaKey || e.altKey) return;
     if (e.key === "Escape") {
       toggleHelp(false);
@@ -262,6 +267,11 @@
         case "a":
           var rv = $("#rawview");
           if (!click(rv && rv.open ? $("#approve-raw") : $("#approve"))) return;
+          break;
+        case "r":
+          var or = $("#override-reason");
+          if (!or || or.disabled || or.closest("fieldset[disabled]")) return;
+          or.focus();
           break;
         case "x": var rr = $("#reject-reason"); if (!rr || rr.disabled || rr.closest("fieldset[disabled]")) return; rr.focus(); break;
         case "e":
