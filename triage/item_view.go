@@ -49,6 +49,9 @@ type itemView struct {
 	PatchPretty    string
 	Diff           []DiffLine
 	DiffTitle      string
+	// RepairUnchanged: the repair's record is the first reply's, value
+	// for value: the repair call was paid for nothing.
+	RepairUnchanged bool
 
 	Audit         []store.AuditEntry
 	CurrentPretty string
@@ -147,6 +150,13 @@ func (s *Server) itemViewOf(ctx context.Context, it *itemState, f Filter, o view
 		v.Diff, v.DiffTitle = LineDiff(prettyJSON(it.First), prettyJSON(it.Patched)), "first reply → with the repair patch applied"
 	case it.First != nil && it.Repair != nil:
 		v.Diff, v.DiffTitle = LineDiff(prettyJSON(it.First), prettyJSON(it.Repair)), "first reply → repair reply"
+	}
+	if it.First != nil && (it.Repair != nil || it.Patched != nil) {
+		after := it.Repair
+		if it.Patched != nil {
+			after = it.Patched
+		}
+		v.RepairUnchanged = prettyJSON(it.First) == prettyJSON(after)
 	}
 
 	if v.Audit, err = s.st.AuditList(ctx, s.st.Pool, store.AuditListParams{TriageItemID: d.Item.ID, Limit: 50}); err != nil {

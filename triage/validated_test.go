@@ -67,3 +67,24 @@ func TestApproveSendsWhatWasValidated(t *testing.T) {
 		t.Errorf("approved full_name = %v, %v", name, err)
 	}
 }
+
+// TestItemPageFlags checks what the item page tells at a glance: a
+// repair that changed nothing is flagged (one that changed something is
+// not), and the runs table names each run's schema and prompt versions.
+func TestItemPageFlags(t *testing.T) {
+	t.Parallel()
+	b, c := newAliceBundle(t)
+	same, _ := b.failedItem(t, "customer_message", albertText, albertRepair, albertRepair)
+	changed, _ := b.failedItem(t, "customer_message", albertText, albertFirst, albertRepair)
+	if r := c.get(fmt.Sprintf("/items/%d", same)); !strings.Contains(r.body, `id="repair-unchanged"`) {
+		t.Error("a repair equal to the first reply is not flagged")
+	}
+	r := c.get(fmt.Sprintf("/items/%d", changed))
+	if strings.Contains(r.body, `id="repair-unchanged"`) {
+		t.Error("a repair that changed the record is flagged as unchanged")
+	}
+	version := b.schemas["customer_message"].Schema.Version
+	if want := `<td class="run-schema">customer_message v` + version + `</td><td class="run-prompt">extract.v1</td>`; !strings.Contains(r.body, want) {
+		t.Errorf("the runs table lacks %s", want)
+	}
+}
