@@ -3,6 +3,7 @@ package triage
 import (
 	"context"
 	"encoding/json"
+	"sort"
 	"strings"
 	"time"
 
@@ -52,6 +53,10 @@ type itemView struct {
 	// RepairUnchanged: the repair's record is the first reply's, value
 	// for value: the repair call was paid for nothing.
 	RepairUnchanged bool
+
+	// Meta is the message's metadata, key by key (values as JSON text,
+	// strings as they are), and its source, id and flags.
+	Meta []MetaItem
 
 	Audit         []store.AuditEntry
 	CurrentPretty string
@@ -122,6 +127,7 @@ func (s *Server) itemViewOf(ctx context.Context, it *itemState, f Filter, o view
 		v.Segments, anchors = highlight(it, errs, ev)
 	}
 	v.MsgControls, v.RTL = HasControls(d.Message.Body), HasRTL(d.Message.Body)
+	v.Meta = metaItems(d.Message)
 	v.Chars = len([]rune(d.Message.Body))
 	if it.Doc != nil {
 		v.Form, v.Unplaced = BuildForm(it.Doc, record, v.Errors, anchors)
@@ -166,6 +172,35 @@ func (s *Server) itemViewOf(ctx context.Context, it *itemState, f Filter, o view
 		v.CurrentPretty = prettyRaw(d.Current.Data)
 	}
 	return v, nil
+}
+
+// MetaItem is one line of the message's metadata.
+type MetaItem struct{ Key, Value string }
+
+// metaItems lists m's source, id, received time, flags and metadata keys
+// (sorted), each value as text: a string as it is, anything else as JSON.
+func metaItems(m store.Message) []MetaItem {
+	out := []MetaItem{{"source", m.Source}, {"id", m.ExternalID}, {"received", m.ReceivedAt.UTC().Format("2006-01-02 15:04:05 UTC")}}
+	if len(m.Flags) > 0 {
+		out = append(out, MetaItem{"flags", strings.Join(m.Flags, ", ")})
+	}
+	var md map[string]json.RawMessage
+	if err := json.Unmarshal(m.Metadata, &md); err == nil {
+		keys := make([]string, 0, len(md))
+		for k := range md {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			val := string(md[k])
+			var str string
+			if json.Unmarshal(md[k], &str) == nil {
+				val = str
+			}
+			out = append(out, MetaItem{k, val})
+		}
+	}
+	return out
 }
 
 // draftForm is the editor of record, without errors or highlights.

@@ -70,12 +70,16 @@ func TestApproveSendsWhatWasValidated(t *testing.T) {
 
 // TestItemPageFlags checks what the item page tells at a glance: a
 // repair that changed nothing is flagged (one that changed something is
-// not), and the runs table names each run's schema and prompt versions.
+// not), the runs table names each run's schema and prompt versions, and
+// the message's metadata is shown, as text.
 func TestItemPageFlags(t *testing.T) {
 	t.Parallel()
 	b, c := newAliceBundle(t)
 	same, _ := b.failedItem(t, "customer_message", albertText, albertRepair, albertRepair)
-	changed, _ := b.failedItem(t, "customer_message", albertText, albertFirst, albertRepair)
+	changed, changedMsg := b.failedItem(t, "customer_message", albertText, albertFirst, albertRepair)
+	if _, err := b.st.Pool.Exec(t.Context(), `UPDATE messages SET metadata = '{"channel": "chat", "agent": "<b>x</b>", "n": 3}' WHERE id = $1`, changedMsg); err != nil {
+		t.Fatal(err)
+	}
 	if r := c.get(fmt.Sprintf("/items/%d", same)); !strings.Contains(r.body, `id="repair-unchanged"`) {
 		t.Error("a repair equal to the first reply is not flagged")
 	}
@@ -86,5 +90,11 @@ func TestItemPageFlags(t *testing.T) {
 	version := b.schemas["customer_message"].Schema.Version
 	if want := `<td class="run-schema">customer_message v` + version + `</td><td class="run-prompt">extract.v1</td>`; !strings.Contains(r.body, want) {
 		t.Errorf("the runs table lacks %s", want)
+	}
+	for _, want := range []string{`<dt><bdi>channel</bdi></dt><dd><bdi>chat</bdi></dd>`, `<dd><bdi>&lt;b&gt;x&lt;/b&gt;</bdi></dd>`,
+		`<dt><bdi>n</bdi></dt><dd><bdi>3</bdi></dd>`, `<dt><bdi>source</bdi></dt><dd><bdi>test</bdi></dd>`} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("the metadata lacks %s", want)
+		}
 	}
 }
