@@ -342,6 +342,16 @@ func (s *Server) approvePage(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("%w: schema %s is not configured here", ErrConflict, it.D.Item.SchemaID)
 	}
 	reason := r.PostForm.Get("override_reason")
+	if it.Lenient && r.PostForm.Get("confirm_lenient") == "" {
+		// Every value came from a reply that was not JSON: the reviewer
+		// confirms them all before any is a result.
+		v, verr := s.itemViewOf(ctx, it, s.filterOf(r), viewOpts{record: rec, parseErrs: perrs, reason: reason,
+			message: "Not approved: this record was read leniently from a reply that is not valid JSON; check every field against the message, then tick the box and approve.", messageErr: true})
+		if verr != nil {
+			return verr
+		}
+		return s.render(w, r, http.StatusUnprocessableEntity, "item", fmt.Sprintf("Item %d", it.D.Item.ID), v)
+	}
 	// The page's form carries the digest of the record it validated; a
 	// form without one (a script's) is checked by approve alone.
 	if got, ok := r.PostForm["validated"]; ok && (len(got) != 1 || got[0] != recordDigest(rec)) {

@@ -98,3 +98,31 @@ func TestItemPageFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestParseErrorPrefilled checks that an item whose reply is nearly
+// JSON (prose, single quotes, a trailing comma, cut off) starts from a
+// lenient parse of it, marked as such, and is approved only once the
+// reviewer confirms every field.
+func TestParseErrorPrefilled(t *testing.T) {
+	t.Parallel()
+	b, c := newAliceBundle(t)
+	reply := "Here it is: {'intent': 'manage_dispute_bill', 'full_name': 'Albert Sanders', 'account_id': 'U85ALFLG2Z',"
+	id, _ := b.failedItem(t, "customer_message", albertText, reply)
+	if r := c.post(fmt.Sprintf("/items/%d/claim", id), nil); r.status != http.StatusSeeOther {
+		t.Fatalf("claim: %d", r.status)
+	}
+	page := c.get(fmt.Sprintf("/items/%d", id))
+	for _, want := range []string{`id="lenient"`, `id="confirm-lenient"`, `value="Albert Sanders"`, `value="U85ALFLG2Z"`, "a lenient parse of the last reply"} {
+		if !strings.Contains(page.body, want) {
+			t.Errorf("the page of a nearly-JSON reply lacks %s", want)
+		}
+	}
+	form := albertForm("7149958247")
+	if r := c.post(fmt.Sprintf("/items/%d/approve", id), form); r.status != http.StatusUnprocessableEntity || !strings.Contains(r.body, "read leniently") {
+		t.Fatalf("approve without confirming: %d, want 422 asking to confirm", r.status)
+	}
+	form.Set("confirm_lenient", "1")
+	if r := c.post(fmt.Sprintf("/items/%d/approve", id), form); r.status != http.StatusSeeOther {
+		t.Fatalf("approve confirmed: %d", r.status)
+	}
+}
