@@ -21,6 +21,10 @@ type itemView struct {
 	// Open: the item awaits a decision. Mine: the reviewer holds its
 	// lease. ClaimedByOther: someone else does. Editable: open and mine.
 	Open, Mine, ClaimedByOther, Editable bool
+	// CanReopen: the reviewer approved or rejected the item less than
+	// Config.UndoWindow ago, until UndoUntil, and may undo it.
+	CanReopen bool
+	UndoUntil time.Time
 	LeaseSeconds                         int
 
 	Segments         []Segment
@@ -81,6 +85,10 @@ func (s *Server) itemViewOf(ctx context.Context, it *itemState, f Filter, o view
 	v.Mine = v.Open && d.Item.ClaimedBy == rv.Login
 	v.ClaimedByOther = v.Open && d.Item.ClaimedBy != "" && !v.Mine
 	v.Editable = v.Mine && it.Entry != nil
+	if at := d.Item.DecidedAt; at != nil && d.Item.DecidedBy == rv.Login &&
+		(d.Item.Status == store.TriageApproved || d.Item.Status == store.TriageRejected) && time.Since(*at) < s.cfg.UndoWindow {
+		v.CanReopen, v.UndoUntil = true, at.Add(s.cfg.UndoWindow)
+	}
 
 	var err error
 	v.Prev, v.Next, err = s.st.TriageQueueNeighbors(ctx, s.st.Pool, f.Store(rv.Login, time.Now()), d.Item.ID)

@@ -392,6 +392,31 @@ func (s *Server) rejectPage(w http.ResponseWriter, r *http.Request) error {
 	return s.nextAfterDecision(w, r, fmt.Sprintf("Rejected item %d.", id))
 }
 
+// reopenPage undoes the reviewer's own approval or rejection of the item
+// within Config.UndoWindow (store.TriageItemReopen, audited) and shows
+// the item, open and claimed by them.
+func (s *Server) reopenPage(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	id, err := itemID(r)
+	if err != nil {
+		return err
+	}
+	err = s.st.TriageItemReopen(ctx, s.st.Pool, store.TriageItemReopenParams{ItemID: id, Reviewer: reviewerFrom(ctx).Login,
+		Via: viaFrom(ctx), Within: s.cfg.UndoWindow})
+	if errors.Is(err, store.ErrReopenRefused) {
+		_, why, _ := strings.Cut(err.Error(), store.ErrReopenRefused.Error())
+		s.setFlash(ctx, "Not reopened: "+strings.TrimPrefix(why, ": "), true)
+		http.Redirect(w, r, itemURL(id, s.filterOf(r)), http.StatusSeeOther)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	s.setFlash(ctx, fmt.Sprintf("Reopened item %d: your decision is undone, and the item is yours to decide again.", id), false)
+	http.Redirect(w, r, itemURL(id, s.filterOf(r)), http.StatusSeeOther)
+	return nil
+}
+
 // rerunPage sends the item's message back for a new run.
 func (s *Server) rerunPage(w http.ResponseWriter, r *http.Request) error {
 	id, err := itemID(r)
@@ -438,7 +463,7 @@ func (s *Server) nextAfterDecision(w http.ResponseWriter, r *http.Request, msg s
 		http.Redirect(w, r, queueURL(f), http.StatusSeeOther)
 		return nil
 	}
-	s.setFlash(ctx, msg+fmt.Sprintf(" Next: item %d.", c.ItemID), false)
+	s.setFlash(ctx, msg+fmt.Sprintf(" Next: item %d. (Undo on the item's page, within %s.)", c.ItemID, s.cfg.UndoWindow), false)
 	http.Redirect(w, r, itemURL(c.ItemID, f), http.StatusSeeOther)
 	return nil
 }

@@ -147,6 +147,15 @@ func TestRouteRoles(t *testing.T) {
 		{pattern: "POST /items/{id}/approve", setup: item("/items/%d/approve"), form: func(*testing.T, *principal) url.Values { return albertForm("7149958247") }},
 		{pattern: "POST /items/{id}/reject", setup: item("/items/%d/reject"), form: formOf(url.Values{"reason": {"spam"}})},
 		{pattern: "POST /items/{id}/rerun", setup: item("/items/%d/rerun"), form: formOf(url.Values{"note": {"roles"}})},
+		{pattern: "POST /items/{id}/reopen", setup: func(t *testing.T, p *principal) (string, string) {
+			id, _, _ := fresh(t)
+			if p.login != "" {
+				if _, err := b.st.TriageItemReject(ctx, b.st.Pool, store.TriageItemRejectParams{ItemID: id, Reviewer: p.login, Via: store.ViaUI, Reason: "spam"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return fmt.Sprintf("/items/%d/reopen", id), ""
+		}, form: formOf(url.Values{})},
 		{pattern: "GET /rerun", setup: bulk("/rerun")},
 		{pattern: "POST /rerun", setup: bulk("/rerun"), form: formOf(url.Values{"confirmed": {"1"}, "note": {"roles"}})},
 		{pattern: "GET /audit", setup: static("/audit")},

@@ -83,6 +83,9 @@ type Config struct {
 	// LoginsPerMinute limits login attempts per login name and per client
 	// address. Default 10.
 	LoginsPerMinute int
+	// UndoWindow is how long after a decision its reviewer may undo it
+	// (reopen the item). Default 10m.
+	UndoWindow time.Duration
 	// Registry, when set, gets the server's metrics (requests by route,
 	// decisions, open items); the caller serves it.
 	Registry *prometheus.Registry
@@ -95,6 +98,7 @@ func (c Config) withDefaults() Config {
 	c.SessionIdle = cmp.Or(c.SessionIdle, 2*time.Hour)
 	c.LoginsPerMinute = cmp.Or(c.LoginsPerMinute, 10)
 	c.LocalCheckEvery = cmp.Or(c.LocalCheckEvery, 5*time.Second)
+	c.UndoWindow = cmp.Or(c.UndoWindow, 10*time.Minute)
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
@@ -341,6 +345,7 @@ func (s *Server) Install(outer *http.ServeMux) {
 	mux.handleLimit("POST /items/{id}/approve", MaxRecordBody, s.page(reviewers, s.approvePage))
 	mux.Handle("POST /items/{id}/reject", s.page(reviewers, s.rejectPage))
 	mux.Handle("POST /items/{id}/rerun", s.page(reviewers, s.rerunPage))
+	mux.Handle("POST /items/{id}/reopen", s.page(reviewers, s.reopenPage))
 	mux.Handle("GET /rerun", s.page(admins, s.bulkRerunPage))
 	mux.Handle("POST /rerun", s.page(admins, s.bulkRerunPost))
 	mux.Handle("GET /audit", s.page(admins, s.auditPage))

@@ -1,11 +1,15 @@
 package triage_test
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/extractq/extractq/store"
 )
 
 // albertNoName is albertRepair, order id fixed, without the required
@@ -124,5 +128,69 @@ func TestParseErrorPrefilled(t *testing.T) {
 	form.Set("confirm_lenient", "1")
 	if r := c.post(fmt.Sprintf("/items/%d/approve", id), form); r.status != http.StatusSeeOther {
 		t.Fatalf("approve confirmed: %d", r.status)
+	}
+}
+
+// TestReopen checks undo: a reviewer reopens their own rejection or
+// approval (the approved record goes, the audit log says so), not another
+// reviewer's, and not past the time to undo.
+func TestReopen(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	b, c := newAliceBundle(t)
+	b.reviewer(t, "bob", "bob's long password")
+	bob := b.client(t)
+	bob.login("bob", "bob's long password")
+	id, msg := b.failedItem(t, "customer_message", albertText, albertFirst, albertRepair)
+	if r := c.post(fmt.Sprintf("/items/%d/reject", id), map[string][]string{"reason": {"spam"}}); r.status != http.StatusSeeOther {
+		t.Fatalf("reject: %d", r.status)
+	}
+	if page := c.get(fmt.Sprintf("/items/%d", id)); !strings.Contains(page.body, `id="reopen"`) {
+		t.Error("the rejected item's page offers no undo to its reviewer")
+	}
+	if page := bob.get(fmt.Sprintf("/items/%d", id)); strings.Contains(page.body, `id="reopen"`) {
+		t.Error("the item's page offers bob to undo alice's decision")
+	}
+	if r := bob.post(fmt.Sprintf("/items/%d/reopen", id), nil); r.status != http.StatusSeeOther {
+		t.Fatalf("bob's reopen: %d", r.status)
+	}
+	if d, _ := b.st.TriageItemGet(ctx, b.st.Pool, id); d.Item.Status != store.TriageRejected {
+		t.Fatalf("after bob's reopen the item is %s, want still rejected", d.Item.Status)
+	}
+	if r := c.post(fmt.Sprintf("/items/%d/reopen", id), nil); r.status != http.StatusSeeOther {
+		t.Fatalf("reopen: %d", r.status)
+	}
+	d, _ := b.st.TriageItemGet(ctx, b.st.Pool, id)
+	if d.Item.Status != store.TriageOpen || d.Item.ClaimedBy != "alice" || d.Item.DecidedBy != "" {
+		t.Fatalf("after reopen: %+v, want open, claimed by alice", d.Item)
+	}
+	// Approve, then undo: the record is no longer the message's result.
+	form := albertForm("7149958247")
+	if r := c.post(fmt.Sprintf("/items/%d/approve", id), form); r.status != http.StatusSeeOther {
+		t.Fatalf("approve: %d", r.status)
+	}
+	if r := c.post(fmt.Sprintf("/items/%d/reopen", id), nil); r.status != http.StatusSeeOther {
+		t.Fatalf("reopen the approval: %d", r.status)
+	}
+	if _, err := b.st.CurrentResultGet(ctx, b.st.Pool, store.CurrentResultGetParams{MessageID: msg}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the undone approval's record is still the result: %v", err)
+	}
+	entries, _ := b.st.AuditList(ctx, b.st.Pool, store.AuditListParams{TriageItemID: id})
+	var reopens int
+	for _, e := range entries {
+		if e.Action == store.AuditReopen && e.Actor == "alice" {
+			reopens++
+		}
+	}
+	if reopens != 2 {
+		t.Errorf("%d reopen entries in the audit log, want 2", reopens)
+	}
+	// Past the time to undo.
+	if _, err := b.st.TriageItemReject(ctx, b.st.Pool, store.TriageItemRejectParams{ItemID: id, Reviewer: "alice", Via: store.ViaUI, Reason: "spam"}); err != nil {
+		t.Fatal(err)
+	}
+	err := b.st.TriageItemReopen(ctx, b.st.Pool, store.TriageItemReopenParams{ItemID: id, Reviewer: "alice", Via: store.ViaUI, Within: time.Microsecond})
+	if !errors.Is(err, store.ErrReopenRefused) {
+		t.Errorf("reopen past the time to undo: %v, want ErrReopenRefused", err)
 	}
 }

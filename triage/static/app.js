@@ -283,6 +283,7 @@
         case "j": go($("#next")); break;
         case "k": go($("#prev")); break;
         case "c": if (!click($("#claim"))) return; break;
+        case "u": if (!click($("#reopen"))) return; break;
         default: return;
       }
       e.preventDefault();
