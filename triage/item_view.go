@@ -23,9 +23,9 @@ type itemView struct {
 	Open, Mine, ClaimedByOther, Editable bool
 	// CanReopen: the reviewer approved or rejected the item less than
 	// Config.UndoWindow ago, until UndoUntil, and may undo it.
-	CanReopen bool
-	UndoUntil time.Time
-	LeaseSeconds                         int
+	CanReopen    bool
+	UndoUntil    time.Time
+	LeaseSeconds int
 
 	Segments         []Segment
 	MsgControls, RTL bool
