@@ -31,7 +31,7 @@ type TriageItemReopenParams struct {
 // claimed by the reviewer, its decision cleared; an approval's record
 // (the extraction it wrote) is deleted, so the message's result is what
 // it was before; the audit log gets a reopen entry with the decision
-// before. An open item, a re-run, another reviewer's decision, or one
+// before. An open item, one whose message was erased, a re-run, another reviewer's decision, or one
 // older than Within returns an error wrapping ErrReopenRefused; an
 // unknown item ErrNotFound.
 func (s *Store) TriageItemReopen(ctx context.Context, db DBTX, p TriageItemReopenParams) error {
@@ -48,11 +48,13 @@ func (s *Store) TriageItemReopen(ctx context.Context, db DBTX, p TriageItemReope
 			status, reason string
 			decidedBy      *string
 			decidedAt      *time.Time
-			inTime         bool
+			inTime, erased bool
 		)
 		err := tx.QueryRow(ctx, `
-SELECT message_id, run_no, status, decision_reason, decided_by, decided_at, coalesce(decided_at > now() - $2 * interval '1 microsecond', false)
-FROM triage_items WHERE id = $1 FOR UPDATE`, p.ItemID, p.Within.Microseconds()).Scan(&messageID, &runNo, &status, &reason, &decidedBy, &decidedAt, &inTime)
+SELECT t.message_id, t.run_no, t.status, t.decision_reason, t.decided_by, t.decided_at,
+       coalesce(t.decided_at > now() - $2 * interval '1 microsecond', false), m.erased_at IS NOT NULL
+FROM triage_items t JOIN messages m ON m.id = t.message_id WHERE t.id = $1 FOR UPDATE OF t`, p.ItemID, p.Within.Microseconds()).Scan(
+			&messageID, &runNo, &status, &reason, &decidedBy, &decidedAt, &inTime, &erased)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fail(ErrNotFound)
 		}
@@ -60,6 +62,8 @@ FROM triage_items WHERE id = $1 FOR UPDATE`, p.ItemID, p.Within.Microseconds()).
 			return fail(err)
 		}
 		switch {
+		case erased:
+			return fail(fmt.Errorf("%w: the text of item %d's message was erased", ErrReopenRefused, p.ItemID))
 		case status == TriageOpen:
 			return fail(fmt.Errorf("%w: item %d is open, not decided", ErrReopenRefused, p.ItemID))
 		case status == TriageRerun:

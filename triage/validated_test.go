@@ -193,4 +193,12 @@ func TestReopen(t *testing.T) {
 	if !errors.Is(err, store.ErrReopenRefused) {
 		t.Errorf("reopen past the time to undo: %v, want ErrReopenRefused", err)
 	}
+	// Nor once the message's text is erased (the item stays decided).
+	if _, err := b.st.Pool.Exec(ctx, `UPDATE messages SET erased_at = now() WHERE id = $1`, msg); err != nil {
+		t.Fatal(err)
+	}
+	err = b.st.TriageItemReopen(ctx, b.st.Pool, store.TriageItemReopenParams{ItemID: id, Reviewer: "alice", Via: store.ViaUI, Within: time.Hour})
+	if !errors.Is(err, store.ErrReopenRefused) || !strings.Contains(err.Error(), "erased") {
+		t.Errorf("reopen of an erased message's item: %v, want ErrReopenRefused", err)
+	}
 }
