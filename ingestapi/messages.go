@@ -42,9 +42,8 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) (err error) {
 	// Logged before the answer is written, so before it leaves (gated)
 	// and before Serve returns.
 	defer func() { s.logRequest(r, start, rl, err) }()
-	if !s.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="extractq-ingest"`)
-		return httperr.New(httperr.Unauthenticated, "missing or wrong token: send Authorization: Bearer TOKEN")
+	if err := s.authorize(w, r, "POST /v1/messages"); err != nil {
+		return err
 	}
 	q, err := checkQuery(r.URL.RawQuery, "POST /v1/messages", messagesParams)
 	if err != nil {

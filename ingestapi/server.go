@@ -22,7 +22,6 @@ package ingestapi
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -113,11 +112,17 @@ type ServerConfig struct {
 	// A body is held in memory while it is ingested, so at most
 	// MaxRequests * MaxBodyBytes bytes are held at once.
 	MaxBodyBytes int64
-	// Token, when set, is the bearer token every API request must carry
-	// (Authorization: Bearer TOKEN). Empty means none: `ingest serve` then
-	// listens on a loopback address only, and the server answers only
-	// requests whose Host names a loopback address (421 otherwise).
+	// Token, when set, is a bearer token an API request may carry
+	// (Authorization: Bearer TOKEN), acting as admin, without expiry.
+	// Prefer APITokens, which carry a role and an expiry. With neither,
+	// `ingest serve` listens on a loopback address only, the server
+	// answers only requests whose Host names a loopback address (421
+	// otherwise), and every request acts as admin.
 	Token string
+	// APITokens, when set, takes the API tokens of Store (triage admin
+	// token create), each acting with its role and refused past its
+	// expiry (auth.go). Every API request must then carry one, or Token.
+	APITokens bool
 	// Parallel is how many lines of one request are recorded and
 	// published at once. Default DefaultServeParallel.
 	Parallel int
@@ -268,7 +273,7 @@ func (s *Server) serveError(w http.ResponseWriter, r *http.Request, err error) {
 // request from a web page of another origin (crossOrigin) is 403, token
 // or not.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.Token == "" && !httpguard.IsLoopbackHost(r.Host) {
+	if s.cfg.Token == "" && !s.cfg.APITokens && !httpguard.IsLoopbackHost(r.Host) {
 		s.log.Warn("refused a request naming a Host that is not loopback: no token is set", zap.String("host", r.Host),
 			zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.String("remote", r.RemoteAddr))
 		s.serveError(w, r, httperr.Errorf(httperr.MisdirectedRequest, "Host %q: without a token this server answers only "+
@@ -414,13 +419,12 @@ func (s *Server) closeGate() {
 	s.flights.Wait()
 }
 
-// readRequest checks a request's token and its query string against
-// params (checkQuery). The error is unauthenticated (401) or invalid
-// (400).
+// readRequest checks a request's token and role (authorize) and its
+// query string against params (checkQuery). The error is unauthenticated
+// (401), forbidden (403) or invalid (400).
 func (s *Server) readRequest(w http.ResponseWriter, r *http.Request, route string, params []string) (url.Values, error) {
-	if !s.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="extractq-ingest"`)
-		return nil, httperr.New(httperr.Unauthenticated, "missing or wrong token: send Authorization: Bearer TOKEN")
+	if err := s.authorize(w, r, route); err != nil {
+		return nil, err
 	}
 	q, err := checkQuery(r.URL.RawQuery, route, params)
 	if err != nil {
@@ -435,21 +439,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-// authorized reports whether r carries the token, compared in constant
-// time (of the tokens' SHA-256, so their lengths do not show either).
-// Without a token every request is.
-func (s *Server) authorized(r *http.Request) bool {
-	if s.cfg.Token == "" {
-		return true
-	}
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
-	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	return subtle.ConstantTimeCompare(got[:], s.tokenHash[:]) == 1
 }
 
 // tooLarge is the message of a 413: n is the body's declared length, or

@@ -31,6 +31,10 @@ const (
 	AuditReviewerUpdate = "reviewer_update"
 	AuditTokenCreate    = "token_create"
 	AuditTokenRevoke    = "token_revoke"
+	AuditRoleSet        = "role_set"
+	// AuditForbidden is a request refused for its role (403): reason says
+	// which route, after holds route, role, path and any token_id.
+	AuditForbidden = "forbidden"
 )
 
 // AuditEntry is one row of the audit log: who did what, when, to what,

@@ -23,6 +23,8 @@ type Reviewer struct {
 	// it logged in under is the account's (the triage server checks it
 	// at every request), so a change ends every session at once.
 	AuthGeneration int64 `db:"auth_generation" json:"-"`
+	// Role is what the account may do (migration 000015).
+	Role Role `db:"role"`
 }
 
 // Disabled reports whether the account may no longer log in or use its
@@ -36,18 +38,19 @@ var loginPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 // letters, digits, '.', '_' or '-', starting with a letter or digit.
 func ValidLogin(login string) bool { return loginPattern.MatchString(login) }
 
-const reviewerColumns = `id, login, display_name, password_hash, disabled_at, created_at, auth_generation`
+const reviewerColumns = `id, login, display_name, password_hash, disabled_at, created_at, auth_generation, role`
 
 // ReviewerInsertParams is a new reviewer account.
 type ReviewerInsertParams struct {
 	Login        string // required; see ValidLogin
 	Name         string // may be empty
 	PasswordHash string // required: a bcrypt hash
+	Role         Role   // one of AccountRoles; "" means RoleReviewer
 }
 
 const reviewerInsertSQL = `
-INSERT INTO reviewers (login, display_name, password_hash)
-VALUES ($1, $2, $3)
+INSERT INTO reviewers (login, display_name, password_hash, role)
+VALUES ($1, $2, $3, $4)
 RETURNING ` + reviewerColumns
 
 // ReviewerInsert creates a reviewer account. A login already used returns
@@ -59,7 +62,13 @@ func (s *Store) ReviewerInsert(ctx context.Context, db DBTX, p ReviewerInsertPar
 	if p.PasswordHash == "" {
 		return Reviewer{}, fmt.Errorf("store.ReviewerInsert(%q): password hash is required", p.Login)
 	}
-	rows, err := db.Query(ctx, reviewerInsertSQL, p.Login, CleanText(p.Name), p.PasswordHash)
+	if p.Role == "" {
+		p.Role = RoleReviewer
+	}
+	if _, err := ParseRole(string(p.Role), AccountRoles); err != nil {
+		return Reviewer{}, fmt.Errorf("store.ReviewerInsert(%q): %w", p.Login, err)
+	}
+	rows, err := db.Query(ctx, reviewerInsertSQL, p.Login, CleanText(p.Name), p.PasswordHash, p.Role)
 	if err != nil {
 		return Reviewer{}, fmt.Errorf("store.ReviewerInsert(%q): %w", p.Login, interpretError(err))
 	}
@@ -112,6 +121,45 @@ func (s *Store) ReviewerCount(ctx context.Context, db DBTX) (int, error) {
 	var n int
 	if err := db.QueryRow(ctx, `SELECT count(*) FROM reviewers WHERE disabled_at IS NULL`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("store.ReviewerCount: %w", err)
+	}
+	return n, nil
+}
+
+// ReviewerSetRole gives the account of login the role role (one of
+// AccountRoles) and revokes its live API tokens the new role does not
+// cover (Role.Covers), in one statement; its sessions take the new role at
+// their next request. It returns the role before and how many tokens it
+// revoked. An unknown login returns an error wrapping ErrNotFound.
+func (s *Store) ReviewerSetRole(ctx context.Context, db DBTX, login string, role Role) (before Role, tokensRevoked int64, err error) {
+	if _, err := ParseRole(string(role), AccountRoles); err != nil {
+		return "", 0, fmt.Errorf("store.ReviewerSetRole(%q): %w", login, err)
+	}
+	var found bool
+	err = db.QueryRow(ctx, `
+WITH p AS (SELECT id, role FROM reviewers WHERE login = $1 FOR UPDATE),
+r AS (UPDATE reviewers SET role = $2, updated_at = now() FROM p WHERE reviewers.id = p.id RETURNING reviewers.id),
+t AS (
+    UPDATE api_tokens SET revoked_at = now()
+    WHERE reviewer_id IN (SELECT id FROM r) AND revoked_at IS NULL
+      AND NOT (CASE $2 WHEN 'admin' THEN true WHEN 'reviewer' THEN role IN ('reviewer', 'analyst') ELSE role = $2 END)
+    RETURNING id
+)
+SELECT EXISTS (SELECT FROM p), coalesce((SELECT role FROM p), ''), (SELECT count(*) FROM t)`, login, role).Scan(&found, &before, &tokensRevoked)
+	if err != nil {
+		return "", 0, fmt.Errorf("store.ReviewerSetRole(%q): %w", login, err)
+	}
+	if !found {
+		return "", 0, fmt.Errorf("store.ReviewerSetRole(%q): %w", login, ErrNotFound)
+	}
+	return before, tokensRevoked, nil
+}
+
+// ReviewerCountByRole returns how many accounts of role may log in (not
+// disabled).
+func (s *Store) ReviewerCountByRole(ctx context.Context, db DBTX, role Role) (int, error) {
+	var n int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM reviewers WHERE disabled_at IS NULL AND role = $1`, role).Scan(&n); err != nil {
+		return 0, fmt.Errorf("store.ReviewerCountByRole: %w", err)
 	}
 	return n, nil
 }

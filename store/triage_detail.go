@@ -50,9 +50,20 @@ type TriageItemDetail struct {
 	Calls []LLMCallRecord
 	// Runs are every run of the message, in order.
 	Runs []Run
+	// RunVersions are the schema and prompt versions each run's calls
+	// used, by run number (several, comma-separated, when its calls
+	// differ); a run without calls has none.
+	RunVersions map[int]RunVersions
 	// Current is the message's current result of the item's schema (the
 	// current_results view), or nil when it has none.
 	Current *Extraction
+}
+
+// RunVersions are the versions a run's LLM calls used.
+type RunVersions struct {
+	RunNo          int    `db:"run_no"`
+	SchemaVersions string `db:"schema_versions"` // such as "1" or "1, 2"
+	PromptVersions string `db:"prompt_versions"` // such as "extract.v1"
 }
 
 // TriageItemGet returns item id with its message, run, calls, the
@@ -97,6 +108,22 @@ ORDER BY attempt, id`, d.Item.MessageID, d.Item.RunNo)
 	}
 	if d.Runs, err = pgx.CollectRows(rows, pgx.RowToStructByName[Run]); err != nil {
 		return d, fmt.Errorf("store.TriageItemGet(%d): runs: %w", id, err)
+	}
+
+	rows, err = db.Query(ctx, `
+SELECT run_no, string_agg(DISTINCT schema_version, ', ' ORDER BY schema_version) AS schema_versions,
+       string_agg(DISTINCT prompt_version, ', ' ORDER BY prompt_version) AS prompt_versions
+FROM llm_calls WHERE message_id = $1 AND NOT superseded GROUP BY run_no`, d.Item.MessageID)
+	if err != nil {
+		return d, fmt.Errorf("store.TriageItemGet(%d): run versions: %w", id, err)
+	}
+	vs, err := pgx.CollectRows(rows, pgx.RowToStructByName[RunVersions])
+	if err != nil {
+		return d, fmt.Errorf("store.TriageItemGet(%d): run versions: %w", id, err)
+	}
+	d.RunVersions = make(map[int]RunVersions, len(vs))
+	for _, v := range vs {
+		d.RunVersions[v.RunNo] = v
 	}
 
 	cur, err := s.CurrentResultGet(ctx, db, CurrentResultGetParams{MessageID: d.Item.MessageID, SchemaID: d.Item.SchemaID})

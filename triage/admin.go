@@ -20,12 +20,13 @@ import (
 // AdminUsage describes the admin subcommands.
 const AdminUsage = `usage: triage admin COMMAND [flags]
 
-  add-reviewer -login NAME [-name "Full Name"] [-password-stdin]
+  add-reviewer -login NAME [-name "Full Name"] [-role ROLE] [-password-stdin]
+  set-role     -login NAME -role admin|reviewer|analyst
   set-password -login NAME [-password-stdin]
   disable      -login NAME      (no more logins)
   enable       -login NAME
   list                          (the accounts)
-  token create -login NAME -name PURPOSE [-expires-in 90d]   (prints the token once)
+  token create -login NAME -name PURPOSE [-role ROLE] [-expires-in 90d]   (prints the token once)
   token list   [-login NAME]
   token revoke -id N
 
@@ -34,6 +35,18 @@ the first line of standard input. They are stored as bcrypt hashes. A
 password must have at least 10 characters (at most 72 bytes) and a zxcvbn
 score of at least 3 of 4:
 no common password, word, name, keyboard pattern or the login alone.
+
+Roles: admin (accounts, tokens, bulk re-runs, the audit log, erasures,
+and all a reviewer may), reviewer (works the queue), analyst (reports
+only, no customer text). add-reviewer makes a reviewer, or an admin when
+no account exists yet (the first account bootstraps the server).
+set-role takes effect at the account's next request, and revokes its
+tokens the new role does not cover.
+
+A token acts with its role: the account's unless -role names a narrower
+one (an admin's token may be of any role; a reviewer's, reviewer or
+analyst), or ingest, an admin's token for the programs that feed ingest
+serve (POST /v1/messages and reading batches; nothing of triage).
 
 set-password and disable end every session and API token of the account
 at once; enable lets it log in again but brings none of them back.
@@ -96,6 +109,8 @@ func Admin(ctx context.Context, st *store.Store, args []string, aio AdminIO) err
 		return a.addReviewer(args[1:])
 	case "set-password":
 		return a.setPassword(args[1:])
+	case "set-role":
+		return a.setRole(args[1:])
 	case "disable", "enable":
 		return a.setDisabled(args[0], args[1:])
 	case "list":
@@ -167,12 +182,26 @@ func (a admin) addReviewer(args []string) error {
 	fs := a.flags("add-reviewer")
 	login := fs.String("login", "", "login: lower-case letters, digits, . _ -")
 	name := fs.String("name", "", "full name, shown on pages")
+	roleName := fs.String("role", "", "admin, reviewer or analyst; default reviewer, or admin for the first account")
 	stdin := fs.Bool("password-stdin", false, "read the password from the first line of standard input")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if !store.ValidLogin(*login) {
 		return fmt.Errorf("-login %q: want 1-63 of a-z 0-9 . _ - starting with a letter or digit", *login)
+	}
+	role := store.Role(*roleName)
+	if *roleName == "" {
+		rs, err := a.st.ReviewerList(a.ctx, a.st.Pool)
+		if err != nil {
+			return err
+		}
+		role = store.RoleReviewer
+		if len(rs) == 0 {
+			role = store.RoleAdmin
+		}
+	} else if _, err := store.ParseRole(*roleName, store.AccountRoles); err != nil {
+		return fmt.Errorf("-role: %w", err)
 	}
 	pw, err := a.password(*stdin)
 	if err != nil {
@@ -185,10 +214,10 @@ func (a admin) addReviewer(args []string) error {
 	var rv store.Reviewer
 	err = a.st.InTx(a.ctx, func(tx store.DBTX) error {
 		var err error
-		if rv, err = a.st.ReviewerInsert(a.ctx, tx, store.ReviewerInsertParams{Login: *login, Name: *name, PasswordHash: hash}); err != nil {
+		if rv, err = a.st.ReviewerInsert(a.ctx, tx, store.ReviewerInsertParams{Login: *login, Name: *name, PasswordHash: hash, Role: role}); err != nil {
 			return err
 		}
-		return a.audit(tx, store.AuditReviewerCreate, "", map[string]any{"login": rv.Login, "name": rv.Name})
+		return a.audit(tx, store.AuditReviewerCreate, "", map[string]any{"login": rv.Login, "name": rv.Name, "role": rv.Role})
 	})
 	if errors.Is(err, store.ErrConflict) {
 		return fmt.Errorf("reviewer %s exists already (use set-password)", *login)
@@ -196,7 +225,42 @@ func (a admin) addReviewer(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.io.Out, "reviewer %s created (id %d)\n", rv.Login, rv.ID)
+	fmt.Fprintf(a.io.Out, "reviewer %s created (id %d), role %s\n", rv.Login, rv.ID, rv.Role)
+	return nil
+}
+
+func (a admin) setRole(args []string) error {
+	fs := a.flags("set-role")
+	login := fs.String("login", "", "the reviewer's login")
+	roleName := fs.String("role", "", "admin, reviewer or analyst")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	role, err := store.ParseRole(*roleName, store.AccountRoles)
+	if err != nil {
+		return fmt.Errorf("-role: %w", err)
+	}
+	var before store.Role
+	var revoked int64
+	err = a.st.InTx(a.ctx, func(tx store.DBTX) error {
+		var err error
+		if before, revoked, err = a.st.ReviewerSetRole(a.ctx, tx, *login, role); err != nil {
+			return err
+		}
+		return a.audit(tx, store.AuditRoleSet, "", map[string]any{"login": *login, "role": role, "role_before": before,
+			"tokens_revoked": revoked})
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("no reviewer %q", *login)
+	}
+	if err != nil {
+		return err
+	}
+	s := "s"
+	if revoked == 1 {
+		s = ""
+	}
+	fmt.Fprintf(a.io.Out, "role of %s set to %s (was %s); %d API token%s of a wider role revoked\n", *login, role, before, revoked, s)
 	return nil
 }
 
@@ -288,13 +352,13 @@ func (a admin) list() error {
 		return err
 	}
 	tw := tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "LOGIN\tNAME\tCREATED\tSTATE")
+	fmt.Fprintln(tw, "LOGIN\tNAME\tROLE\tCREATED\tSTATE")
 	for _, r := range rs {
 		state := "active"
 		if r.Disabled() {
 			state = "disabled " + r.DisabledAt.UTC().Format(time.DateOnly)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Login, Visible(r.Name), r.CreatedAt.UTC().Format(time.DateOnly), state)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Login, Visible(r.Name), r.Role, r.CreatedAt.UTC().Format(time.DateOnly), state)
 	}
 	return tw.Flush()
 }
@@ -304,8 +368,14 @@ func (a admin) tokenCreate(args []string) error {
 	login := fs.String("login", "", "the reviewer the token acts as")
 	name := fs.String("name", "", "what the token is for, such as nightly-rerun")
 	expiresIn := fs.String("expires-in", "90d", "how long the token lives: w, d, h, m (at most 366d)")
+	roleName := fs.String("role", "", "admin, reviewer, analyst or ingest; default the account's role")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *roleName != "" {
+		if _, err := store.ParseRole(*roleName, store.TokenRoles); err != nil {
+			return fmt.Errorf("-role: %w", err)
+		}
 	}
 	if *name == "" {
 		return errors.New("-name is required")
@@ -320,20 +390,24 @@ func (a admin) tokenCreate(args []string) error {
 	err = a.st.InTx(a.ctx, func(tx store.DBTX) error {
 		var err error
 		if t, err = a.st.APITokenInsert(a.ctx, tx, store.APITokenInsertParams{Login: *login, Name: *name, TokenHash: hash,
-			ExpiresAt: expires}); err != nil {
+			ExpiresAt: expires, Role: store.Role(*roleName)}); err != nil {
 			return err
 		}
 		return a.audit(tx, store.AuditTokenCreate, "", map[string]any{"login": *login, "token_id": t.ID, "name": *name,
-			"expires_at": t.ExpiresAt.UTC()})
+			"expires_at": t.ExpiresAt.UTC(), "role": t.Role})
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("no reviewer %q", *login)
 	}
+	if errors.Is(err, store.ErrRoleNotCovered) {
+		_, why, _ := strings.Cut(err.Error(), "): ") // after store's own prefix
+		return fmt.Errorf("-role %s: %s", *roleName, why)
+	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.io.Out, "token %d for %s (%s), expires %s; it is shown once:\n%s\n",
-		t.ID, t.Login, t.Name, t.ExpiresAt.UTC().Format(time.DateTime+" MST"), token)
+	fmt.Fprintf(a.io.Out, "token %d for %s (%s), role %s, expires %s; it is shown once:\n%s\n",
+		t.ID, t.Login, t.Name, t.Role, t.ExpiresAt.UTC().Format(time.DateTime+" MST"), token)
 	return nil
 }
 
@@ -355,7 +429,7 @@ func (a admin) tokenList(args []string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tLOGIN\tNAME\tCREATED\tEXPIRES\tLAST USED\tSTATE")
+	fmt.Fprintln(tw, "ID\tLOGIN\tNAME\tROLE\tCREATED\tEXPIRES\tLAST USED\tSTATE")
 	now := time.Now()
 	for _, t := range ts {
 		used, state := "never", "live"
@@ -368,7 +442,7 @@ func (a admin) tokenList(args []string) error {
 		case t.Expired(now):
 			state = "expired"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Login, Visible(t.Name), t.CreatedAt.UTC().Format(time.DateOnly),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Login, Visible(t.Name), t.Role, t.CreatedAt.UTC().Format(time.DateOnly),
 			t.ExpiresAt.UTC().Format(time.DateTime), used, state)
 	}
 	return tw.Flush()

@@ -176,9 +176,10 @@ func apiItemOf(it store.TriageQueueItem) apiItem {
 // expires.
 func (s *Server) apiMe(w http.ResponseWriter, r *http.Request) error {
 	rv := reviewerFrom(r.Context())
-	me := map[string]any{"login": rv.Login, "name": rv.Name, "local": s.localOnly()}
+	me := map[string]any{"login": rv.Login, "name": rv.Name, "local": s.localOnly(), "role": roleFrom(r.Context()),
+		"account_role": rv.Role}
 	if t := tokenFrom(r.Context()); t != nil {
-		me["token"] = map[string]any{"id": t.ID, "name": t.Name, "created_at": t.CreatedAt, "expires_at": t.ExpiresAt}
+		me["token"] = map[string]any{"id": t.ID, "name": t.Name, "created_at": t.CreatedAt, "expires_at": t.ExpiresAt, "role": t.Role}
 	}
 	writeJSON(w, http.StatusOK, me)
 	return nil

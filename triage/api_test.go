@@ -30,17 +30,29 @@ func apiErr(t *testing.T, r response) struct{ Code, Message string } {
 	return e.Error
 }
 
-// newToken makes a reviewer with an API token through the admin command
-// and returns the token.
+// newToken makes an admin account with an API token through the admin
+// command and returns the token.
 func newToken(t *testing.T, b *bundle, login string) string {
+	t.Helper()
+	return newRoleToken(t, b, login, "admin", "")
+}
+
+// newRoleToken makes an account of role accountRole with an API token of
+// tokenRole ("" for the account's) through the admin command and returns
+// the token.
+func newRoleToken(t *testing.T, b *bundle, login, accountRole, tokenRole string) string {
 	t.Helper()
 	ctx := context.Background()
 	var out bytes.Buffer
 	aio := triage.AdminIO{In: strings.NewReader("a long enough password\n"), Out: &out, Actor: "admin:test", BcryptCost: 4}
-	if err := triage.Admin(ctx, b.st, []string{"add-reviewer", "-login", login, "-password-stdin"}, aio); err != nil {
+	if err := triage.Admin(ctx, b.st, []string{"add-reviewer", "-login", login, "-role", accountRole, "-password-stdin"}, aio); err != nil {
 		t.Fatal(err)
 	}
-	if err := triage.Admin(ctx, b.st, []string{"token", "create", "-login", login, "-name", "ci"}, aio); err != nil {
+	args := []string{"token", "create", "-login", login, "-name", "ci"}
+	if tokenRole != "" {
+		args = append(args, "-role", tokenRole)
+	}
+	if err := triage.Admin(ctx, b.st, args, aio); err != nil {
 		t.Fatal(err)
 	}
 	tok := regexp.MustCompile(`eqt_[A-Za-z0-9_-]{43}`).FindString(out.String())
@@ -555,5 +567,53 @@ func TestAdmin(t *testing.T) {
 	entries, _ := b.st.AuditList(ctx, b.st.Pool, store.AuditListParams{Actor: "admin:test"})
 	if len(entries) != 5 || entries[0].Via != store.ViaCLI || entries[0].Action != store.AuditTokenCreate {
 		t.Errorf("admin audit: %d entries", len(entries))
+	}
+}
+
+// TestAdminRoles checks the roles of the admin command: the first account
+// is an admin, the next a reviewer unless -role says otherwise; set-role
+// changes a role (audited) and revokes the tokens it no longer covers;
+// token create refuses a role wider than the account's.
+func TestAdminRoles(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newBundle(t, bundleOpts{})
+	run := func(stdin string, args ...string) (string, error) {
+		var out bytes.Buffer
+		err := triage.Admin(ctx, b.st, args, triage.AdminIO{In: strings.NewReader(stdin), Out: &out, Actor: "admin:test", BcryptCost: 4})
+		return out.String(), err
+	}
+	const pw = "a long enough password\n"
+	if out, err := run(pw, "add-reviewer", "-login", "first", "-password-stdin"); err != nil || !strings.Contains(out, "role admin") {
+		t.Fatalf("first account: %q %v, want an admin", out, err)
+	}
+	if out, err := run(pw, "add-reviewer", "-login", "second", "-password-stdin"); err != nil || !strings.Contains(out, "role reviewer") {
+		t.Fatalf("second account: %q %v, want a reviewer", out, err)
+	}
+	if out, err := run(pw, "add-reviewer", "-login", "third", "-role", "analyst", "-password-stdin"); err != nil || !strings.Contains(out, "role analyst") {
+		t.Fatalf("-role analyst: %q %v", out, err)
+	}
+	if _, err := run(pw, "add-reviewer", "-login", "fourth", "-role", "ingest", "-password-stdin"); err == nil || !strings.Contains(err.Error(), "want one of admin, reviewer, analyst") {
+		t.Errorf("-role ingest for an account: %v", err)
+	}
+	if _, err := run("", "token", "create", "-login", "second", "-name", "x", "-role", "admin"); err == nil || !strings.Contains(err.Error(), "needs an admin account") {
+		t.Errorf("a reviewer's admin token: %v", err)
+	}
+	if out, err := run("", "token", "create", "-login", "second", "-name", "mine"); err != nil || !strings.Contains(out, "role reviewer") {
+		t.Fatalf("a reviewer's token: %q %v", out, err)
+	}
+	if out, err := run("", "set-role", "-login", "second", "-role", "analyst"); err != nil || !strings.Contains(out, "set to analyst (was reviewer); 1 API token of a wider role revoked") {
+		t.Errorf("set-role: %q %v", out, err)
+	}
+	if out, err := run("", "list"); err != nil || !regexp.MustCompile(`(?m)^second\s+analyst\s`).MatchString(out) {
+		t.Errorf("list: %q %v", out, err)
+	}
+	if _, err := run("", "set-role", "-login", "second", "-role", "root"); err == nil {
+		t.Error("set-role root: no error")
+	}
+	entries, _ := b.st.AuditList(ctx, b.st.Pool, store.AuditListParams{Actor: "admin:test"})
+	if len(entries) == 0 || entries[0].Action != store.AuditRoleSet || !strings.Contains(string(entries[0].After), `"role_before": "reviewer"`) &&
+		!strings.Contains(string(entries[0].After), `"role_before":"reviewer"`) {
+		t.Errorf("set-role audit: %+v", entries)
 	}
 }

@@ -34,7 +34,9 @@ import (
 // the reviewer "local", still with a session and CSRF token.
 
 // LocalReviewer is who acts when the server runs without accounts.
-var LocalReviewer = store.Reviewer{Login: "local", Name: "local (no accounts configured)"}
+// It is an admin: whoever reaches a server on loopback without accounts
+// runs it.
+var LocalReviewer = store.Reviewer{Login: "local", Name: "local (no accounts configured)", Role: store.RoleAdmin}
 
 // Session keys.
 const (
@@ -259,9 +261,10 @@ func (s *Server) public(h handlerFunc) http.Handler {
 	}))
 }
 
-// page wraps a page for logged-in reviewers; others are sent to the login
-// page.
-func (s *Server) page(h handlerFunc) http.Handler {
+// page wraps a page for logged-in accounts of a role a admits; others
+// are sent to the login page, and a role a does not admit is refused 403
+// (authorize).
+func (s *Server) page(a access, h handlerFunc) http.Handler {
 	return s.sessions.LoadAndSave(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		noStore(w)
 		rv, err := s.sessionReviewer(r)
@@ -283,22 +286,32 @@ func (s *Server) page(h handlerFunc) http.Handler {
 		}
 		ctx := context.WithValue(r.Context(), ctxReviewer, rv)
 		ctx = context.WithValue(ctx, ctxVia, store.ViaUI)
-		if err := h(w, r.WithContext(ctx)); err != nil {
+		r = r.WithContext(ctx)
+		if err := s.authorize(r, a); err != nil {
+			s.pageError(w, r, err)
+			return
+		}
+		if err := h(w, r); err != nil {
 			s.pageError(w, r, err)
 		}
 	}))
 }
 
 // api wraps a JSON API route: an API token, or a session with the CSRF
-// check. Errors are JSON.
-func (s *Server) api(h handlerFunc) http.Handler {
+// check, of a role a admits (authorize). Errors are JSON.
+func (s *Server) api(a access, h handlerFunc) http.Handler {
 	run := func(w http.ResponseWriter, r *http.Request, rv *store.Reviewer, tok *store.APIToken) {
 		ctx := context.WithValue(r.Context(), ctxReviewer, rv)
 		ctx = context.WithValue(ctx, ctxVia, store.ViaAPI)
 		if tok != nil {
 			ctx = context.WithValue(ctx, ctxToken, tok)
 		}
-		if err := h(w, r.WithContext(ctx)); err != nil {
+		r = r.WithContext(ctx)
+		if err := s.authorize(r, a); err != nil {
+			s.apiError(w, r, err)
+			return
+		}
+		if err := h(w, r); err != nil {
 			s.apiError(w, r, err)
 		}
 	}

@@ -89,6 +89,8 @@ func TestBrowserEndToEnd(t *testing.T) {
 	albertID, albertMsg := b.failedItem(t, "customer_message", albertText, albertFirst, albertRepair)
 	hostileID, _ := b.failedItem(t, "customer_message", browserHostile, browserHostileReply)
 	rrID, _ := b.failedItem(t, "return_request", rrText, rrReply)
+	noNameID, noNameMsg := b.failedItem(t, "customer_message", albertText, albertFirst, albertNoName)
+	refusedID, _ := b.failedItem(t, "customer_message", albertText, albertFirst, albertRepair)
 	b.failedItem(t, "customer_message", "an you check my order I think there's an extra fee\nRodriguez Domingo\nOrder ID: 9955347632\nguest",
 		"Sure! Here is the record: ```json\n{\"intent\": \"status_mystery_fee\"}\n```")
 	b.failedItem(t, "customer_message", "Hi\nI want to know why you guys still haven't refunded me\nChloe Zhang\nusername czhang28\norder id 2269137343",
@@ -350,6 +352,63 @@ func TestBrowserEndToEnd(t *testing.T) {
 		chromedp.KeyEvent(kb.Enter),
 		chromedp.WaitVisible(chromedp.ID("msgtext")),
 	)
+
+	// Approve sends what the page validated (issue 16): the draft leaves
+	// out the required name, and the page says so (1 error, not a null
+	// that validates); the name typed and approved at once, before the
+	// live check ran, is checked first and then approved.
+	step(t, alice, "open the item without a name", chromedp.Navigate(fmt.Sprintf("%s/items/%d", web.URL, noNameID)),
+		chromedp.WaitVisible(chromedp.ID("claim")), chromedp.KeyEvent("c"), chromedp.WaitVisible(chromedp.CSS(`#lease .badge.mine`)))
+	var status string
+	eval(t, alice, `document.querySelector('#check-status').textContent.trim()`, &status)
+	if status != "1 error" {
+		t.Errorf("check status of the item without a name = %q, want 1 error", status)
+	}
+	nameSel := chromedp.CSS(`[id="f:/full_name"]`)
+	step(t, alice, "type the name and approve at once",
+		chromedp.SendKeys(nameSel, "Albert Sanders"),
+		chromedp.KeyEvent(kb.Escape),
+		chromedp.KeyEvent("a"),
+		chromedp.WaitVisible(chromedp.ID("flash")),
+	)
+	if cur, err := b.st.CurrentResultGet(ctx, b.st.Pool, store.CurrentResultGetParams{MessageID: noNameMsg}); err != nil ||
+		!strings.Contains(string(cur.Data), `"full_name": "Albert Sanders"`) && !strings.Contains(string(cur.Data), `"full_name":"Albert Sanders"`) {
+		t.Errorf("result after typing the name = %s, %v", cur.Data, err)
+	}
+
+	// A refused approve (a grounding error, no reason) shows the item at
+	// its own address: a reload reads it, and posts nothing again.
+	step(t, alice, "refused approve", chromedp.Navigate(fmt.Sprintf("%s/items/%d", web.URL, refusedID)),
+		chromedp.WaitVisible(chromedp.ID("claim")), chromedp.KeyEvent("c"), chromedp.WaitVisible(chromedp.CSS(`#lease .badge.mine`)),
+		chromedp.KeyEvent("a"),
+		chromedp.WaitVisible(chromedp.CSS(`.msg.err`)),
+	)
+	if loc := location(t, alice); !strings.HasSuffix(strings.SplitN(loc, "?", 2)[0], fmt.Sprintf("/items/%d", refusedID)) {
+		t.Errorf("after a refused approve the page is at %s, want /items/%d", loc, refusedID)
+	}
+	var reloaded struct {
+		Nav string `json:"nav"`
+		Err bool   `json:"err"`
+	}
+	step(t, alice, "reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("editor")))
+	eval(t, alice, `({nav: performance.getEntriesByType('navigation')[0].type, err: !!document.querySelector('.msg.err')})`, &reloaded)
+	if reloaded.Nav != "reload" || reloaded.Err {
+		t.Errorf("after reload: %+v, want a reload showing the item, not the refused post again", reloaded)
+	}
+	shot(t, alice, "item-refused-reloaded.png")
+
+	// The override reason is in reach of the keyboard: r, the reason,
+	// Ctrl+Enter approves with it.
+	step(t, alice, "override with r and Ctrl+Enter",
+		chromedp.KeyEvent("r"),
+		discard(chromedp.Poll[bool](`document.activeElement && document.activeElement.id === 'override-reason'`, chromedp.WithPollingTimeout(5*time.Second))),
+		chromedp.SendKeys(chromedp.ID("override-reason"), "order id confirmed by phone"),
+		chromedp.KeyEvent(kb.Enter, chromedp.KeyModifiers(chromedp.ModifierCtrl)),
+		chromedp.WaitVisible(chromedp.ID("flash")),
+	)
+	if d, _ := b.st.TriageItemGet(ctx, b.st.Pool, refusedID); d.Item.Status != store.TriageApproved {
+		t.Errorf("item %d after the override = %s, want approved", refusedID, d.Item.Status)
+	}
 }
 
 // discard makes an action that drops the value of a.

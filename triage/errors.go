@@ -51,6 +51,7 @@ var codeTable = []struct {
 	{store.ErrClaimed, httperr.Conflict},
 	{store.ErrItemClosed, httperr.Conflict},
 	{store.ErrCountChanged, httperr.Conflict},
+	{store.ErrReopenRefused, httperr.Conflict},
 	{store.ErrOutcomeExists, httperr.Conflict},
 	{store.ErrConflict, httperr.Conflict},
 	{ErrUnprocessable, httperr.Unprocessable},
@@ -117,7 +118,7 @@ type ValidationError struct {
 }
 
 func (e *ValidationError) Error() string {
-	return fmt.Sprintf("%s (%d errors)", e.Msg, len(e.Errors))
+	return fmt.Sprintf("%s (%s)", e.Msg, plural(len(e.Errors), "error"))
 }
 
 // Is reports whether target is ErrUnprocessable (or another

@@ -185,14 +185,21 @@ func (b *bundle) failedItem(t testing.TB, schemaID, text string, replies ...stri
 	return id, res.Run.MessageID
 }
 
-// reviewer creates an account with a cheap bcrypt hash.
+// reviewer creates an admin account (every power, as accounts had
+// before roles) with a cheap bcrypt hash.
 func (b *bundle) reviewer(t testing.TB, login, password string) {
+	t.Helper()
+	b.account(t, login, password, store.RoleAdmin)
+}
+
+// account creates an account of role with a cheap bcrypt hash.
+func (b *bundle) account(t testing.TB, login, password string, role store.Role) {
 	t.Helper()
 	h, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.st.ReviewerInsert(context.Background(), b.st.Pool, store.ReviewerInsertParams{Login: login, Name: strings.ToUpper(login[:1]) + login[1:], PasswordHash: string(h)}); err != nil {
+	if _, err := b.st.ReviewerInsert(context.Background(), b.st.Pool, store.ReviewerInsertParams{Login: login, Name: strings.ToUpper(login[:1]) + login[1:], PasswordHash: string(h), Role: role}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,6 +1,8 @@
 package triage
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -24,8 +26,14 @@ import (
 //	o:<path>    marks an object as present
 //	n:<path>    an array's length
 //	null:<path> the "null" check box of a nullable object or array
+//	m:<path>    marks a text or number field the record leaves out: while
+//	            its input stays empty the key stays out (the page's script
+//	            drops the mark once the reviewer types in the field)
 //
-// An empty text or number input of a nullable field means null. The
+// An empty text or number input of a nullable field means null, unless
+// the field is marked missing: a key the record left out is never turned
+// into null behind the reviewer's back (it stays out, and a required one
+// fails as missing). The
 // server reads the form back (parseForm) and validates the record with
 // the worker's validator; the page's script only shows the errors.
 
@@ -435,6 +443,9 @@ func (p *formParser) value(n schemaNode, path string) (any, bool) {
 		if !ok {
 			return nil, false
 		}
+		if _, missing := p.get("m:" + path); missing && s == "" {
+			return nil, false
+		}
 		if s == "" && nullable {
 			return nil, true
 		}
@@ -445,6 +456,9 @@ func (p *formParser) value(n schemaNode, path string) (any, bool) {
 			return nil, false
 		}
 		s = strings.TrimSpace(s)
+		if _, missing := p.get("m:" + path); missing && s == "" {
+			return nil, false
+		}
 		if s == "" {
 			return nil, nullable
 		}
@@ -513,6 +527,60 @@ func (p *formParser) value(n schemaNode, path string) (any, bool) {
 		return arr, true
 	}
 	return nil, false
+}
+
+// formValues returns the form f posts as it is rendered, before any
+// edit: what a browser sends for its controls (an enum or boolean sends
+// its selected option, the first when none is). parseForm of it is the
+// record the page's Approve sends, which the page validates.
+func formValues(f *Field) url.Values {
+	out := url.Values{}
+	var walk func(f *Field)
+	walk = func(f *Field) {
+		switch f.Kind {
+		case "object":
+			out.Set(f.Name(), "1")
+		case "array":
+			out.Set(f.Name(), strconv.Itoa(len(f.Fields)))
+		case "enum", "boolean":
+			v := ""
+			if len(f.Options) > 0 {
+				v = f.Options[0].Value
+			}
+			for _, o := range f.Options {
+				if o.Selected {
+					v = o.Value
+					break
+				}
+			}
+			out.Set(f.Name(), v)
+		default:
+			out.Set(f.Name(), f.Value)
+			if f.Missing && f.Kind != "json" {
+				out.Set("m:"+f.Path, "1")
+			}
+		}
+		if f.IsNull && (f.Kind == "object" || f.Kind == "array") && f.Nullable {
+			out.Set("null:"+f.Path, "on")
+		}
+		for _, c := range f.Fields {
+			walk(c)
+		}
+	}
+	walk(f)
+	return out
+}
+
+// recordDigest is the SHA-256 of record's JSON (keys sorted, numbers as
+// written), hex: the page carries the digest of the record it last
+// validated, and Approve refuses a record of another digest.
+func recordDigest(record any) string {
+	b, err := json.Marshal(record)
+	if err != nil {
+		return ""
+	}
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
 }
 
 // skeleton returns an empty value of schema node n: null where null is

@@ -2,7 +2,6 @@ package triage
 
 import (
 	"encoding/json"
-	"net/url"
 	"reflect"
 	"strings"
 	"testing"
@@ -25,35 +24,6 @@ func schemaDoc(t *testing.T, id, file string) (*pipeline.Schema, schemaNode) {
 	return s, doc
 }
 
-// formValues collects the values the rendered form would post for f.
-func formValues(f *Field, v url.Values) {
-	switch f.Kind {
-	case "object":
-		v.Set(f.Name(), "1")
-		if f.IsNull {
-			v.Set("null:"+f.Path, "on")
-		}
-	case "array":
-		v.Set(f.Name(), itoa(len(f.Fields)))
-		if f.IsNull {
-			v.Set("null:"+f.Path, "on")
-		}
-	case "enum", "boolean":
-		for _, o := range f.Options {
-			if o.Selected {
-				v.Set(f.Name(), o.Value)
-			}
-		}
-	default:
-		v.Set(f.Name(), f.Value)
-	}
-	for _, c := range f.Fields {
-		formValues(c, v)
-	}
-}
-
-func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
-
 func TestForm(t *testing.T) {
 	t.Parallel()
 
@@ -74,8 +44,7 @@ func TestForm(t *testing.T) {
 		if len(rest) != 1 || rest[0].Path != "/nowhere" {
 			t.Errorf("unplaced = %+v", rest)
 		}
-		v := url.Values{}
-		formValues(f, v)
+		v := formValues(f)
 		back, errs := parseForm(doc, v)
 		if len(errs) > 0 {
 			t.Fatal(errs)
@@ -92,8 +61,7 @@ func TestForm(t *testing.T) {
 		s, doc := schemaDoc(t, "customer_message", "customer_message.v1.json")
 		rec, _ := pipeline.DecodeStrict([]byte(`{"intent":"refund_status","order_id":1234567890,"Order_ID":"x"}`))
 		f, _ := BuildForm(doc, rec, nil, nil)
-		v := url.Values{}
-		formValues(f, v)
+		v := formValues(f)
 		if v.Get("j:/order_id") != "1234567890" || v.Get("j:/Order_ID") != `"x"` {
 			t.Fatalf("wrongly typed or extra values not in JSON boxes: %v", v)
 		}

@@ -3,6 +3,7 @@ package triage
 import (
 	"context"
 	"encoding/json"
+	"sort"
 	"strings"
 	"time"
 
@@ -20,20 +21,27 @@ type itemView struct {
 	// Open: the item awaits a decision. Mine: the reviewer holds its
 	// lease. ClaimedByOther: someone else does. Editable: open and mine.
 	Open, Mine, ClaimedByOther, Editable bool
-	LeaseSeconds                         int
+	// CanReopen: the reviewer approved or rejected the item less than
+	// Config.UndoWindow ago, until UndoUntil, and may undo it.
+	CanReopen    bool
+	UndoUntil    time.Time
+	LeaseSeconds int
 
-	Segments          []Segment
-	MsgControls, RTL  bool
-	Chars             int
-	Form              *Field
-	Unplaced          extracttype.ErrorList // errors no field shows
-	Errors            extracttype.ErrorList // the draft's errors now
-	Raw               string                // the draft as JSON
-	Valid             bool
-	Overridable       bool
-	Message           string // what the last action said
-	MessageErr        bool
-	OverrideReason    string
+	Segments         []Segment
+	MsgControls, RTL bool
+	Chars            int
+	Form             *Field
+	Unplaced         extracttype.ErrorList // errors no field shows
+	Errors           extracttype.ErrorList // the draft's errors now
+	Raw              string                // the draft as JSON
+	Valid            bool
+	Overridable      bool
+	Message          string // what the last action said
+	MessageErr       bool
+	OverrideReason   string
+	// Digest is recordDigest of the record the page validated (Errors):
+	// Approve sends it, and a record of another digest is not approved.
+	Digest            string
 	SchemaVersion     string // the version the editor validates with
 	RunSchemaVersions []string
 
@@ -46,6 +54,13 @@ type itemView struct {
 	PatchPretty    string
 	Diff           []DiffLine
 	DiffTitle      string
+	// RepairUnchanged: the repair's record is the first reply's, value
+	// for value: the repair call was paid for nothing.
+	RepairUnchanged bool
+
+	// Meta is the message's metadata, key by key (values as JSON text,
+	// strings as they are), and its source, id and flags.
+	Meta []MetaItem
 
 	Audit         []store.AuditEntry
 	CurrentPretty string
@@ -70,6 +85,10 @@ func (s *Server) itemViewOf(ctx context.Context, it *itemState, f Filter, o view
 	v.Mine = v.Open && d.Item.ClaimedBy == rv.Login
 	v.ClaimedByOther = v.Open && d.Item.ClaimedBy != "" && !v.Mine
 	v.Editable = v.Mine && it.Entry != nil
+	if at := d.Item.DecidedAt; at != nil && d.Item.DecidedBy == rv.Login &&
+		(d.Item.Status == store.TriageApproved || d.Item.Status == store.TriageRejected) && time.Since(*at) < s.cfg.UndoWindow {
+		v.CanReopen, v.UndoUntil = true, at.Add(s.cfg.UndoWindow)
+	}
 
 	var err error
 	v.Prev, v.Next, err = s.st.TriageQueueNeighbors(ctx, s.st.Pool, f.Store(rv.Login, time.Now()), d.Item.ID)
@@ -80,7 +99,16 @@ func (s *Server) itemViewOf(ctx context.Context, it *itemState, f Filter, o view
 	record := o.record
 	if record == nil {
 		record = it.Draft
+		if it.Doc != nil && v.Open {
+			// The draft as the form posts it, which is what the page
+			// validates and Approve sends (a value the form cannot show
+			// as it is comes back the way the form reads it).
+			if rt, perrs := parseForm(it.Doc, formValues(s.draftForm(it, record))); len(perrs) == 0 {
+				record = rt
+			}
+		}
 	}
+	v.Digest = recordDigest(record)
 	v.Raw = prettyJSON(record)
 	if it.Entry != nil {
 		v.SchemaVersion = it.Entry.Schema.Version
@@ -107,6 +135,7 @@ func (s *Server) itemViewOf(ctx context.Context, it *itemState, f Filter, o view
 		v.Segments, anchors = highlight(it, errs, ev)
 	}
 	v.MsgControls, v.RTL = HasControls(d.Message.Body), HasRTL(d.Message.Body)
+	v.Meta = metaItems(d.Message)
 	v.Chars = len([]rune(d.Message.Body))
 	if it.Doc != nil {
 		v.Form, v.Unplaced = BuildForm(it.Doc, record, v.Errors, anchors)
@@ -136,6 +165,13 @@ func (s *Server) itemViewOf(ctx context.Context, it *itemState, f Filter, o view
 	case it.First != nil && it.Repair != nil:
 		v.Diff, v.DiffTitle = LineDiff(prettyJSON(it.First), prettyJSON(it.Repair)), "first reply → repair reply"
 	}
+	if it.First != nil && (it.Repair != nil || it.Patched != nil) {
+		after := it.Repair
+		if it.Patched != nil {
+			after = it.Patched
+		}
+		v.RepairUnchanged = prettyJSON(it.First) == prettyJSON(after)
+	}
 
 	if v.Audit, err = s.st.AuditList(ctx, s.st.Pool, store.AuditListParams{TriageItemID: d.Item.ID, Limit: 50}); err != nil {
 		return nil, err
@@ -144,6 +180,41 @@ func (s *Server) itemViewOf(ctx context.Context, it *itemState, f Filter, o view
 		v.CurrentPretty = prettyRaw(d.Current.Data)
 	}
 	return v, nil
+}
+
+// MetaItem is one line of the message's metadata.
+type MetaItem struct{ Key, Value string }
+
+// metaItems lists m's source, id, received time, flags and metadata keys
+// (sorted), each value as text: a string as it is, anything else as JSON.
+func metaItems(m store.Message) []MetaItem {
+	out := []MetaItem{{"source", m.Source}, {"id", m.ExternalID}, {"received", m.ReceivedAt.UTC().Format("2006-01-02 15:04:05 UTC")}}
+	if len(m.Flags) > 0 {
+		out = append(out, MetaItem{"flags", strings.Join(m.Flags, ", ")})
+	}
+	var md map[string]json.RawMessage
+	if err := json.Unmarshal(m.Metadata, &md); err == nil {
+		keys := make([]string, 0, len(md))
+		for k := range md {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			val := string(md[k])
+			var str string
+			if json.Unmarshal(md[k], &str) == nil {
+				val = str
+			}
+			out = append(out, MetaItem{k, val})
+		}
+	}
+	return out
+}
+
+// draftForm is the editor of record, without errors or highlights.
+func (s *Server) draftForm(it *itemState, record any) *Field {
+	f, _ := BuildForm(it.Doc, record, nil, nil)
+	return f
 }
 
 // highlight cuts the item's message into segments with the grounded

@@ -31,6 +31,8 @@ type queueView struct {
 	HasMore  bool
 	Version  string
 	Me       string
+	// Admin is true when the reviewer may bulk re-run (an admin).
+	Admin bool
 	// Notice lists what the queue page left out of its link: filter
 	// values it cannot mean and parameters it does not take.
 	Notice []string
@@ -74,7 +76,7 @@ func (s *Server) queueViewOf(r *http.Request, f Filter) (*queueView, error) {
 		return nil, err
 	}
 	v := &queueView{Filter: f, Counts: counts, Schemas: s.schemaIDs(), Kinds: filterKinds, Statuses: filterStatuses,
-		Ages: filterAges, Page: page, Version: version, Me: rv.Login}
+		Ages: filterAges, Page: page, Version: version, Me: rv.Login, Admin: admins.admits(roleFrom(ctx))}
 	if len(items) > queuePageSize {
 		items, v.HasMore = items[:queuePageSize], true
 	}
@@ -87,6 +89,16 @@ func (s *Server) queueViewOf(r *http.Request, f Filter) (*queueView, error) {
 // a misspelt parameter) still shows the queue: filter values it cannot
 // mean and parameters it does not take are left out, and a notice at the
 // top names each, with the values or parameters allowed (linkNotice).
+// homePage is GET /: the queue, or for an analyst, who reads no customer
+// text, the reports.
+func (s *Server) homePage(w http.ResponseWriter, r *http.Request) error {
+	if !reviewers.admits(roleFrom(r.Context())) {
+		http.Redirect(w, r, "/reports", http.StatusSeeOther)
+		return nil
+	}
+	return s.queuePage(w, r)
+}
+
 func (s *Server) queuePage(w http.ResponseWriter, r *http.Request) error {
 	f, problems := readFilter(linkQuery(r), s.schemaIDs())
 	v, err := s.queueViewOf(r, f)
@@ -288,6 +300,7 @@ func (s *Server) checkPage(w http.ResponseWriter, r *http.Request) error {
 		errs = append(perrs, errs...)
 		resp := validateResponse(errs)
 		resp["record"] = prettyJSON(rec)
+		resp["digest"] = recordDigest(rec)
 		// The message with the highlights of this record, rendered (and
 		// escaped) by the same template as the page.
 		segs, _ := highlight(it, errs, ev)
@@ -305,7 +318,7 @@ func (s *Server) checkPage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if !v.Valid {
-		msg = fmt.Sprintf("%d errors: see beside the fields.", len(v.Errors))
+		msg = plural(len(v.Errors), "error") + ": see beside the fields."
 	}
 	if op == "" {
 		v.Message, v.MessageErr = msg, !v.Valid
@@ -329,6 +342,29 @@ func (s *Server) approvePage(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("%w: schema %s is not configured here", ErrConflict, it.D.Item.SchemaID)
 	}
 	reason := r.PostForm.Get("override_reason")
+	if it.Lenient && r.PostForm.Get("confirm_lenient") == "" {
+		// Every value came from a reply that was not JSON: the reviewer
+		// confirms them all before any is a result.
+		v, verr := s.itemViewOf(ctx, it, s.filterOf(r), viewOpts{record: rec, parseErrs: perrs, reason: reason,
+			message: "Not approved: this record was read leniently from a reply that is not valid JSON; check every field against the message, then tick the box and approve.", messageErr: true})
+		if verr != nil {
+			return verr
+		}
+		return s.render(w, r, http.StatusUnprocessableEntity, "item", fmt.Sprintf("Item %d", it.D.Item.ID), v)
+	}
+	// The page's form carries the digest of the record it validated; a
+	// form without one (a script's) is checked by approve alone.
+	if got, ok := r.PostForm["validated"]; ok && (len(got) != 1 || got[0] != recordDigest(rec)) {
+		// The page validated another record than this one (an edit not
+		// checked yet, or a page of before): show this one's errors, and
+		// approve nothing until the reviewer has seen them.
+		v, verr := s.itemViewOf(ctx, it, s.filterOf(r), viewOpts{record: rec, parseErrs: perrs, reason: reason,
+			message: "Not approved: the record changed after it was last checked. Here it is, checked; approve again if it is right.", messageErr: true})
+		if verr != nil {
+			return verr
+		}
+		return s.render(w, r, http.StatusConflict, "item", fmt.Sprintf("Item %d", it.D.Item.ID), v)
+	}
 	_, err = s.approve(ctx, it, rec, perrs, reason)
 	var ve *ValidationError
 	if errors.As(err, &ve) {
@@ -354,6 +390,31 @@ func (s *Server) rejectPage(w http.ResponseWriter, r *http.Request) error {
 		return s.decisionFailed(w, r, id, err)
 	}
 	return s.nextAfterDecision(w, r, fmt.Sprintf("Rejected item %d.", id))
+}
+
+// reopenPage undoes the reviewer's own approval or rejection of the item
+// within Config.UndoWindow (store.TriageItemReopen, audited) and shows
+// the item, open and claimed by them.
+func (s *Server) reopenPage(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	id, err := itemID(r)
+	if err != nil {
+		return err
+	}
+	err = s.st.TriageItemReopen(ctx, s.st.Pool, store.TriageItemReopenParams{ItemID: id, Reviewer: reviewerFrom(ctx).Login,
+		Via: viaFrom(ctx), Within: s.cfg.UndoWindow})
+	if errors.Is(err, store.ErrReopenRefused) {
+		_, why, _ := strings.Cut(err.Error(), store.ErrReopenRefused.Error())
+		s.setFlash(ctx, "Not reopened: "+strings.TrimPrefix(why, ": "), true)
+		http.Redirect(w, r, itemURL(id, s.filterOf(r)), http.StatusSeeOther)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	s.setFlash(ctx, fmt.Sprintf("Reopened item %d: your decision is undone, and the item is yours to decide again.", id), false)
+	http.Redirect(w, r, itemURL(id, s.filterOf(r)), http.StatusSeeOther)
+	return nil
 }
 
 // rerunPage sends the item's message back for a new run.
@@ -402,7 +463,7 @@ func (s *Server) nextAfterDecision(w http.ResponseWriter, r *http.Request, msg s
 		http.Redirect(w, r, queueURL(f), http.StatusSeeOther)
 		return nil
 	}
-	s.setFlash(ctx, msg+fmt.Sprintf(" Next: item %d.", c.ItemID), false)
+	s.setFlash(ctx, msg+fmt.Sprintf(" Next: item %d. (Undo on the item's page, within %s.)", c.ItemID, s.cfg.UndoWindow), false)
 	http.Redirect(w, r, itemURL(c.ItemID, f), http.StatusSeeOther)
 	return nil
 }

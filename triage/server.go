@@ -83,6 +83,9 @@ type Config struct {
 	// LoginsPerMinute limits login attempts per login name and per client
 	// address. Default 10.
 	LoginsPerMinute int
+	// UndoWindow is how long after a decision its reviewer may undo it
+	// (reopen the item). Default 10m.
+	UndoWindow time.Duration
 	// Registry, when set, gets the server's metrics (requests by route,
 	// decisions, open items); the caller serves it.
 	Registry *prometheus.Registry
@@ -95,6 +98,7 @@ func (c Config) withDefaults() Config {
 	c.SessionIdle = cmp.Or(c.SessionIdle, 2*time.Hour)
 	c.LoginsPerMinute = cmp.Or(c.LoginsPerMinute, 10)
 	c.LocalCheckEvery = cmp.Or(c.LocalCheckEvery, 5*time.Second)
+	c.UndoWindow = cmp.Or(c.UndoWindow, 10*time.Minute)
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
@@ -327,51 +331,54 @@ func (s *Server) Install(outer *http.ServeMux) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.Handle("GET /login", s.public(s.loginPage))
 	mux.handleLimit("POST /login", MaxLoginBody, s.public(s.login))
-	mux.Handle("POST /logout", s.page(s.logout))
+	mux.Handle("POST /logout", s.page(anyAccount, s.logout))
 
-	// Pages.
-	mux.Handle("GET /{$}", s.page(s.queuePage))
-	mux.Handle("GET /queue/live", s.page(s.queueLive))
-	mux.Handle("GET /events", s.page(s.events))
-	mux.Handle("POST /claim-next", s.page(s.claimNextPage))
-	mux.Handle("GET /items/{id}", s.page(s.itemPage))
-	mux.Handle("POST /items/{id}/claim", s.page(s.claimPage))
-	mux.Handle("POST /items/{id}/release", s.page(s.releasePage))
-	mux.handleLimit("POST /items/{id}/check", MaxRecordBody, s.page(s.checkPage))
-	mux.handleLimit("POST /items/{id}/approve", MaxRecordBody, s.page(s.approvePage))
-	mux.Handle("POST /items/{id}/reject", s.page(s.rejectPage))
-	mux.Handle("POST /items/{id}/rerun", s.page(s.rerunPage))
-	mux.Handle("GET /rerun", s.page(s.bulkRerunPage))
-	mux.Handle("POST /rerun", s.page(s.bulkRerunPost))
-	mux.Handle("GET /audit", s.page(s.auditPage))
-	mux.Handle("GET /reports", s.page(s.reportsPage))
+	// Pages, each with the roles it admits (docs/triage.md, "Roles").
+	mux.Handle("GET /{$}", s.page(anyAccount, s.homePage))
+	mux.Handle("GET /queue/live", s.page(reviewers, s.queueLive))
+	mux.Handle("GET /events", s.page(reviewers, s.events))
+	mux.Handle("POST /claim-next", s.page(reviewers, s.claimNextPage))
+	mux.Handle("GET /items/{id}", s.page(reviewers, s.itemPage))
+	mux.Handle("POST /items/{id}/claim", s.page(reviewers, s.claimPage))
+	mux.Handle("POST /items/{id}/release", s.page(reviewers, s.releasePage))
+	mux.handleLimit("POST /items/{id}/check", MaxRecordBody, s.page(reviewers, s.checkPage))
+	mux.handleLimit("POST /items/{id}/approve", MaxRecordBody, s.page(reviewers, s.approvePage))
+	mux.Handle("POST /items/{id}/reject", s.page(reviewers, s.rejectPage))
+	mux.Handle("POST /items/{id}/rerun", s.page(reviewers, s.rerunPage))
+	mux.Handle("POST /items/{id}/reopen", s.page(reviewers, s.reopenPage))
+	mux.Handle("GET /rerun", s.page(admins, s.bulkRerunPage))
+	mux.Handle("POST /rerun", s.page(admins, s.bulkRerunPost))
+	mux.Handle("GET /audit", s.page(admins, s.auditPage))
+	mux.Handle("GET /reports", s.page(anyAccount, s.reportsPage))
 
 	// JSON API. Each route takes the query parameters named here and
-	// refuses others (takes).
-	api := func(pattern string, params []string, h handlerFunc) { mux.Handle(pattern, s.api(takes(params, h))) }
-	apiRecord := func(pattern string, params []string, h handlerFunc) {
-		mux.handleLimit(pattern, MaxRecordBody, s.api(takes(params, h)))
+	// refuses others (takes), and admits the roles named.
+	api := func(pattern string, a access, params []string, h handlerFunc) {
+		mux.Handle(pattern, s.api(a, takes(params, h)))
 	}
-	api("GET /api/v1/me", nil, s.apiMe)
-	api("GET /api/v1/items", itemsParams, s.apiItems)
-	api("GET /api/v1/items/counts", filterParams, s.apiCounts)
-	api("POST /api/v1/items/claim-next", claimNextParams, s.apiClaimNext)
-	api("GET /api/v1/items/{id}", nil, s.apiItem)
-	api("POST /api/v1/items/{id}/claim", nil, s.apiClaim)
-	api("POST /api/v1/items/{id}/release", nil, s.apiRelease)
-	apiRecord("POST /api/v1/items/{id}/validate", nil, s.apiValidate)
-	apiRecord("POST /api/v1/items/{id}/approve", nil, s.apiApprove)
-	api("POST /api/v1/items/{id}/reject", nil, s.apiReject)
-	api("POST /api/v1/items/{id}/rerun", nil, s.apiRerun)
-	api("GET /api/v1/rerun/count", filterParams, s.apiBulkCount)
-	api("POST /api/v1/rerun", filterParams, s.apiBulkRerun)
-	api("GET /api/v1/messages/{id}/result", resultParams, s.apiResult)
-	api("GET /api/v1/audit", auditParams, s.apiAudit)
-	api("GET /api/v1/reports/failing-fields", reportFieldParams, s.apiFailingFields)
-	api("GET /api/v1/reports/repair", reportFieldParams, s.apiRepairEffect)
-	api("GET /api/v1/batches", batchListParams, s.apiBatches)
-	api("GET /api/v1/batches/{id}", nil, s.apiBatch)
-	mux.Handle("/api/", s.api(func(w http.ResponseWriter, r *http.Request) error {
+	apiRecord := func(pattern string, a access, params []string, h handlerFunc) {
+		mux.handleLimit(pattern, MaxRecordBody, s.api(a, takes(params, h)))
+	}
+	api("GET /api/v1/me", anyToken, nil, s.apiMe)
+	api("GET /api/v1/items", reviewers, itemsParams, s.apiItems)
+	api("GET /api/v1/items/counts", anyAccount, filterParams, s.apiCounts)
+	api("POST /api/v1/items/claim-next", reviewers, claimNextParams, s.apiClaimNext)
+	api("GET /api/v1/items/{id}", reviewers, nil, s.apiItem)
+	api("POST /api/v1/items/{id}/claim", reviewers, nil, s.apiClaim)
+	api("POST /api/v1/items/{id}/release", reviewers, nil, s.apiRelease)
+	apiRecord("POST /api/v1/items/{id}/validate", reviewers, nil, s.apiValidate)
+	apiRecord("POST /api/v1/items/{id}/approve", reviewers, nil, s.apiApprove)
+	api("POST /api/v1/items/{id}/reject", reviewers, nil, s.apiReject)
+	api("POST /api/v1/items/{id}/rerun", reviewers, nil, s.apiRerun)
+	api("GET /api/v1/rerun/count", admins, filterParams, s.apiBulkCount)
+	api("POST /api/v1/rerun", admins, filterParams, s.apiBulkRerun)
+	api("GET /api/v1/messages/{id}/result", reviewers, resultParams, s.apiResult)
+	api("GET /api/v1/audit", admins, auditParams, s.apiAudit)
+	api("GET /api/v1/reports/failing-fields", anyAccount, reportFieldParams, s.apiFailingFields)
+	api("GET /api/v1/reports/repair", anyAccount, reportFieldParams, s.apiRepairEffect)
+	api("GET /api/v1/batches", anyAccount, batchListParams, s.apiBatches)
+	api("GET /api/v1/batches/{id}", anyAccount, nil, s.apiBatch)
+	mux.Handle("/api/", s.api(anyToken, func(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("%w: no API route %s %s", ErrNotFound, r.Method, r.URL.Path)
 	}))
 	mux.Handle("/", s.public(func(w http.ResponseWriter, r *http.Request) error {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/kaptinlin/jsonrepair"
 	"go.uber.org/zap"
 
 	"github.com/extractq/extractq/extracttype"
@@ -37,6 +38,10 @@ type itemState struct {
 	// there is no such call or no JSON object in it; Patched is the first
 	// reply with the stored repair patch applied.
 	First, Repair, Patched any
+	// Lenient is true when the draft comes from a lenient parse of a
+	// reply that is not valid JSON (lenientObject): the page says so, and
+	// approves it only once the reviewer confirms every field.
+	Lenient bool
 }
 
 // loadItem reads item id and derives its draft record.
@@ -79,6 +84,8 @@ func (s *Server) loadItem(ctx context.Context, id int64) (*itemState, error) {
 		it.Draft, it.DraftSource = it.First, "the first reply"
 	case it.Doc != nil && d.Message.ErasedAt != nil:
 		it.Draft, it.DraftSource = skeleton(it.Doc, it.Doc), "an empty record (the replies were erased with the message's text)"
+	case lenientObject(d.LastReply) != nil:
+		it.Draft, it.DraftSource, it.Lenient = lenientObject(d.LastReply), "a lenient parse of the last reply, which is not valid JSON: confirm every field", true
 	case it.Doc != nil:
 		it.Draft, it.DraftSource = skeleton(it.Doc, it.Doc), "an empty record (no reply held a JSON object)"
 	default:
@@ -97,6 +104,31 @@ func parsedObject(reply string) any {
 		return nil
 	}
 	return rep.Object
+}
+
+// lenientObject returns the object a reply that is nearly JSON holds,
+// read leniently: from its first '{' on (prose and a code fence before
+// it dropped, a fence after it too), repaired by jsonrepair (trailing
+// commas, single quotes, comments, unquoted keys, a cut-off end, as
+// josdejong/jsonrepair does). nil when nothing of it reads as an object.
+func lenientObject(reply string) any {
+	i := strings.IndexByte(reply, '{')
+	if i < 0 {
+		return nil
+	}
+	text := reply[i:]
+	if j := strings.LastIndex(text, "```"); j > 0 {
+		text = text[:j]
+	}
+	fixed, err := jsonrepair.Repair(text)
+	if err != nil {
+		return nil
+	}
+	v, ok := decodeRecord([]byte(fixed)).(map[string]any)
+	if !ok {
+		return nil
+	}
+	return v
 }
 
 // applyPatch applies a stored (already applied once) RFC 6902 patch to doc.

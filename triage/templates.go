@@ -31,6 +31,7 @@ var pageNames = []string{"queue", "item", "login", "rerun", "audit", "reports", 
 
 var templateFuncs = template.FuncMap{
 	"ago":     ago,
+	"plural":  plural,
 	"ts":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 	"tsp":     func(t *time.Time) string { return tsp(t) },
 	"segs":    func(s string) []Segment { return Segments(s, nil) },
@@ -131,6 +132,15 @@ func errorKinds(errs extracttype.ErrorList) []string {
 	return out
 }
 
+// plural returns "1 error", "2 errors": n and noun, with an s unless n
+// is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 func parsePages() (map[string]*template.Template, error) {
 	out := map[string]*template.Template{}
 	for _, name := range pageNames {
@@ -149,6 +159,7 @@ type pageData struct {
 	Title    string
 	Page     string
 	Reviewer *store.Reviewer
+	Role     store.Role // the request's (roleFrom); Can asks what it may do
 	CSRF     string
 	Flash    string
 	FlashErr bool
@@ -160,7 +171,7 @@ type pageData struct {
 func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, page, title string, body any) error {
 	ctx := r.Context()
 	d := pageData{
-		Title: title, Page: page, Reviewer: reviewerFrom(ctx), CSRF: s.csrfToken(ctx), Local: s.localOnly(), Body: body,
+		Title: title, Page: page, Reviewer: reviewerFrom(ctx), Role: roleFrom(ctx), CSRF: s.csrfToken(ctx), Local: s.localOnly(), Body: body,
 		Flash: s.sessions.PopString(ctx, sessFlash), FlashErr: s.sessions.PopBool(ctx, sessFlashErr),
 	}
 	var buf bytes.Buffer

@@ -37,7 +37,7 @@ func TestServeArguments(t *testing.T) {
 	}{
 		{"help", "", []string{"serve", "-h"}, exitOK, "-token-file"},
 		{"no token on all interfaces", "", []string{"serve", "-addr", "0.0.0.0:0"}, exitUsage,
-			"no token is set (INGEST_TOKEN or -token-file), so it serves on a loopback address only"},
+			"no token is set (-api-tokens, INGEST_TOKEN or -token-file), so it serves on a loopback address only"},
 		{"short INGEST_TOKEN", "short", []string{"serve"}, exitUsage, "the token of INGEST_TOKEN is 5 bytes; use at least 16"},
 		{"an argument", "", []string{"serve", "messages.jsonl"}, exitUsage,
 			`takes no arguments, got ["messages.jsonl"] (to ingest a file named serve: ingest ./serve)`},

@@ -33,6 +33,7 @@ func serve(ctx context.Context, args []string, env startup.Env, token string, st
 	fs.StringVar(&o.Addr, "addr", defaultServeAddr, "listen address; without a token it must be a loopback one")
 	fs.StringVar(&o.ConfigPath, "config", env.Config, "configuration file (default: CONFIG, else the embedded defaults)")
 	fs.StringVar(&o.TokenFile, "token-file", "", "file holding the bearer token (instead of INGEST_TOKEN)")
+	fs.BoolVar(&o.APITokens, "api-tokens", false, "take the API tokens of triage admin token create, each with its role and expiry")
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", ingestapi.DefaultMaxBodyBytes, "largest request body, in bytes (larger: 413)")
 	fs.IntVar(&o.Parallel, "parallel", ingestapi.DefaultServeParallel, "lines of one request recorded and published at once")
 	fs.IntVar(&o.MaxRequests, "max-requests", ingestapi.DefaultMaxRequests, "requests handled at once (one more waits 5s, then 429)")
@@ -44,9 +45,11 @@ func serve(ctx context.Context, args []string, env startup.Env, token string, st
 			"Serves POST /v1/messages (Content-Type application/x-ndjson, application/jsonl, text/csv or application/json;\n"+
 			"query parameters schema, batch, name), GET /v1/batches/{id} (query parameter wait, up to 1m),\n"+
 			"GET /v1/batches/{id}/results (JSONL; query parameter after), POST /v1/erasures (JSON),\n"+
-			"GET /healthz, GET /readyz and GET /metrics. The bearer token comes from\n"+
-			"INGEST_TOKEN or -token-file; without one it listens on a loopback address only, and answers\n"+
-			"only requests whose Host is a loopback name (localhost, 127.0.0.1, [::1]; else 421).\n\n")
+			"GET /healthz, GET /readyz and GET /metrics. With -api-tokens it takes the API tokens of\n"+
+			"triage admin token create (role ingest for programs that send messages; docs/input.md).\n"+
+			"A bearer token from INGEST_TOKEN or -token-file acts as admin, without expiry. Without either\n"+
+			"it listens on a loopback address only, and answers only requests whose Host is a loopback\n"+
+			"name (localhost, 127.0.0.1, [::1]; else 421).\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -92,6 +95,8 @@ type serveOptions struct {
 	// instead (white space around it is dropped). Not both.
 	Token     string
 	TokenFile string
+	// APITokens takes the store's API tokens (ingestapi.ServerConfig).
+	APITokens bool
 	// See ingestapi.ServerConfig; zero means its default.
 	MaxBodyBytes   int64
 	Parallel       int
@@ -145,8 +150,8 @@ func serveCommand(ctx context.Context, o serveOptions, env startup.Env, log *zap
 		return fail(exitError, "listening on %s: %v", o.Addr, err)
 	}
 	defer ln.Close()
-	if token == "" && !isLoopback(ln.Addr()) {
-		return fail(exitUsage, "no token is set (INGEST_TOKEN or -token-file), so it serves on a loopback address only, "+
+	if token == "" && !o.APITokens && !isLoopback(ln.Addr()) {
+		return fail(exitUsage, "no token is set (-api-tokens, INGEST_TOKEN or -token-file), so it serves on a loopback address only, "+
 			"and -addr %s listens on %s: set a token, or listen on 127.0.0.1 or [::1]", o.Addr, ln.Addr())
 	}
 
@@ -161,14 +166,14 @@ func serveCommand(ctx context.Context, o serveOptions, env startup.Env, log *zap
 	srv, err := ingestapi.NewServer(ingestapi.ServerConfig{
 		Store: svc.st, Publisher: queue.NewPublisher(svc.js, cfg.NATS), Conn: svc.nc, Schemas: ids,
 		MaxTextBytes: cfg.Ingest.MaxTextBytes, MaxErrors: cfg.Ingest.MaxErrors, NATSRetryTime: cfg.NATS.RetryTime,
-		MaxBodyBytes: o.MaxBodyBytes, Token: token,
+		MaxBodyBytes: o.MaxBodyBytes, Token: token, APITokens: o.APITokens,
 		Parallel: o.Parallel, MaxRequests: o.MaxRequests, RequestTimeout: o.RequestTimeout, Logger: log,
 		Registry: reg,
 	})
 	if err != nil {
 		return fail(exitError, "%v", err)
 	}
-	log.Info("serving", zap.String("addr", ln.Addr().String()), zap.Bool("token", token != ""),
+	log.Info("serving", zap.String("addr", ln.Addr().String()), zap.Bool("token", token != ""), zap.Bool("api_tokens", o.APITokens),
 		zap.Strings("schemas", ids), zap.Int64("max_body_bytes", cmp.Or(max(o.MaxBodyBytes, 0), ingestapi.DefaultMaxBodyBytes)))
 	if o.Listening != nil {
 		o.Listening(ln.Addr())

@@ -52,7 +52,7 @@ func TestServeCommandRefuses(t *testing.T) {
 		want string
 	}{
 		{"no token, all interfaces", serveOptions{Addr: "0.0.0.0:0"},
-			"no token is set (INGEST_TOKEN or -token-file), so it serves on a loopback address only, and -addr 0.0.0.0:0 listens on "},
+			"no token is set (-api-tokens, INGEST_TOKEN or -token-file), so it serves on a loopback address only, and -addr 0.0.0.0:0 listens on "},
 		{"no token, empty host", serveOptions{Addr: ":0"}, "no token is set"},
 		{"short token", serveOptions{Addr: "127.0.0.1:0", Token: "secret"}, "the token of INGEST_TOKEN is 6 bytes; use at least 16"},
 		{"token with a space", serveOptions{Addr: "127.0.0.1:0", Token: "0123456789 abcdef"}, "holds white space"},

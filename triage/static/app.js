@@ -142,7 +142,8 @@
       st.textContent = "";
       var s = document.createElement("span");
       s.className = body.valid ? "ok" : "bad";
-      s.textContent = body.valid ? "valid" : body.errors.length + " errors";
+      var n = body.errors.length;
+      s.textContent = body.valid ? "valid" : n + (n === 1 ? " error" : " errors");
       st.appendChild(s);
       if (body.overridable) st.appendChild(document.createTextNode(" · only grounding errors: approvable with a written reason"));
     }
@@ -153,30 +154,64 @@
     }
     var ov = $("label.override");
     if (ov) ov.classList.toggle("needed", !!body.overridable);
+    // The record these errors are of: Approve sends it, and the server
+    // approves only that record.
+    var vd = $("#validated");
+    if (vd && typeof body.digest === "string") vd.value = body.digest;
   }
+
+  // checkFirst is set by liveCheck: it returns a promise of the check of
+  // the form as it is now when an edit is not checked yet, else null.
+  var checkFirst = function () { return null; };
 
   function liveCheck() {
     var form = $("#editor");
     if (!form || $("#item").dataset.editable !== "true") return;
-    var raw = $("#raw"), rawView = $("#rawview"), rawDirty = false, timer = null;
+    var raw = $("#raw"), rawView = $("#rawview"), rawDirty = false, timer = null, dirty = false, inflight = null;
     function check(mode) {
       var fd = new FormData(form);
       fd.set("mode", mode);
+      dirty = false;
       return fetch(form.dataset.check, {
         method: "POST", credentials: "same-origin", body: new URLSearchParams(fd),
         headers: { "X-CSRF-Token": csrf, "Accept": "application/json" }
       }).then(function (r) { if (!r.ok) throw new Error(r.status); return r.json(); })
-        .then(function (body) { showErrors(form, body); return body; });
+        .then(function (body) { if (!dirty) showErrors(form, body); return body; });
     }
+    checkFirst = function () {
+      if (!dirty && !timer) return null;
+      clearTimeout(timer);
+      timer = null;
+      return check("form");
+    };
     form.addEventListener("input", function (e) {
       if (e.target === raw) { rawDirty = true; return; }
       if (e.target.name === "override_reason") return;
+      // A field the record left out is out no more once typed in.
+      if (e.target.name && e.target.name.indexOf("v:") === 0) {
+        var m = form.querySelector('input[type=hidden][name="m:' + e.target.name.slice(2).replace(/["\\]/g, "\\$&") + '"]');
+        if (m) m.remove();
+      }
+      dirty = true;
       clearTimeout(timer);
-      timer = setTimeout(function () { check("form").catch(function () {}); }, 400);
+      timer = setTimeout(function () { timer = null; check("form").catch(function () {}); }, 400);
+    });
+    // Approve sends what the page shows as checked: an edit not checked
+    // yet is checked first, and the reviewer sees its errors before
+    // approving (a record that validates is approved at once).
+    var approve = $("#approve");
+    if (approve) approve.addEventListener("click", function (e) {
+      var p = checkFirst();
+      if (!p) return;
+      e.preventDefault();
+      p.then(function (body) { if (body.valid) form.requestSubmit(approve); }).catch(function () {});
     });
     form.addEventListener("change", function (e) {
       if (e.target.tagName === "SELECT" || e.target.type === "checkbox") {
         clearTimeout(timer);
+        dirty = true;
+        clearTimeout(timer);
+        timer = null;
         check("form").catch(function () {});
       }
     });
@@ -203,6 +238,11 @@
 
   // ---- keys ---------------------------------------------------------------
   document.addEventListener("keydown", function (e) {
+    // Ctrl+Enter in the override reason approves with it.
+    if ((e.ctrlKey || e.metaKey) && e.key === "Enter" && e.target && e.target.id === "override-reason") {
+      if (click($("#approve"))) e.preventDefault();
+      return;
+    }
     if (e.ctrlKey || e.metaKey || e.altKey) return;
     if (e.key === "Escape") {
       toggleHelp(false);
@@ -228,6 +268,11 @@
           var rv = $("#rawview");
           if (!click(rv && rv.open ? $("#approve-raw") : $("#approve"))) return;
           break;
+        case "r":
+          var or = $("#override-reason");
+          if (!or || or.disabled || or.closest("fieldset[disabled]")) return;
+          or.focus();
+          break;
         case "x": var rr = $("#reject-reason"); if (!rr || rr.disabled || rr.closest("fieldset[disabled]")) return; rr.focus(); break;
         case "e":
           var f = $("#editor .has-err input, #editor .has-err select, #editor .has-err textarea") ||
@@ -238,11 +283,18 @@
         case "j": go($("#next")); break;
         case "k": go($("#prev")); break;
         case "c": if (!click($("#claim"))) return; break;
+        case "u": if (!click($("#reopen"))) return; break;
         default: return;
       }
       e.preventDefault();
     }
   });
+
+  // An item page answered to a POST (a refused approve, a check) is shown
+  // at the item's own address, so a reload reads it again instead of
+  // posting the form again.
+  var posted = /^(\/items\/\d+)\/(approve|check)$/.exec(window.location.pathname);
+  if (posted && window.history && history.replaceState) history.replaceState(null, "", posted[1] + window.location.search);
 
   if (help) help.addEventListener("click", function () { toggleHelp(false); });
   bindRows();
