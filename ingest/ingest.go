@@ -30,6 +30,7 @@ import (
 
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/queue"
+	"github.com/extractq/extractq/relay"
 	"github.com/extractq/extractq/store"
 )
 
@@ -56,6 +57,9 @@ const (
 type Config struct {
 	Store     *store.Store
 	Publisher *queue.Publisher
+	// Relay, if set, publishes the runs (it must use Store and
+	// Publisher); default a relay of Store and Publisher.
+	Relay *relay.Relay
 	// SchemaID is the schema every message of the batch is extracted with.
 	SchemaID string
 	// MaxTextBytes rejects longer texts. Required.
@@ -123,6 +127,11 @@ type Summary struct {
 	// Waiting lists the duplicates whose run (of an earlier batch) is still
 	// queued, so a wait covers them too.
 	Waiting []store.RunRef `json:"-"`
+	// DuplicateAnomalies counts runs the stream answered "duplicate" for
+	// while it held another message under their dedup id: never expected
+	// with random dedup ids (see package relay). Each was published again
+	// under a fresh key, so it is counted in Published too.
+	DuplicateAnomalies int `json:"duplicate_anomalies,omitempty"`
 	// InvalidUTF8 counts the messages accepted (published or duplicates)
 	// whose line or record held bytes that are not UTF-8, stored with
 	// U+FFFD in their place (FlagInvalidUTF8): a file in Latin-1, say.
@@ -144,6 +153,7 @@ func (s *Summary) add(p Summary) {
 	s.Published += p.Published
 	s.Duplicates += p.Duplicates
 	s.Rejected += p.Rejected
+	s.DuplicateAnomalies += p.DuplicateAnomalies
 	s.Errors = append(s.Errors, p.Errors...)
 	s.Waiting = append(s.Waiting, p.Waiting...)
 	s.InvalidUTF8 += p.InvalidUTF8
@@ -180,6 +190,13 @@ func New(cfg Config) (*Ingester, error) {
 	log := cfg.Logger
 	if log == nil {
 		log = zap.NewNop()
+	}
+	if cfg.Relay == nil {
+		r, err := relay.New(relay.Config{Store: cfg.Store, Publisher: cfg.Publisher, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("ingest: %w", err)
+		}
+		cfg.Relay = r
 	}
 	return &Ingester{cfg: cfg, log: log.Named("ingest")}, nil
 }
@@ -840,18 +857,24 @@ func (in *Ingester) record(ctx context.Context, lineNo int, msg Input, sum *Summ
 		}
 		return nil
 	}
-	// New, or stored earlier but never published: publish now. The dedup
-	// key keeps a publish that did land before from being stored twice.
-	env := queue.Envelope{MessageID: res.Run.MessageID, RunNo: res.Run.RunNo, BatchID: res.Run.BatchID, SchemaID: res.Run.SchemaID}
-	if err := in.publish(ctx, res.Run.DedupID, env); err != nil {
+	// New, or stored earlier but never published: publish now, through
+	// the relay, which records the copy's stream sequence. The dedup key
+	// keeps a publish that did land before from being stored twice.
+	pub, err := in.publish(ctx, res.Run)
+	if errors.Is(err, relay.ErrNotRecorded) {
+		err = store.Retry(ctx, DBRetryTime, func() error {
+			return finish(ctx, func(ctx context.Context) error { return in.cfg.Relay.Record(ctx, res.Run, pub.Seq) })
+		})
+		if err != nil {
+			return fmt.Errorf("ingest: line %d (id %q): marking published: %w", lineNo, msg.ID, err)
+		}
+	} else if err != nil {
 		return fmt.Errorf("ingest: publishing line %d (id %q): %w; the message is stored and queued, and the next ingest of this file publishes it", lineNo, msg.ID, err)
 	}
-	if err := store.Retry(ctx, DBRetryTime, func() error {
-		return finish(ctx, func(ctx context.Context) error {
-			return st.RunMarkPublished(ctx, st.Pool, store.RunMarkPublishedParams{MessageID: res.Run.MessageID, RunNo: res.Run.RunNo})
-		})
-	}); err != nil {
-		return fmt.Errorf("ingest: line %d (id %q): marking published: %w", lineNo, msg.ID, err)
+	if pub.Anomaly {
+		sum.DuplicateAnomalies++
+		in.log.Error("the stream held another message under this run's dedup id; the run was published under a fresh key",
+			zap.Int("line", lineNo), zap.Int64("message_id", res.Run.MessageID))
 	}
 	if res.Status == store.IngestDuplicate {
 		in.log.Info("published a stored run that had not been published", zap.Int64("message_id", res.Run.MessageID))
@@ -887,24 +910,24 @@ func finish(ctx context.Context, stmt func(context.Context) error) error {
 	return stmt(sctx)
 }
 
-// publish publishes one run. While the stream is at its limits it waits
-// (250ms, doubling to 5s) and tries again until ctx ends: back-pressure,
-// never a dropped message.
-func (in *Ingester) publish(ctx context.Context, dedupID string, env queue.Envelope) error {
+// publish publishes one run through the relay. While the stream is at its
+// limits it waits (250ms, doubling to 5s) and tries again until ctx ends:
+// back-pressure, never a dropped message.
+func (in *Ingester) publish(ctx context.Context, run store.Run) (relay.Published, error) {
 	wait := 250 * time.Millisecond
 	warned := false
 	for {
-		_, err := in.cfg.Publisher.Publish(ctx, dedupID, env)
+		pub, err := in.cfg.Relay.Publish(ctx, run)
 		if err == nil || !queue.IsStreamFull(err) {
-			return err
+			return pub, err
 		}
 		if !warned {
-			in.log.Warn("stream is full; waiting for workers to drain it", zap.Int64("message_id", env.MessageID))
+			in.log.Warn("stream is full; waiting for workers to drain it", zap.Int64("message_id", run.MessageID))
 			warned = true
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("stream full and %w", ctx.Err())
+			return pub, fmt.Errorf("stream full and %w", ctx.Err())
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 5*time.Second)

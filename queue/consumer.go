@@ -125,6 +125,13 @@ func (d Decision) String() string {
 	return d.kind.String()
 }
 
+// A Requeuer puts the copy of a delivery's message that a Requeue decision
+// describes on the stream (see Publisher.Requeue) and returns its
+// Nats-Msg-Id and where it was stored.
+type Requeuer interface {
+	Requeue(ctx context.Context, d *Delivery) (string, Stored, error)
+}
+
 // Handler handles one delivery and says what to do with its message. ctx
 // is cancelled ShutdownGrace after Run's ctx is done. A handler must be
 // idempotent: a message is delivered again when its ack is lost.
@@ -174,8 +181,16 @@ type ConsumerOptions struct {
 	// held are not affected.
 	Ready func(ctx context.Context) (Admit, error)
 	// Publisher publishes the copies of Requeue decisions; it must publish
-	// on the consumer's stream. Without one, a Requeue is a Nak.
+	// on the consumer's stream. Without one (nor a Requeuer), a Requeue is
+	// a Nak.
 	Publisher *Publisher
+	// Requeuer, if set, publishes the copies of Requeue decisions instead
+	// of Publisher (a relay that records each copy).
+	Requeuer Requeuer
+	// OnInProgress, if set, is called on the handler's in-progress ticker
+	// after each in-progress signal sent without error (a worker's lease on
+	// the run is extended there). It should return well within the tick.
+	OnInProgress func(d *Delivery)
 	// Log receives the consumer's logs. Default a no-op logger.
 	Log *zap.Logger
 }
@@ -199,6 +214,9 @@ func (o ConsumerOptions) withDefaults(cons jetstream.Consumer) ConsumerOptions {
 	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()
+	}
+	if o.Requeuer == nil && o.Publisher != nil {
+		o.Requeuer = o.Publisher
 	}
 	return o
 }
@@ -420,6 +438,8 @@ func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 			case <-t.C:
 				if err := msg.InProgress(); err != nil {
 					log.Warn("in-progress signal failed", zap.Error(err))
+				} else if r.opts.OnInProgress != nil {
+					r.opts.OnInProgress(d)
 				}
 			case <-stop:
 				return
@@ -427,7 +447,7 @@ func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 		}
 	})
 	dec := r.call(ctx, log, d)
-	if dec.kind == kindRequeue && dec.delay > 0 && r.opts.Publisher != nil {
+	if dec.kind == kindRequeue && dec.delay > 0 && r.opts.Requeuer != nil {
 		// Kept in progress until the copy goes out; at once on shutdown.
 		t := time.NewTimer(dec.delay)
 		select {
@@ -461,13 +481,13 @@ func (r *runner) apply(log *zap.Logger, d *Delivery, dec Decision) {
 	var err error
 	switch dec.kind {
 	case kindRequeue:
-		if r.opts.Publisher == nil {
+		if r.opts.Requeuer == nil {
 			log.Warn("requeue without a publisher; nakking the message instead")
 			r.apply(log, d, Nak(dec.delay))
 			return
 		}
 		pctx, cancel := context.WithTimeout(context.Background(), requeueTimeout)
-		id, err := r.opts.Publisher.requeue(pctx, d)
+		id, _, err := r.opts.Requeuer.Requeue(pctx, d)
 		cancel()
 		if err != nil {
 			log.Error("requeue failed; nakking the message instead", zap.Error(err))

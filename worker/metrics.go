@@ -19,6 +19,7 @@ type Metrics struct {
 	runDuration  prometheus.Histogram     // seconds from delivery to decision
 	inFlight     prometheus.Gauge
 	redeliveries prometheus.Counter     // deliveries of runs that already had an outcome
+	leased       prometheus.Counter     // deliveries of runs another copy of which was being worked on
 	announced    *prometheus.CounterVec // triage announcements, by result (sent, failed)
 	worker       atomic.Pointer[Worker] // whose pauses extractq_worker_paused reports
 }
@@ -46,10 +47,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Runs being handled now by this worker."}),
 		redeliveries: prometheus.NewCounter(prometheus.CounterOpts{Name: "extractq_redeliveries_acked_total",
 			Help: "Deliveries of runs that already had an outcome, acked without an LLM call."}),
+		leased: prometheus.NewCounter(prometheus.CounterOpts{Name: "extractq_lease_held_acked_total",
+			Help: "Deliveries of a run another copy of which was being worked on under a live lease, acked without an LLM call."}),
 		announced: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "extractq_triage_announcements_total",
 			Help: "New triage items announced on NATS, by result (sent, failed)."}, []string{"result"}),
 	}
-	reg.MustRegister(m.runs, m.naks, m.calls, m.tokens, m.cost, m.callLatency, m.runDuration, m.inFlight, m.redeliveries, m.announced)
+	reg.MustRegister(m.runs, m.naks, m.calls, m.tokens, m.cost, m.callLatency, m.runDuration, m.inFlight, m.redeliveries, m.leased, m.announced)
 	for _, reason := range []string{PauseProvider, PauseDatabase} {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "extractq_worker_paused",
 			Help:        "1 while the worker takes no new work, by reason: provider (its circuit breaker is open or half-open), database (Postgres unreachable).",
@@ -115,5 +118,11 @@ func (m *Metrics) announce(result string) {
 func (m *Metrics) nak(cause string) {
 	if m != nil {
 		m.naks.WithLabelValues(cause).Inc()
+	}
+}
+
+func (m *Metrics) leaseHeld() {
+	if m != nil {
+		m.leased.Inc()
 	}
 }
