@@ -106,3 +106,7 @@ func (l *Lookup) RunAt(ctx context.Context, seq uint64) (StoredRun, error) {
 
 // Lookup returns a Lookup of the stream p publishes on.
 func (p *Publisher) Lookup() *Lookup { return NewLookup(p.js, p.cfg) }
+
+// IsStreamNotFound reports whether err says the stream does not exist (it
+// was deleted, or the server lost its store).
+func IsStreamNotFound(err error) bool { return errors.Is(err, jetstream.ErrStreamNotFound) }

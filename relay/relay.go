@@ -305,6 +305,11 @@ type ReconcileParams struct {
 	Grace time.Duration
 	// Limit is the most runs looked for in one pass. Default 500.
 	Limit int
+	// Recreate, if set, is called when the stream does not exist (deleted,
+	// or its server lost its store): it should create the stream and its
+	// consumers again (the worker's does). Then every queued run is
+	// looked for, and none is found.
+	Recreate func(ctx context.Context) error
 }
 
 // Reconcile looks on the stream for the queued runs whose copy was last
@@ -321,6 +326,13 @@ func (r *Relay) Reconcile(ctx context.Context, p ReconcileParams) (Reconciled, e
 		return rec, err
 	}
 	first, last, err := r.cfg.Lookup.Bounds(ctx)
+	if queue.IsStreamNotFound(err) && p.Recreate != nil {
+		r.log.Error("the runs stream does not exist; creating it again, and its consumers", zap.Error(err))
+		if err := p.Recreate(ctx); err != nil {
+			return rec, err
+		}
+		first, last, err = r.cfg.Lookup.Bounds(ctx)
+	}
 	if err != nil {
 		return rec, err
 	}
@@ -399,6 +411,8 @@ type Options struct {
 	// ReconcileLimit is the most runs one pass looks for; a pass that
 	// reached it runs again at once (up to 20 passes a tick). Default 500.
 	ReconcileLimit int
+	// Recreate: see ReconcileParams.
+	Recreate func(ctx context.Context) error
 }
 
 func (o Options) withDefaults() Options {
@@ -450,7 +464,7 @@ func (r *Relay) Run(ctx context.Context, o Options) {
 					if ctx.Err() != nil {
 						return
 					}
-					rec, err := r.Reconcile(ctx, ReconcileParams{Grace: o.ReconcileGrace, Limit: o.ReconcileLimit})
+					rec, err := r.Reconcile(ctx, ReconcileParams{Grace: o.ReconcileGrace, Limit: o.ReconcileLimit, Recreate: o.Recreate})
 					if err != nil && ctx.Err() == nil {
 						r.log.Warn("reconcile pass failed", zap.Error(err), zap.Int("checked", rec.Checked))
 					}

@@ -43,48 +43,67 @@ func (b *testBundle) run1(t *testing.T, ext string) store.Run {
 	return rw.Run
 }
 
-// TestReconcilePurgedStream: runs queued in Postgres whose messages the
-// stream lost (purged) are found by the worker's reconciler, published
-// again, and all reach an outcome, each with one call.
-func TestReconcilePurgedStream(t *testing.T) {
+// TestReconcileLostStream: runs queued in Postgres whose messages the
+// stream lost (purged, or the stream gone with its server's store) are
+// found by the worker's reconciler, published again (the stream and the
+// consumer made again first), and all reach an outcome, each with one
+// call.
+func TestReconcileLostStream(t *testing.T) {
 	t.Parallel()
-	llm := &gatedLLM{script: func(int) (int, string) { return 200, completion(t, record(t, nil)) }}
-	gate := make(chan struct{})
-	b := setup(t, setupOpts{handler: llm, reconcileEvery: 100 * time.Millisecond, reconcileGrace: 300 * time.Millisecond,
-		ready: func(ctx context.Context) error {
-			select {
-			case <-gate:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
+	for _, tc := range []struct {
+		name string
+		lose func(t *testing.T, b *testBundle)
+	}{
+		{"Purged", func(t *testing.T, b *testBundle) {
+			s, err := b.q.JS.Stream(t.Context(), b.q.NATS.Stream)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}})
-	const n = 40
-	sum := b.ingestReader(t, strings.NewReader(lines("purged", n)))
-	if sum.Published != n {
-		t.Fatalf("published %d of %d", sum.Published, n)
-	}
-	if got := b.q.Messages(t); got != n {
-		t.Fatalf("stream holds %d messages before the purge, want %d", got, n)
-	}
-	s, err := b.q.JS.Stream(t.Context(), b.q.NATS.Stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Purge(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	close(gate)
+			if err := s.Purge(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"StreamGone", func(t *testing.T, b *testBundle) {
+			if err := b.q.JS.DeleteStream(t.Context(), b.q.NATS.Stream); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			llm := &gatedLLM{script: func(int) (int, string) { return 200, completion(t, record(t, nil)) }}
+			gate := make(chan struct{})
+			b := setup(t, setupOpts{handler: llm, reconcileEvery: 100 * time.Millisecond, reconcileGrace: 300 * time.Millisecond,
+				ready: func(ctx context.Context) error {
+					select {
+					case <-gate:
+						return nil
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}})
+			const n = 40
+			sum := b.ingestReader(t, strings.NewReader(lines("lost", n)))
+			if sum.Published != n {
+				t.Fatalf("published %d of %d", sum.Published, n)
+			}
+			if got := b.q.Messages(t); got != n {
+				t.Fatalf("stream holds %d messages before the loss, want %d", got, n)
+			}
+			tc.lose(t, b)
+			close(gate)
 
-	bs := b.wait(t, sum.BatchID)
-	if bs.Queued != 0 || bs.Succeeded != n {
-		t.Fatalf("batch %+v, want all %d succeeded", bs, n)
-	}
-	if got := b.metric(t, "extractq_relay_reconciled_total"); got < n {
-		t.Errorf("extractq_relay_reconciled_total %v, want at least %d (the republished runs)", got, n)
-	}
-	if paid := llm.paid(); paid != n {
-		t.Errorf("%d provider calls for %d runs", paid, n)
+			bs := b.wait(t, sum.BatchID)
+			if bs.Queued != 0 || bs.Succeeded != n {
+				t.Fatalf("batch %+v, want all %d succeeded", bs, n)
+			}
+			if got := b.metric(t, "extractq_relay_reconciled_total"); got < n {
+				t.Errorf("extractq_relay_reconciled_total %v, want at least %d (the republished runs)", got, n)
+			}
+			if paid := llm.paid(); paid != n {
+				t.Errorf("%d provider calls for %d runs", paid, n)
+			}
+		})
 	}
 }
 

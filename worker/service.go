@@ -144,7 +144,7 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 		go func() {
 			defer wg.Done()
 			cfg.Relay.Run(ctx, relay.Options{SweepEvery: cfg.SweepEvery, SweepAge: cfg.SweepAge,
-				ReconcileEvery: cfg.ReconcileEvery, ReconcileGrace: cfg.ReconcileGrace})
+				ReconcileEvery: cfg.ReconcileEvery, ReconcileGrace: cfg.ReconcileGrace, Recreate: cfg.recreate()})
 		}()
 	}
 
@@ -178,4 +178,33 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 	wg.Wait()
 	cfg.Worker.Close()
 	return err
+}
+
+// recreate returns what the reconciler calls when the runs stream is gone
+// (its server lost its store): create the stream again, the worker's
+// consumer with the configuration it had, and the dead-letter stream and
+// consumer. The worker's consumer handles name their consumers, so they
+// work again once these exist. Nil without JS.
+func (cfg ServiceConfig) recreate() func(ctx context.Context) error {
+	if cfg.JS == nil || cfg.Consumer == nil {
+		return nil
+	}
+	info := cfg.Consumer.CachedInfo()
+	if info == nil {
+		return nil
+	}
+	return func(ctx context.Context) error {
+		if _, err := queue.EnsureStream(ctx, cfg.JS, cfg.NATS); err != nil {
+			return err
+		}
+		if _, err := cfg.JS.CreateOrUpdateConsumer(ctx, info.Stream, info.Config); err != nil {
+			return fmt.Errorf("recreating consumer %q: %w", info.Name, err)
+		}
+		if cfg.DeadLetter != nil {
+			if _, err := queue.EnsureDeadLetter(ctx, cfg.JS, cfg.NATS); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }

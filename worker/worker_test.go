@@ -150,6 +150,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	go func() {
 		done <- worker.RunService(ctx, worker.ServiceConfig{
 			Worker: w, Store: b.st, Conn: b.q.Conn, Consumer: cons, Publisher: b.pub, Relay: b.relay, Ready: ready,
+			JS: b.q.JS, NATS: b.q.NATS,
 			Concurrency: b.workCfg.Concurrency, ShutdownGrace: 2 * time.Second, SweepEvery: -1,
 			ReconcileEvery: cmp.Or(o.reconcileEvery, -1), ReconcileGrace: o.reconcileGrace, Logger: log,
 		})
