@@ -30,10 +30,14 @@ type Report struct {
 	// InvalidUTF8 counts the messages stored with U+FFFD in place of bytes
 	// that are not UTF-8, and InvalidUTF8Lines gives the first of their
 	// line numbers (Summary's fields of the same names).
-	InvalidUTF8      int         `json:"invalid_utf8,omitempty"`
-	InvalidUTF8Lines []int       `json:"invalid_utf8_lines,omitempty"`
-	TimedOut         bool        `json:"timed_out,omitempty"`
-	Errors           []LineError `json:"errors,omitempty"`
+	InvalidUTF8      int   `json:"invalid_utf8,omitempty"`
+	InvalidUTF8Lines []int `json:"invalid_utf8_lines,omitempty"`
+	// DuplicateAnomalies is Summary's: runs the stream answered
+	// "duplicate" for while it held another message under their dedup id
+	// (published again under a fresh key).
+	DuplicateAnomalies int         `json:"duplicate_anomalies,omitempty"`
+	TimedOut           bool        `json:"timed_out,omitempty"`
+	Errors             []LineError `json:"errors,omitempty"`
 	// Hint says what the input probably is when every line was rejected
 	// for a reason the input's format explains, such as "the input looks
 	// like CSV: use -format csv".
@@ -44,7 +48,8 @@ type Report struct {
 // the batch's outcomes: see AddOutcomes.
 func NewReport(sum Summary) Report {
 	return Report{BatchID: sum.BatchID, Lines: sum.Lines, Published: sum.Published, Duplicates: sum.Duplicates,
-		Rejected: sum.Rejected, InvalidUTF8: sum.InvalidUTF8, InvalidUTF8Lines: sum.InvalidUTF8Lines, Errors: sum.Errors}
+		Rejected: sum.Rejected, InvalidUTF8: sum.InvalidUTF8, InvalidUTF8Lines: sum.InvalidUTF8Lines,
+		DuplicateAnomalies: sum.DuplicateAnomalies, Errors: sum.Errors}
 }
 
 // AddOutcomes reads where sum's batch stands into rep: queued (with the
