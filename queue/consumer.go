@@ -31,6 +31,9 @@ type Delivery struct {
 	// (see Requeue) before this one: 0 for a first publish. It is read
 	// from the RequeuesHeader.
 	Requeues int
+	// RequeueOf is, for a requeued copy, the stream sequence of the
+	// message it replaces (RequeueOfHeader); 0 otherwise.
+	RequeueOf uint64
 
 	msg jetstream.Msg
 }
@@ -38,6 +41,10 @@ type Delivery struct {
 // RequeuesHeader is the header of a message that Requeue put back on the
 // stream: how many requeues made it, from 1.
 const RequeuesHeader = "Extractq-Requeues"
+
+// RequeueOfHeader is the header of a message that Requeue put back on the
+// stream: the stream sequence of the message it replaces.
+const RequeueOfHeader = "Extractq-Requeue-Of"
 
 // LastDelivery reports whether the server will not deliver this message
 // again after this delivery unless it is acked: a nak or a handler that
@@ -95,7 +102,8 @@ func Nak(delay time.Duration) Decision { return Decision{kind: kindNak, delay: m
 // message. The copy has the same subject and body, the Nats-Msg-Id
 // "<id>@<stream sequence>" (the message's own id up to any "@", and its
 // sequence: a second requeue of the same delivery is a duplicate within
-// the dedup window), and RequeuesHeader one more than the message had.
+// the dedup window), RequeuesHeader one more than the message had and
+// RequeueOfHeader the message's sequence.
 //
 // The copy's deliveries count from 1, so a requeue spends nothing of the
 // consumer's MaxDeliver. Requeue when the delivery failed for a reason that
@@ -416,6 +424,9 @@ func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 		if n, err := strconv.Atoi(h.Get(RequeuesHeader)); err == nil && n > 0 {
 			d.Requeues = n
 			log = log.With(zap.Int("requeues", n))
+		}
+		if seq, err := strconv.ParseUint(h.Get(RequeueOfHeader), 10, 64); err == nil {
+			d.RequeueOf = seq
 		}
 	}
 	env, err := decodeEnvelope(msg.Data())

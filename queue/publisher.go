@@ -221,6 +221,7 @@ func (p *Publisher) Requeue(ctx context.Context, d *Delivery) (string, Stored, e
 	msg.Data = orig.Data()
 	msg.Header.Set(jetstream.MsgIDHeader, id)
 	msg.Header.Set(RequeuesHeader, strconv.Itoa(d.Requeues+1))
+	msg.Header.Set(RequeueOfHeader, strconv.FormatUint(d.StreamSeq, 10))
 	st, err := p.publish(ctx, id, msg)
 	return id, st, err
 }

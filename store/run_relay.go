@@ -162,6 +162,11 @@ type RunLeaseParams struct {
 	Owner string
 	// StreamSeq is the stream sequence of the copy delivered to Owner.
 	StreamSeq uint64
+	// Replaces, for a copy a worker requeued, is the sequence of the copy
+	// it replaces (queue.Delivery.RequeueOf); 0 otherwise. A lease on that
+	// copy does not keep this one from being worked on: its worker gave
+	// it up when it requeued.
+	Replaces uint64
 	// TTL is how long the lease holds unless extended. Required for
 	// RunLeaseTake and RunLeaseExtend.
 	TTL time.Duration
@@ -195,20 +200,21 @@ type RunLease struct {
 }
 
 // runLeaseTakeSQL takes the lease of a queued run that has none live, or
-// whose lease is on this very copy: a copy delivered again means the
-// server gave up on its holder (no ack nor in-progress within the ack
-// wait), so the holder is taken to be gone.
+// whose lease is on this very copy (a copy delivered again means the
+// server gave up on its holder: no ack nor in-progress within the ack
+// wait, so the holder is taken to be gone), or on the copy this one
+// replaces (its worker requeued it, and may not have ended its lease yet).
 const runLeaseTakeSQL = `
 UPDATE runs SET lease_owner = $3, lease_seq = $4, leased_until = now() + make_interval(secs => $5::float8)
 WHERE message_id = $1 AND run_no = $2 AND status = 'queued'
-  AND (leased_until IS NULL OR leased_until <= now() OR lease_seq = $4)`
+  AND (leased_until IS NULL OR leased_until <= now() OR lease_seq = $4 OR ($6::bigint > 0 AND lease_seq = $6::bigint))`
 
 // runLeaseYieldSQL points a run under a live lease on another copy to
 // that copy.
 const runLeaseYieldSQL = `
 UPDATE runs SET stream_seq = lease_seq, relay_checked_at = now()
 WHERE message_id = $1 AND run_no = $2 AND status = 'queued'
-  AND leased_until > now() AND lease_seq <> $3
+  AND leased_until > now() AND lease_seq <> $3 AND NOT ($4::bigint > 0 AND lease_seq = $4::bigint)
 RETURNING lease_owner, lease_seq, leased_until`
 
 // RunLeaseTake gives the run to p.Owner for p.TTL (LeaseTaken) unless
@@ -225,7 +231,7 @@ func (s *Store) RunLeaseTake(ctx context.Context, db DBTX, p RunLeaseParams) (Ru
 	}
 	// A lease that ends between the two updates is taken on the next try.
 	for range 3 {
-		tag, err := db.Exec(ctx, runLeaseTakeSQL, p.MessageID, p.RunNo, p.Owner, int64(p.StreamSeq), p.TTL.Seconds())
+		tag, err := db.Exec(ctx, runLeaseTakeSQL, p.MessageID, p.RunNo, p.Owner, int64(p.StreamSeq), p.TTL.Seconds(), int64(p.Replaces))
 		if err != nil {
 			return fail(err)
 		}
@@ -234,7 +240,7 @@ func (s *Store) RunLeaseTake(ctx context.Context, db DBTX, p RunLeaseParams) (Ru
 		}
 		var l RunLease
 		var seq int64
-		err = db.QueryRow(ctx, runLeaseYieldSQL, p.MessageID, p.RunNo, int64(p.StreamSeq)).Scan(&l.Holder, &seq, &l.Until)
+		err = db.QueryRow(ctx, runLeaseYieldSQL, p.MessageID, p.RunNo, int64(p.StreamSeq), int64(p.Replaces)).Scan(&l.Holder, &seq, &l.Until)
 		if err == nil {
 			l.State, l.HolderSeq = LeaseHeld, uint64(seq)
 			return l, nil

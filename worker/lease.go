@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"os"
 	"strconv"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -24,8 +25,9 @@ import (
 // delivered again once the ack wait passes, and a delivery of the very
 // copy under lease takes the lease over; any other copy waits for the
 // lease to end (the reconciler republishes the run if its copy is gone by
-// then). A requeue ends the lease as it records the new copy
-// (relay.Relay.Requeue).
+// then). A requeued copy takes over the lease on the copy it replaces,
+// which its worker gave up (and a requeue ends the lease as it records
+// the new copy, relay.Relay.Requeue).
 
 // newLeaseOwner returns this process's name on its leases:
 // "<host>/<pid>/<random hex>".
@@ -64,9 +66,10 @@ func (w *Worker) lease(ctx context.Context, log *zap.Logger, d *queue.Delivery) 
 }
 
 // extendLease extends the lease taken for d's copy, if this worker holds
-// it; it is the consumer's OnInProgress.
+// it; it is the consumer's OnInProgress, so it waits at most
+// leaseExtendTimeout (the decision of d waits for it).
 func (w *Worker) extendLease(d *queue.Delivery) {
-	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.DBTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), min(w.cfg.DBTimeout, leaseExtendTimeout))
 	defer cancel()
 	if _, err := w.cfg.Store.RunLeaseExtend(ctx, w.cfg.Store.Pool, w.leaseParams(d)); err != nil {
 		w.noteDBError(err)
@@ -75,7 +78,10 @@ func (w *Worker) extendLease(d *queue.Delivery) {
 	}
 }
 
+// leaseExtendTimeout bounds one lease extension.
+const leaseExtendTimeout = 5 * time.Second
+
 func (w *Worker) leaseParams(d *queue.Delivery) store.RunLeaseParams {
 	return store.RunLeaseParams{MessageID: d.Envelope.MessageID, RunNo: d.Envelope.RunNo, Owner: w.owner,
-		StreamSeq: d.StreamSeq, TTL: w.cfg.LeaseTTL}
+		StreamSeq: d.StreamSeq, Replaces: d.RequeueOf, TTL: w.cfg.LeaseTTL}
 }

@@ -139,12 +139,13 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 		}
 		cfg.Relay = r
 	}
-	if cfg.Relay != nil {
+	if rel := cfg.Relay; rel != nil {
+		o := relay.Options{SweepEvery: cfg.SweepEvery, SweepAge: cfg.SweepAge,
+			ReconcileEvery: cfg.ReconcileEvery, ReconcileGrace: cfg.ReconcileGrace, Recreate: cfg.recreate()}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cfg.Relay.Run(ctx, relay.Options{SweepEvery: cfg.SweepEvery, SweepAge: cfg.SweepAge,
-				ReconcileEvery: cfg.ReconcileEvery, ReconcileGrace: cfg.ReconcileGrace, Recreate: cfg.recreate()})
+			rel.Run(ctx, o)
 		}()
 	}
 
