@@ -14,10 +14,10 @@
 //
 // The runs stream is a work queue: a message is removed once acked, so a
 // sequence gone from the stream means acked or lost. A worker acks a copy
-// only once the run has an outcome (then the run is not queued), or once a
-// newer copy is on the stream and recorded (a requeue), or when another
-// copy is being worked on under a live lease (the run then points to that
-// copy). So a run still queued whose recorded copy is gone, and that has
+// only once the run has an outcome (then the run is not queued), or once it
+// put a newer copy on the stream (a requeue, recorded right after), or when
+// another copy is being worked on under a live lease (the run then points
+// to that copy). So a run still queued whose recorded copy is gone, and that has
 // been so for longer than a grace period, is lost (a purged stream, a lost
 // store, a stream recreated); Reconcile publishes it again under
 // "<dedup id>.r<n>", a key the stream has never seen, and records the new
