@@ -36,6 +36,7 @@ type Config struct {
 	Prices    Prices    `yaml:"prices"`
 	Worker    Worker    `yaml:"worker"`
 	NATS      NATS      `yaml:"nats"`
+	Relay     Relay     `yaml:"relay"`
 	Ingest    Ingest    `yaml:"ingest"`
 	Simulator Simulator `yaml:"simulator"`
 }
@@ -206,6 +207,25 @@ func (n NATS) TriageSubject(event, schemaID string) string {
 
 // TriageWildcard returns the subject filter of every triage announcement.
 func (n NATS) TriageWildcard() string { return n.SubjectPrefix + ".triage.>" }
+
+// Relay configures the relay's loops that cmd/worker runs beside its
+// consumer (package relay; docs/operations.md, "The relay"). A negative
+// interval turns its loop off.
+type Relay struct {
+	// SweepEvery is how often runs recorded but never published (an
+	// ingest killed between its write and its publish) are published.
+	// Default 30s.
+	SweepEvery time.Duration `yaml:"sweep_every"`
+	// SweepAge is how old such a run must be to be swept. Default 1m.
+	SweepAge time.Duration `yaml:"sweep_age"`
+	// ReconcileEvery is how often the reconciler looks for queued runs
+	// the stream no longer holds. Default 1m.
+	ReconcileEvery time.Duration `yaml:"reconcile_every"`
+	// ReconcileGrace is how long a queued run's copy may go unchecked
+	// before the reconciler looks for it on the stream, and so the least
+	// time before a lost run is published again. Default 5m.
+	ReconcileGrace time.Duration `yaml:"reconcile_grace"`
+}
 
 // Ingest configures cmd/ingest.
 type Ingest struct {
@@ -392,6 +412,10 @@ func (c Config) WithDefaults() Config {
 	c.NATS.SubjectPrefix = cmp.Or(c.NATS.SubjectPrefix, "extractq")
 	c.NATS.Consumer = cmp.Or(c.NATS.Consumer, "workers")
 	c.NATS.DuplicateWindow = cmp.Or(c.NATS.DuplicateWindow, 2*time.Minute)
+	c.Relay.SweepEvery = cmp.Or(c.Relay.SweepEvery, 30*time.Second)
+	c.Relay.SweepAge = cmp.Or(c.Relay.SweepAge, time.Minute)
+	c.Relay.ReconcileEvery = cmp.Or(c.Relay.ReconcileEvery, time.Minute)
+	c.Relay.ReconcileGrace = cmp.Or(c.Relay.ReconcileGrace, 5*time.Minute)
 	c.Ingest.MaxTextBytes = cmp.Or(c.Ingest.MaxTextBytes, 32768)
 	c.Ingest.MaxErrors = cmp.Or(c.Ingest.MaxErrors, 1000)
 	c.NATS.RetryTime = cmp.Or(c.NATS.RetryTime, 2*time.Minute)
@@ -447,6 +471,7 @@ func (c Config) Validate() error {
 		"llm.timeout":           c.LLM.Timeout, "provider.initial_interval": c.Provider.InitialInterval,
 		"provider.max_interval": c.Provider.MaxInterval, "provider.max_elapsed_time": c.Provider.MaxElapsedTime,
 		"provider.breaker_cooldown": c.Provider.BreakerCooldown,
+		"relay.sweep_age":           c.Relay.SweepAge, "relay.reconcile_grace": c.Relay.ReconcileGrace,
 	} {
 		if d <= 0 {
 			return fmt.Errorf("%s: %v is not a positive duration", name, d)
@@ -523,7 +548,7 @@ func yamlError(err error) error {
 		sm := unknownField.FindStringSubmatch(m)
 		section := map[string]string{"Config": "the file", "LLM": "llm", "Provider": "provider", "Schema": "schemas",
 			"Budget": "budget", "Prices": "prices", "Price": "prices.models", "Worker": "worker", "NATS": "nats",
-			"Ingest": "ingest", "Simulator": "simulator"}[sm[2]]
+			"Ingest": "ingest", "Simulator": "simulator", "Relay": "relay"}[sm[2]]
 		if section == "" {
 			section = strings.ToLower(sm[2])
 		}

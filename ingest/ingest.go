@@ -30,6 +30,7 @@ import (
 
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/queue"
+	"github.com/extractq/extractq/relay"
 	"github.com/extractq/extractq/store"
 )
 
@@ -56,6 +57,9 @@ const (
 type Config struct {
 	Store     *store.Store
 	Publisher *queue.Publisher
+	// Relay, if set, publishes the runs (it must use Store and
+	// Publisher); default a relay of Store and Publisher.
+	Relay *relay.Relay
 	// SchemaID is the schema every message of the batch is extracted with.
 	SchemaID string
 	// MaxTextBytes rejects longer texts. Required.
@@ -147,6 +151,11 @@ type Summary struct {
 	// Waiting lists the duplicates whose run (of an earlier batch) is still
 	// queued, so a wait covers them too.
 	Waiting []store.RunRef `json:"-"`
+	// DuplicateAnomalies counts runs the stream answered "duplicate" for
+	// while it held another message under their dedup id: never expected
+	// with random dedup ids (see package relay). Each was published again
+	// under a fresh key, so it is counted in Published too.
+	DuplicateAnomalies int `json:"duplicate_anomalies,omitempty"`
 	// InvalidUTF8 counts the messages accepted (published or duplicates)
 	// whose line or record held bytes that are not UTF-8, stored with
 	// U+FFFD in their place (FlagInvalidUTF8): a file in Latin-1, say.
@@ -196,6 +205,7 @@ func (s *Summary) add(p Summary) {
 	s.Published += p.Published
 	s.Duplicates += p.Duplicates
 	s.Rejected += p.Rejected
+	s.DuplicateAnomalies += p.DuplicateAnomalies
 	s.Waiting = append(s.Waiting, p.Waiting...)
 	s.InvalidUTF8 += p.InvalidUTF8
 	if len(p.InvalidUTF8Lines) > 0 {
@@ -237,6 +247,13 @@ func New(cfg Config) (*Ingester, error) {
 	log := cfg.Logger
 	if log == nil {
 		log = zap.NewNop()
+	}
+	if cfg.Relay == nil {
+		r, err := relay.New(relay.Config{Store: cfg.Store, Publisher: cfg.Publisher, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("ingest: %w", err)
+		}
+		cfg.Relay = r
 	}
 	return &Ingester{cfg: cfg, log: log.Named("ingest")}, nil
 }
@@ -949,18 +966,24 @@ func (in *Ingester) record(ctx context.Context, lineNo int, msg Input, sum *Summ
 		}
 		return nil
 	}
-	// New, or stored earlier but never published: publish now. The dedup
-	// key keeps a publish that did land before from being stored twice.
-	env := queue.Envelope{MessageID: res.Run.MessageID, RunNo: res.Run.RunNo, BatchID: res.Run.BatchID, SchemaID: res.Run.SchemaID}
-	if err := in.publish(ctx, res.Run.DedupID, env); err != nil {
+	// New, or stored earlier but never published: publish now, through
+	// the relay, which records the copy's stream sequence. The dedup key
+	// keeps a publish that did land before from being stored twice.
+	pub, err := in.publish(ctx, res.Run)
+	if errors.Is(err, relay.ErrNotRecorded) {
+		err = store.Retry(ctx, DBRetryTime, func() error {
+			return finish(ctx, func(ctx context.Context) error { return in.cfg.Relay.Record(ctx, res.Run, pub.Seq) })
+		})
+		if err != nil {
+			return fmt.Errorf("ingest: line %d (id %q): marking published: %w", lineNo, msg.ID, err)
+		}
+	} else if err != nil {
 		return fmt.Errorf("ingest: publishing line %d (id %q): %w; the message is stored and queued, and the next ingest of this file publishes it", lineNo, msg.ID, err)
 	}
-	if err := store.Retry(ctx, DBRetryTime, func() error {
-		return finish(ctx, func(ctx context.Context) error {
-			return st.RunMarkPublished(ctx, st.Pool, store.RunMarkPublishedParams{MessageID: res.Run.MessageID, RunNo: res.Run.RunNo})
-		})
-	}); err != nil {
-		return fmt.Errorf("ingest: line %d (id %q): marking published: %w", lineNo, msg.ID, err)
+	if pub.Anomaly {
+		sum.DuplicateAnomalies++
+		in.log.Error("the stream held another message under this run's dedup id; the run was published under a fresh key",
+			zap.Int("line", lineNo), zap.Int64("message_id", res.Run.MessageID))
 	}
 	if res.Status == store.IngestDuplicate {
 		in.log.Info("published a stored run that had not been published", zap.Int64("message_id", res.Run.MessageID))
@@ -1014,13 +1037,15 @@ func (e *NATSError) Unwrap() error { return e.Err }
 // late first copy from being stored twice).
 const publishAttempt = 10 * time.Second
 
-// publish publishes one run. While NATS does not take it (queue.IsRetryable:
+// publish publishes one run through the relay, which records the copy's
+// stream sequence (relay.ErrNotRecorded: published, not recorded; the
+// caller records it). While NATS does not take it (queue.IsRetryable:
 // the stream at its limits, JetStream out of storage, no responders, the
 // connection lost) it waits (250ms, doubling to 5s) and tries again, for
 // up to Config.NATSRetryTime from the first failure: back-pressure, never
 // a dropped message. The error then says what NATS answered, the most
 // telling answer of the tries (queue.Explain).
-func (in *Ingester) publish(ctx context.Context, dedupID string, env queue.Envelope) error {
+func (in *Ingester) publish(ctx context.Context, run store.Run) (relay.Published, error) {
 	wait := 250 * time.Millisecond
 	var since time.Time // the first failure
 	var told error      // the most telling answer so far
@@ -1037,10 +1062,10 @@ func (in *Ingester) publish(ctx context.Context, dedupID string, env queue.Envel
 			limit = a
 		}
 		pctx, cancel := context.WithDeadline(ctx, limit)
-		_, err := in.cfg.Publisher.Publish(pctx, dedupID, env)
+		pub, err := in.cfg.Relay.Publish(pctx, run)
 		cancel()
-		if err == nil {
-			return nil
+		if err == nil || errors.Is(err, relay.ErrNotRecorded) {
+			return pub, err
 		}
 		if queue.ExplainRank(err) >= queue.ExplainRank(told) {
 			told = err
@@ -1048,21 +1073,21 @@ func (in *Ingester) publish(ctx context.Context, dedupID string, env queue.Envel
 		stream := in.cfg.Publisher.Stream()
 		switch {
 		case ctx.Err() != nil:
-			return fmt.Errorf("%w (NATS: %s)", context.Cause(ctx), queue.Explain(told, stream))
+			return relay.Published{}, fmt.Errorf("%w (NATS: %s)", context.Cause(ctx), queue.Explain(told, stream))
 		case !queue.IsRetryable(err):
-			return &NATSError{Explanation: queue.Explain(err, stream), Err: err}
+			return relay.Published{}, &NATSError{Explanation: queue.Explain(err, stream), Err: err}
 		}
 		if since.IsZero() {
 			since = start
-			in.log.Warn("NATS does not take the run; waiting", zap.Int64("message_id", env.MessageID),
+			in.log.Warn("NATS does not take the run; waiting", zap.Int64("message_id", run.MessageID),
 				zap.Duration("retry_time", in.cfg.NATSRetryTime), zap.String("answer", queue.Explain(err, stream)))
 		}
 		if time.Since(since) >= in.cfg.NATSRetryTime {
-			return &NATSError{Explanation: fmt.Sprintf("NATS did not take the run for %v: %s", in.cfg.NATSRetryTime, queue.Explain(told, stream)), Err: told}
+			return relay.Published{}, &NATSError{Explanation: fmt.Sprintf("NATS did not take the run for %v: %s", in.cfg.NATSRetryTime, queue.Explain(told, stream)), Err: told}
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w (NATS: %s)", context.Cause(ctx), queue.Explain(told, stream))
+			return relay.Published{}, fmt.Errorf("%w (NATS: %s)", context.Cause(ctx), queue.Explain(told, stream))
 		case <-time.After(min(wait, time.Until(since.Add(in.cfg.NATSRetryTime)))):
 		}
 		wait = min(2*wait, 5*time.Second)

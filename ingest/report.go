@@ -30,10 +30,14 @@ type Report struct {
 	// InvalidUTF8 counts the messages stored with U+FFFD in place of bytes
 	// that are not UTF-8, and InvalidUTF8Lines gives the first of their
 	// line numbers (Summary's fields of the same names).
-	InvalidUTF8      int         `json:"invalid_utf8,omitempty"`
-	InvalidUTF8Lines []int       `json:"invalid_utf8_lines,omitempty"`
-	TimedOut         bool        `json:"timed_out,omitempty"`
-	Errors           []LineError `json:"errors,omitempty"`
+	InvalidUTF8      int   `json:"invalid_utf8,omitempty"`
+	InvalidUTF8Lines []int `json:"invalid_utf8_lines,omitempty"`
+	// DuplicateAnomalies is Summary's: runs the stream answered
+	// "duplicate" for while it held another message under their dedup id
+	// (published again under a fresh key).
+	DuplicateAnomalies int         `json:"duplicate_anomalies,omitempty"`
+	TimedOut           bool        `json:"timed_out,omitempty"`
+	Errors             []LineError `json:"errors,omitempty"`
 	// ErrorsOmitted counts the rejected lines not in Errors, which lists
 	// the first Config.MaxErrors (ingest.max_errors).
 	ErrorsOmitted int `json:"errors_omitted,omitempty"`
@@ -47,8 +51,8 @@ type Report struct {
 // the batch's outcomes: see AddOutcomes.
 func NewReport(sum Summary) Report {
 	return Report{BatchID: sum.BatchID, Lines: sum.Lines, Published: sum.Published, Duplicates: sum.Duplicates,
-		Rejected: sum.Rejected, InvalidUTF8: sum.InvalidUTF8, InvalidUTF8Lines: sum.InvalidUTF8Lines, Errors: sum.Errors,
-		ErrorsOmitted: sum.ErrorsOmitted}
+		Rejected: sum.Rejected, InvalidUTF8: sum.InvalidUTF8, InvalidUTF8Lines: sum.InvalidUTF8Lines,
+		DuplicateAnomalies: sum.DuplicateAnomalies, Errors: sum.Errors, ErrorsOmitted: sum.ErrorsOmitted}
 }
 
 // AddOutcomes reads where sum's batch stands into rep: queued (with the

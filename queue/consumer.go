@@ -31,6 +31,9 @@ type Delivery struct {
 	// (see Requeue) before this one: 0 for a first publish. It is read
 	// from the RequeuesHeader.
 	Requeues int
+	// RequeueOf is, for a requeued copy, the stream sequence of the
+	// message it replaces (RequeueOfHeader); 0 otherwise.
+	RequeueOf uint64
 
 	msg jetstream.Msg
 }
@@ -38,6 +41,10 @@ type Delivery struct {
 // RequeuesHeader is the header of a message that Requeue put back on the
 // stream: how many requeues made it, from 1.
 const RequeuesHeader = "Extractq-Requeues"
+
+// RequeueOfHeader is the header of a message that Requeue put back on the
+// stream: the stream sequence of the message it replaces.
+const RequeueOfHeader = "Extractq-Requeue-Of"
 
 // LastDelivery reports whether the server will not deliver this message
 // again after this delivery unless it is acked: a nak or a handler that
@@ -95,7 +102,8 @@ func Nak(delay time.Duration) Decision { return Decision{kind: kindNak, delay: m
 // message. The copy has the same subject and body, the Nats-Msg-Id
 // "<id>@<stream sequence>" (the message's own id up to any "@", and its
 // sequence: a second requeue of the same delivery is a duplicate within
-// the dedup window), and RequeuesHeader one more than the message had.
+// the dedup window), RequeuesHeader one more than the message had and
+// RequeueOfHeader the message's sequence.
 //
 // The copy's deliveries count from 1, so a requeue spends nothing of the
 // consumer's MaxDeliver. Requeue when the delivery failed for a reason that
@@ -123,6 +131,13 @@ func (d Decision) String() string {
 		return d.kind.String() + " " + d.delay.String()
 	}
 	return d.kind.String()
+}
+
+// A Requeuer puts the copy of a delivery's message that a Requeue decision
+// describes on the stream (see Publisher.Requeue) and returns its
+// Nats-Msg-Id and where it was stored.
+type Requeuer interface {
+	Requeue(ctx context.Context, d *Delivery) (string, Stored, error)
 }
 
 // Handler handles one delivery and says what to do with its message. ctx
@@ -174,8 +189,16 @@ type ConsumerOptions struct {
 	// held are not affected.
 	Ready func(ctx context.Context) (Admit, error)
 	// Publisher publishes the copies of Requeue decisions; it must publish
-	// on the consumer's stream. Without one, a Requeue is a Nak.
+	// on the consumer's stream. Without one (nor a Requeuer), a Requeue is
+	// a Nak.
 	Publisher *Publisher
+	// Requeuer, if set, publishes the copies of Requeue decisions instead
+	// of Publisher (a relay that records each copy).
+	Requeuer Requeuer
+	// OnInProgress, if set, is called on the handler's in-progress ticker
+	// after each in-progress signal sent without error (a worker's lease on
+	// the run is extended there). It should return well within the tick.
+	OnInProgress func(d *Delivery)
 	// Log receives the consumer's logs. Default a no-op logger.
 	Log *zap.Logger
 }
@@ -199,6 +222,9 @@ func (o ConsumerOptions) withDefaults(cons jetstream.Consumer) ConsumerOptions {
 	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()
+	}
+	if o.Requeuer == nil && o.Publisher != nil {
+		o.Requeuer = o.Publisher
 	}
 	return o
 }
@@ -399,6 +425,9 @@ func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 			d.Requeues = n
 			log = log.With(zap.Int("requeues", n))
 		}
+		if seq, err := strconv.ParseUint(h.Get(RequeueOfHeader), 10, 64); err == nil {
+			d.RequeueOf = seq
+		}
 	}
 	env, err := decodeEnvelope(msg.Data())
 	if err != nil {
@@ -420,6 +449,8 @@ func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 			case <-t.C:
 				if err := msg.InProgress(); err != nil {
 					log.Warn("in-progress signal failed", zap.Error(err))
+				} else if r.opts.OnInProgress != nil {
+					r.opts.OnInProgress(d)
 				}
 			case <-stop:
 				return
@@ -427,7 +458,7 @@ func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 		}
 	})
 	dec := r.call(ctx, log, d)
-	if dec.kind == kindRequeue && dec.delay > 0 && r.opts.Publisher != nil {
+	if dec.kind == kindRequeue && dec.delay > 0 && r.opts.Requeuer != nil {
 		// Kept in progress until the copy goes out; at once on shutdown.
 		t := time.NewTimer(dec.delay)
 		select {
@@ -461,13 +492,13 @@ func (r *runner) apply(log *zap.Logger, d *Delivery, dec Decision) {
 	var err error
 	switch dec.kind {
 	case kindRequeue:
-		if r.opts.Publisher == nil {
+		if r.opts.Requeuer == nil {
 			log.Warn("requeue without a publisher; nakking the message instead")
 			r.apply(log, d, Nak(dec.delay))
 			return
 		}
 		pctx, cancel := context.WithTimeout(context.Background(), requeueTimeout)
-		id, err := r.opts.Publisher.requeue(pctx, d)
+		id, _, err := r.opts.Requeuer.Requeue(pctx, d)
 		cancel()
 		if err != nil {
 			log.Error("requeue failed; nakking the message instead", zap.Error(err))

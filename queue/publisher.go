@@ -66,19 +66,42 @@ func (p *Publisher) Stream() string { return p.cfg.Stream }
 // was stored after all, the retry reports duplicate=true: the run is on the
 // stream either way.
 func (p *Publisher) Publish(ctx context.Context, dedupID string, env Envelope) (duplicate bool, err error) {
+	st, err := p.PublishRun(ctx, dedupID, env)
+	return st.Duplicate, err
+}
+
+// Stored is the stream's acknowledgement of one run message.
+type Stored struct {
+	// Seq is the stream sequence of the stored message: the new one, or
+	// for a duplicate the one stored earlier with the same dedup id
+	// (nats-server answers a duplicate with the first copy's sequence).
+	Seq uint64
+	// Duplicate: the stream already held a message with this dedup id
+	// within its dedup window, and stored nothing new.
+	Duplicate bool
+	// Retried: an earlier attempt of this publish failed in a way that
+	// may have stored it (a timeout, no answer), so a Duplicate may be
+	// this publish's own earlier attempt.
+	Retried bool
+}
+
+// PublishRun is Publish, returning what the stream stored and where.
+func (p *Publisher) PublishRun(ctx context.Context, dedupID string, env Envelope) (Stored, error) {
 	msg, err := p.message(dedupID, env)
 	if err != nil {
-		return false, err
+		return Stored{}, err
 	}
 	return p.publish(ctx, dedupID, msg)
 }
 
 // publish publishes msg with Publish's retries.
-func (p *Publisher) publish(ctx context.Context, dedupID string, msg *nats.Msg) (duplicate bool, err error) {
+func (p *Publisher) publish(ctx context.Context, dedupID string, msg *nats.Msg) (Stored, error) {
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = p.InitialInterval
 	bo.MaxInterval = p.MaxInterval
+	attempts := 0
 	ack, err := backoff.Retry(ctx, func() (*jetstream.PubAck, error) {
+		attempts++
 		actx, cancel := context.WithTimeout(ctx, p.AttemptTimeout)
 		defer cancel()
 		ack, err := p.js.PublishMsg(actx, msg,
@@ -97,9 +120,9 @@ func (p *Publisher) publish(ctx context.Context, dedupID string, msg *nats.Msg) 
 			// name the cause (Explain).
 			err = fmt.Errorf("%w: %w", nats.ErrConnectionReconnecting, err)
 		}
-		return false, fmt.Errorf("queue.Publish(%q): %w", dedupID, err)
+		return Stored{}, fmt.Errorf("queue.Publish(%q): %w", dedupID, err)
 	}
-	return ack.Duplicate, nil
+	return Stored{Seq: ack.Sequence, Duplicate: ack.Duplicate, Retried: attempts > 1}, nil
 }
 
 // BatchItem is one run to publish with PublishBatch.
@@ -108,11 +131,11 @@ type BatchItem struct {
 	Envelope Envelope
 }
 
-// BatchResult is the outcome of one BatchItem: Duplicate as in Publish, or
-// the error that kept it from being stored.
+// BatchResult is the outcome of one BatchItem: where it was stored (as in
+// PublishRun), or the error that kept it from being stored.
 type BatchResult struct {
-	Duplicate bool
-	Err       error
+	Stored
+	Err error
 }
 
 // PublishBatch publishes items asynchronously, at most MaxPending awaiting
@@ -141,7 +164,7 @@ func (p *Publisher) PublishBatch(ctx context.Context, items []BatchItem) []Batch
 			// keeps a late first copy from being stored twice.
 			retry = append(retry, pd.i)
 		case ack := <-pd.fut.Ok():
-			results[pd.i].Duplicate = ack.Duplicate
+			results[pd.i].Stored = Stored{Seq: ack.Sequence, Duplicate: ack.Duplicate}
 		case err := <-pd.fut.Err():
 			if transient(err) {
 				retry = append(retry, pd.i)
@@ -184,15 +207,18 @@ func (p *Publisher) PublishBatch(ctx context.Context, items []BatchItem) []Batch
 		wait(pd)
 	}
 	for _, i := range retry {
-		results[i].Duplicate, results[i].Err = p.Publish(ctx, items[i].DedupID, items[i].Envelope)
+		results[i].Stored, results[i].Err = p.PublishRun(ctx, items[i].DedupID, items[i].Envelope)
+		results[i].Retried = true
 	}
 	return results
 }
 
-// requeue publishes the copy of d's message that Requeue describes and
-// returns its Nats-Msg-Id. A copy already stored (a second requeue of the
-// same delivery within the dedup window) is not an error.
-func (p *Publisher) requeue(ctx context.Context, d *Delivery) (string, error) {
+// Requeue publishes the copy of d's message that the Requeue decision
+// describes and returns its Nats-Msg-Id and where it was stored. A copy
+// already stored (a second requeue of the same delivery within the dedup
+// window) is not an error. It is the Requeuer Run uses when
+// ConsumerOptions.Requeuer is not set.
+func (p *Publisher) Requeue(ctx context.Context, d *Delivery) (string, Stored, error) {
 	orig := d.msg
 	id, _, _ := strings.Cut(orig.Headers().Get(jetstream.MsgIDHeader), "@")
 	if id == "" {
@@ -203,8 +229,9 @@ func (p *Publisher) requeue(ctx context.Context, d *Delivery) (string, error) {
 	msg.Data = orig.Data()
 	msg.Header.Set(jetstream.MsgIDHeader, id)
 	msg.Header.Set(RequeuesHeader, strconv.Itoa(d.Requeues+1))
-	_, err := p.publish(ctx, id, msg)
-	return id, err
+	msg.Header.Set(RequeueOfHeader, strconv.FormatUint(d.StreamSeq, 10))
+	st, err := p.publish(ctx, id, msg)
+	return id, st, err
 }
 
 // message builds the run message of env.

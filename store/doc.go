@@ -50,9 +50,11 @@
 //
 // MessageIngest writes a message and its run 1 atomically, or reports a
 // duplicate (same content hash) or a conflict (different hash, never
-// overwritten). The run's dedup id (RunDedupID) is what the queue publish
-// carries. RunMarkPublished records the queue's acceptance and
-// RunListUnpublished finds runs a sweeper must publish again.
+// overwritten). The run's dedup id (random, set at insert) is what the queue
+// publish carries. RunMarkPublished records the queue's acceptance and the
+// copy's stream sequence, RunListUnpublished finds runs a sweeper must
+// publish again and RunListToCheck those the reconciler looks for on the
+// stream (package relay); RunLeaseTake gives a run to one worker at a time.
 // RunOutcomeInsert writes the outcome of a run once: calls, then the
 // extraction or the triage item, then the failure events.
 // LLMCallInsertSuperseded writes, on their own, the paid calls of a

@@ -88,16 +88,9 @@ type MessageIngestResult struct {
 	Run Run
 }
 
-// RunDedupID returns the queue dedup id of a run, "msg-<id>-run-<no>". It
-// is stored on the run (dedup_id) and is the same for every publish of
-// the run, so the queue drops re-publishes.
-func RunDedupID(messageID int64, runNo int) string {
-	return fmt.Sprintf("msg-%d-run-%d", messageID, runNo)
-}
-
 // messageIngestSQL inserts the message and its run 1 in one statement,
 // so both or neither are written; a message that exists is left alone
-// and no row comes back. The dedup id is RunDedupID's format.
+// and no row comes back. The run's dedup id is the column's random default.
 const messageIngestSQL = `
 WITH m AS (
     INSERT INTO messages (source, external_id, body, content_hash, metadata, flags, batch_id)
@@ -105,8 +98,8 @@ WITH m AS (
     ON CONFLICT (source, external_id) DO NOTHING
     RETURNING *
 ), r AS (
-    INSERT INTO runs (message_id, run_no, batch_id, schema_id, dedup_id)
-    SELECT m.id, 1, $7, $8, format('msg-%s-run-%s', m.id, 1)
+    INSERT INTO runs (message_id, run_no, batch_id, schema_id)
+    SELECT m.id, 1, $7, $8
     FROM m
     RETURNING *
 )
@@ -132,14 +125,14 @@ WHERE m.source = $1 AND m.external_id = $2`
 // holds the message row's lock, as a re-run does, so run numbers are
 // taken one at a time.
 const messageNewRunSQL = `
-INSERT INTO runs (message_id, run_no, batch_id, schema_id, dedup_id)
-SELECT $1, n.run_no, $2, $3, format('msg-%s-run-%s', $1::bigint, n.run_no)
+INSERT INTO runs (message_id, run_no, batch_id, schema_id)
+SELECT $1, n.run_no, $2, $3
 FROM (SELECT max(run_no) + 1 AS run_no FROM runs WHERE message_id = $1) n
 WHERE NOT EXISTS (SELECT 1 FROM runs WHERE message_id = $1 AND schema_id = $3)
 RETURNING ` + runColumnsBare
 
-// MessageIngest records a message and its run 1 (status queued, dedup id
-// RunDedupID(id, 1)) atomically if (Source, ExternalID) is new, returning
+// MessageIngest records a message and its run 1 (status queued, a new
+// random dedup id) atomically if (Source, ExternalID) is new, returning
 // IngestInserted. If the message exists with the same content hash it
 // writes nothing and returns IngestDuplicate with the stored message and
 // its latest run of SchemaID; if it has no run of SchemaID yet, it records

@@ -19,25 +19,37 @@ const (
 // Run is one extraction of a message: run 1 from ingest, 2, 3, ... from
 // re-runs.
 type Run struct {
-	MessageID   int64      `db:"message_id"`
-	RunNo       int        `db:"run_no"` // 1, 2, ...
-	BatchID     string     `db:"batch_id"`
-	SchemaID    string     `db:"schema_id"`
-	Status      string     `db:"status"`       // RunQueued, RunSucceeded, RunRepaired or RunFailed
-	DedupID     string     `db:"dedup_id"`     // RunDedupID(MessageID, RunNo)
+	MessageID int64  `db:"message_id"`
+	RunNo     int    `db:"run_no"` // 1, 2, ...
+	BatchID   string `db:"batch_id"`
+	SchemaID  string `db:"schema_id"`
+	Status    string `db:"status"` // RunQueued, RunSucceeded, RunRepaired or RunFailed
+	// DedupID is the run's publish key (Nats-Msg-Id): "run-" and a random
+	// UUID, set at insert (migration 000013) and the same on every
+	// publish of the run. Runs stored before that migration keep
+	// "msg-<id>-run-<no>".
+	DedupID     string     `db:"dedup_id"`
 	PublishedAt *time.Time `db:"published_at"` // nil until the queue accepted it
 	CreatedAt   time.Time  `db:"created_at"`
 	FinishedAt  *time.Time `db:"finished_at"` // nil while queued
+	// StreamSeq is the stream sequence of the latest copy of the run the
+	// relay saw stored; 0 before the first (and for runs published before
+	// migration 000013).
+	StreamSeq int64 `db:"stream_seq"`
+	// RelayGen counts the reconciler's republishes of the run (see
+	// RunRepublishClaim).
+	RelayGen int `db:"relay_gen"`
 }
 
 // runColumns are the columns of Run, in field order, for the table
 // aliased r.
 const runColumns = `r.message_id, r.run_no, r.batch_id, r.schema_id, r.status,
-       r.dedup_id, r.published_at, r.created_at, r.finished_at`
+       r.dedup_id, r.published_at, r.created_at, r.finished_at,
+       coalesce(r.stream_seq, 0) AS stream_seq, r.relay_gen`
 
 func (r *Run) scanTargets() []any {
 	return []any{&r.MessageID, &r.RunNo, &r.BatchID, &r.SchemaID, &r.Status,
-		&r.DedupID, &r.PublishedAt, &r.CreatedAt, &r.FinishedAt}
+		&r.DedupID, &r.PublishedAt, &r.CreatedAt, &r.FinishedAt, &r.StreamSeq, &r.RelayGen}
 }
 
 // RunWithMessage is a run and its message, what a worker needs to run the
@@ -92,21 +104,28 @@ func runGetWithMessage(ctx context.Context, db DBTX, op, query string, p RunGetP
 	return rm, nil
 }
 
-// RunMarkPublishedParams names the run the queue accepted.
+// RunMarkPublishedParams names the run the queue accepted and where.
 type RunMarkPublishedParams struct {
 	MessageID int64
 	RunNo     int
+	// StreamSeq is the stream sequence of the stored copy; 0 when unknown
+	// (the run's recorded sequence is then left as it was).
+	StreamSeq uint64
 }
 
 const runMarkPublishedSQL = `
-UPDATE runs SET published_at = coalesce(published_at, now())
+UPDATE runs SET published_at = coalesce(published_at, now()),
+       stream_seq = coalesce(nullif($3::bigint, 0), stream_seq),
+       relay_checked_at = CASE WHEN $3::bigint > 0 THEN now() ELSE relay_checked_at END
 WHERE message_id = $1 AND run_no = $2`
 
-// RunMarkPublished records that the queue accepted the run. Marking a
-// published run again keeps the first time. An unknown run returns an
-// error wrapping ErrNotFound.
+// RunMarkPublished records that the queue accepted the run, and the
+// sequence of the copy it stored, the one the reconciler looks for
+// (RunListToCheck). Marking a published run again keeps the first time and
+// records the new sequence. An unknown run returns an error wrapping
+// ErrNotFound.
 func (s *Store) RunMarkPublished(ctx context.Context, db DBTX, p RunMarkPublishedParams) error {
-	tag, err := db.Exec(ctx, runMarkPublishedSQL, p.MessageID, p.RunNo)
+	tag, err := db.Exec(ctx, runMarkPublishedSQL, p.MessageID, p.RunNo, int64(p.StreamSeq))
 	if err != nil {
 		return fmt.Errorf("store.RunMarkPublished(%d, %d): %w", p.MessageID, p.RunNo, err)
 	}

@@ -10,8 +10,8 @@ import (
 
 // A re-run is a new run of a message (run n+1, status queued) that a
 // reviewer asks for, one item at a time or in bulk after a prompt or
-// schema fix. Its dedup id is RunDedupID(message, n+1), so the queue does
-// not drop it as a copy of run n, and the worker extracts it with the
+// schema fix. Its dedup id is a new random one (the column's default), so
+// the queue does not drop it as a copy of run n, and the worker extracts it with the
 // schema's current prompt and schema version. The store writes the run,
 // the item's new status and the audit entry in one transaction; the
 // caller then publishes the run and marks it published
@@ -31,13 +31,14 @@ type TriageItemRerunParams struct {
 }
 
 const runRerunInsertSQL = `
-INSERT INTO runs (message_id, run_no, batch_id, schema_id, dedup_id)
-SELECT $1, n.run_no, $2, $3, format('msg-%s-run-%s', $1::bigint, n.run_no)
+INSERT INTO runs (message_id, run_no, batch_id, schema_id)
+SELECT $1, n.run_no, $2, $3
 FROM (SELECT max(run_no) + 1 AS run_no FROM runs WHERE message_id = $1) n
 RETURNING ` + runColumnsBare
 
 // runColumnsBare are the columns of Run without a table alias.
-const runColumnsBare = `message_id, run_no, batch_id, schema_id, status, dedup_id, published_at, created_at, finished_at`
+const runColumnsBare = `message_id, run_no, batch_id, schema_id, status, dedup_id, published_at, created_at, finished_at,
+       coalesce(stream_seq, 0) AS stream_seq, relay_gen`
 
 // TriageItemRerun starts run n+1 of the item's message, in one
 // transaction with the item's status (rerun, with the new run's number)
@@ -92,16 +93,19 @@ WHERE id = $1`, it.ID, run.RunNo, p.Reviewer, CleanText(p.Note))
 // RunMarkPublishedMany records that the queue accepted each of runs, as
 // RunMarkPublished does for one, in one statement. Unknown runs are
 // ignored; it returns how many runs were found.
-func (s *Store) RunMarkPublishedMany(ctx context.Context, db DBTX, runs []RunGetParams) (int, error) {
+func (s *Store) RunMarkPublishedMany(ctx context.Context, db DBTX, runs []RunMarkPublishedParams) (int, error) {
 	ids := make([]int64, len(runs))
 	nos := make([]int32, len(runs))
+	seqs := make([]int64, len(runs))
 	for i, r := range runs {
-		ids[i], nos[i] = r.MessageID, int32(r.RunNo)
+		ids[i], nos[i], seqs[i] = r.MessageID, int32(r.RunNo), int64(r.StreamSeq)
 	}
 	tag, err := db.Exec(ctx, `
-UPDATE runs SET published_at = coalesce(published_at, now())
-FROM unnest($1::bigint[], $2::int[]) AS u(message_id, run_no)
-WHERE runs.message_id = u.message_id AND runs.run_no = u.run_no`, ids, nos)
+UPDATE runs SET published_at = coalesce(published_at, now()),
+       stream_seq = coalesce(nullif(u.seq, 0), runs.stream_seq),
+       relay_checked_at = CASE WHEN u.seq > 0 THEN now() ELSE runs.relay_checked_at END
+FROM unnest($1::bigint[], $2::int[], $3::bigint[]) AS u(message_id, run_no, seq)
+WHERE runs.message_id = u.message_id AND runs.run_no = u.run_no`, ids, nos, seqs)
 	if err != nil {
 		return 0, fmt.Errorf("store.RunMarkPublishedMany(%d runs): %w", len(runs), err)
 	}

@@ -33,7 +33,7 @@ func TestRunRerun(t *testing.T) {
 			t.Fatal(err)
 		}
 		if run.MessageID != r.MessageID || run.RunNo != 2 || run.Status != store.RunQueued || run.BatchID != b.batchID ||
-			run.DedupID != store.RunDedupID(r.MessageID, 2) || run.PublishedAt != nil {
+			!randomDedupID.MatchString(run.DedupID) || run.DedupID == r.DedupID || run.PublishedAt != nil {
 			t.Fatalf("new run = %+v", run)
 		}
 		d, err := b.st.TriageItemGet(ctx, b.db, id)
@@ -48,7 +48,7 @@ func TestRunRerun(t *testing.T) {
 		if err != nil || !slices.ContainsFunc(unpub, func(u store.Run) bool { return u.DedupID == run.DedupID }) {
 			t.Errorf("unpublished = %+v, %v", unpub, err)
 		}
-		n, err := b.st.RunMarkPublishedMany(ctx, b.db, []store.RunGetParams{{MessageID: run.MessageID, RunNo: 2}, {MessageID: 424242, RunNo: 1}})
+		n, err := b.st.RunMarkPublishedMany(ctx, b.db, []store.RunMarkPublishedParams{{MessageID: run.MessageID, RunNo: 2}, {MessageID: 424242, RunNo: 1}})
 		if err != nil || n != 1 {
 			t.Fatalf("mark published = %d, %v", n, err)
 		}

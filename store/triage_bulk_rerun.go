@@ -140,11 +140,12 @@ WITH picked AS (
     WHERE t.id = ANY($1::bigint[])
     ORDER BY t.message_id, t.run_no DESC
 ), next AS (
-    SELECT p.*, (SELECT max(r.run_no) + 1 FROM runs r WHERE r.message_id = p.message_id) AS new_run_no
+    SELECT p.*, (SELECT max(r.run_no) + 1 FROM runs r WHERE r.message_id = p.message_id) AS new_run_no,
+           'run-' || gen_random_uuid()::text AS dedup_id
     FROM picked p
 ), ins AS (
     INSERT INTO runs (message_id, run_no, batch_id, schema_id, dedup_id)
-    SELECT n.message_id, n.new_run_no, $2, n.schema_id, format('msg-%s-run-%s', n.message_id, n.new_run_no)
+    SELECT n.message_id, n.new_run_no, $2, n.schema_id, n.dedup_id
     FROM next n
     RETURNING ` + runColumnsBare + `
 ), upd AS (
@@ -159,7 +160,7 @@ WITH picked AS (
     SELECT $3, $5, 'rerun', n.id, n.message_id, n.run_no, $4,
            jsonb_strip_nulls(jsonb_build_object('status', 'open', 'reason', n.reason, 'errors', n.errors, 'claimed_by', n.claimed_by)),
            jsonb_build_object('status', 'rerun', 'rerun_no', n.new_run_no, 'batch_id', $2::text,
-                              'dedup_id', format('msg-%s-run-%s', n.message_id, n.new_run_no), 'decided_by', $3::text, 'bulk', true)
+                              'dedup_id', n.dedup_id, 'decided_by', $3::text, 'bulk', true)
     FROM next n
 )
 SELECT ` + runColumnsBare + ` FROM ins ORDER BY message_id`

@@ -23,6 +23,7 @@ import (
 
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/queue"
+	"github.com/extractq/extractq/relay"
 	"github.com/extractq/extractq/store"
 )
 
@@ -154,7 +155,8 @@ type Server struct {
 	pages    map[string]*template.Template
 	docs     map[string]schemaNode // schema documents by id, for the editor
 	hub      *hub
-	metrics  *metrics // nil without Config.Registry
+	metrics  *metrics     // nil without Config.Registry
+	relay    *relay.Relay // publishes re-runs; nil without Config.Publisher
 
 	publicOrigin *origin // Config.PublicURL's; nil without it
 
@@ -238,6 +240,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Registry != nil {
 		s.metrics = newMetrics(cfg.Registry, cfg.Store)
+	}
+	if cfg.Publisher != nil {
+		r, err := relay.New(relay.Config{Store: cfg.Store, Publisher: cfg.Publisher, Logger: cfg.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("triage.New: %w", err)
+		}
+		s.relay = r
 	}
 	if cfg.PublicURL != "" {
 		o, _ := parsePublicURL(cfg.PublicURL) // checked by validate

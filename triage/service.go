@@ -15,7 +15,7 @@ import (
 
 	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/pipeline"
-	"github.com/extractq/extractq/queue"
+	"github.com/extractq/extractq/relay"
 	"github.com/extractq/extractq/store"
 )
 
@@ -395,46 +395,26 @@ func (s *Server) bulkRerun(ctx context.Context, f Filter, confirmed int, note st
 	return res, nil
 }
 
-// publish publishes runs on the stream and marks those accepted as
-// published, returning how many. Without a publisher, or on failure, runs
-// stay unpublished and the worker's sweeper publishes them.
+// publish publishes runs on the stream through the relay, which records
+// those stored, and returns how many were. Without a publisher, or on
+// failure, runs stay unpublished and the worker's sweeper publishes them.
 func (s *Server) publish(ctx context.Context, runs []store.Run) int {
-	if s.cfg.Publisher == nil || len(runs) == 0 {
+	if s.relay == nil || len(runs) == 0 {
 		return 0
 	}
 	// The request may end; the publish should not.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	items := make([]queue.BatchItem, len(runs))
-	for i, r := range runs {
-		items[i] = queue.BatchItem{DedupID: r.DedupID, Envelope: queue.Envelope{
-			MessageID: r.MessageID, RunNo: r.RunNo, BatchID: r.BatchID, SchemaID: r.SchemaID}}
-	}
-	var ok []store.RunGetParams
 	if len(runs) == 1 {
-		if _, err := s.cfg.Publisher.Publish(ctx, runs[0].DedupID, items[0].Envelope); err != nil {
+		if _, err := s.relay.Publish(ctx, runs[0]); err != nil && !errors.Is(err, relay.ErrNotRecorded) {
 			s.log.Warn("re-run not published; the sweeper will publish it", zap.String("dedup_id", runs[0].DedupID), zap.Error(err))
-		} else {
-			ok = append(ok, store.RunGetParams{MessageID: runs[0].MessageID, RunNo: runs[0].RunNo})
+			return 0
+		} else if err != nil {
+			s.log.Warn("re-run published but not recorded; the sweeper will find it on the stream", zap.String("dedup_id", runs[0].DedupID), zap.Error(err))
 		}
-	} else {
-		for i, res := range s.cfg.Publisher.PublishBatch(ctx, items) {
-			if res.Err != nil {
-				s.log.Warn("re-run not published; the sweeper will publish it", zap.String("dedup_id", runs[i].DedupID), zap.Error(res.Err))
-				continue
-			}
-			ok = append(ok, store.RunGetParams{MessageID: runs[i].MessageID, RunNo: runs[i].RunNo})
-		}
+		return 1
 	}
-	if len(ok) == 0 {
-		return 0
-	}
-	if _, err := s.st.RunMarkPublishedMany(ctx, s.st.Pool, ok); err != nil {
-		// Published but not marked: the sweeper publishes again and the
-		// dedup id keeps the stream from holding it twice.
-		s.log.Warn("marking re-runs published", zap.Error(err))
-	}
-	return len(ok)
+	return s.relay.PublishMany(ctx, runs)
 }
 
 // claimNextAfter claims the next item for the reviewer under f, after

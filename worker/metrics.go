@@ -20,6 +20,7 @@ type Metrics struct {
 	runDuration  prometheus.Histogram     // seconds from delivery to decision
 	inFlight     prometheus.Gauge
 	redeliveries prometheus.Counter     // deliveries of runs that already had an outcome
+	leased       prometheus.Counter     // deliveries of runs another copy of which was being worked on
 	announced    *prometheus.CounterVec // triage announcements, by result (sent, failed)
 	worker       atomic.Pointer[Worker] // whose pauses extractq_worker_paused reports
 }
@@ -49,10 +50,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Runs being handled now by this worker."}),
 		redeliveries: prometheus.NewCounter(prometheus.CounterOpts{Name: "extractq_redeliveries_acked_total",
 			Help: "Deliveries of runs that already had an outcome, acked without an LLM call."}),
+		leased: prometheus.NewCounter(prometheus.CounterOpts{Name: "extractq_lease_held_acked_total",
+			Help: "Deliveries of a run another copy of which was being worked on under a live lease, acked without an LLM call."}),
 		announced: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "extractq_triage_announcements_total",
 			Help: "New triage items announced on NATS, by result (sent, failed)."}, []string{"result"}),
 	}
-	reg.MustRegister(m.runs, m.naks, m.writeRetries, m.calls, m.tokens, m.cost, m.callLatency, m.runDuration, m.inFlight, m.redeliveries, m.announced)
+	reg.MustRegister(m.runs, m.naks, m.writeRetries, m.calls, m.tokens, m.cost, m.callLatency, m.runDuration, m.inFlight, m.redeliveries, m.leased, m.announced)
 	for _, reason := range []string{PauseProvider, PauseDatabase} {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "extractq_worker_paused",
 			Help:        "1 while the worker takes no new work, by reason: provider (its circuit breaker is open or half-open), database (Postgres unreachable).",
@@ -124,5 +127,11 @@ func (m *Metrics) nak(cause string) {
 func (m *Metrics) writeRetry() {
 	if m != nil {
 		m.writeRetries.Inc()
+	}
+}
+
+func (m *Metrics) leaseHeld() {
+	if m != nil {
+		m.leased.Inc()
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/extractq/extractq/config"
 	"github.com/extractq/extractq/queue"
+	"github.com/extractq/extractq/relay"
 	"github.com/extractq/extractq/store"
 )
 
@@ -38,10 +39,14 @@ type ServiceConfig struct {
 	// Ready gates fetching (see queue.ConsumerOptions.Ready). Default
 	// Worker.Ready.
 	Ready func(ctx context.Context) (queue.Admit, error)
-	// Publisher publishes the sweeper's runs and the worker's requeues
-	// (queue.Requeue): without it, a run the provider failed is nak'ed and
-	// spends one of its deliveries.
+	// Publisher publishes, through Relay, the sweeper's and the
+	// reconciler's runs and the worker's requeues (queue.Requeue): without
+	// it, a run the provider failed is nak'ed and spends one of its
+	// deliveries, and nothing is swept or reconciled.
 	Publisher *queue.Publisher
+	// Relay, if set, is the relay of Store and Publisher (with its
+	// metrics); default one without metrics.
+	Relay *relay.Relay
 	// Consumer options: see queue.ConsumerOptions.
 	Concurrency     int
 	InProgressEvery time.Duration
@@ -60,7 +65,14 @@ type ServiceConfig struct {
 	SweepEvery time.Duration
 	// SweepAge is how old an unpublished run must be to be swept. Default 1m.
 	SweepAge time.Duration
-	Logger   *zap.Logger
+	// ReconcileEvery is how often the reconciler looks for queued runs the
+	// stream no longer holds (relay.Reconcile). Default 1m; negative means
+	// never.
+	ReconcileEvery time.Duration
+	// ReconcileGrace is how long a queued run's copy may go unchecked
+	// before the reconciler looks for it. Default 5m.
+	ReconcileGrace time.Duration
+	Logger         *zap.Logger
 }
 
 // RunService consumes run messages until ctx ends, with the health
@@ -120,30 +132,20 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 		}()
 		log.Info("health endpoints listening", zap.String("addr", ln.Addr().String()))
 	}
-	if cfg.SweepEvery == 0 {
-		cfg.SweepEvery = 30 * time.Second
+	if cfg.Relay == nil && cfg.Publisher != nil {
+		r, err := relay.New(relay.Config{Store: cfg.Store, Publisher: cfg.Publisher, Logger: log})
+		if err != nil {
+			return err
+		}
+		cfg.Relay = r
 	}
-	if cfg.SweepAge == 0 {
-		cfg.SweepAge = time.Minute
-	}
-	if cfg.SweepEvery > 0 && cfg.Publisher != nil {
+	if rel := cfg.Relay; rel != nil {
+		o := relay.Options{SweepEvery: cfg.SweepEvery, SweepAge: cfg.SweepAge,
+			ReconcileEvery: cfg.ReconcileEvery, ReconcileGrace: cfg.ReconcileGrace, Recreate: cfg.recreate()}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			t := time.NewTicker(cfg.SweepEvery)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					if n, err := Sweep(ctx, cfg.Store, cfg.Publisher, cfg.SweepAge); err != nil {
-						log.Warn("publish sweep failed", zap.Error(err))
-					} else if n > 0 {
-						log.Info("published runs that had not been published", zap.Int("runs", n))
-					}
-				}
-			}
+			rel.Run(ctx, o)
 		}()
 	}
 
@@ -159,10 +161,15 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 		cfg.Ready = cfg.Worker.Ready
 	}
 	consuming.Store(true)
-	err := queue.Run(ctx, cfg.Consumer, cfg.Worker.Handle, queue.ConsumerOptions{
+	opts := queue.ConsumerOptions{
 		Concurrency: cfg.Concurrency, InProgressEvery: cfg.InProgressEvery, ShutdownGrace: cfg.ShutdownGrace,
-		TermWithReason: cfg.TermWithReason, Ready: cfg.Ready, Publisher: cfg.Publisher, Log: log,
-	})
+		TermWithReason: cfg.TermWithReason, Ready: cfg.Ready, Publisher: cfg.Publisher,
+		OnInProgress: cfg.Worker.extendLease, Log: log,
+	}
+	if cfg.Relay != nil {
+		opts.Requeuer = cfg.Relay
+	}
+	err := queue.Run(ctx, cfg.Consumer, cfg.Worker.Handle, opts)
 	consuming.Store(false)
 	if srv != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -174,23 +181,31 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 	return err
 }
 
-// Sweep publishes runs recorded more than age ago that were never
-// published, and marks them published. It returns how many it published.
-func Sweep(ctx context.Context, st *store.Store, pub *queue.Publisher, age time.Duration) (int, error) {
-	runs, err := st.RunListUnpublished(ctx, st.Pool, store.RunListUnpublishedParams{OlderThan: time.Now().Add(-age), Limit: 1000})
-	if err != nil {
-		return 0, err
+// recreate returns what the reconciler calls when the runs stream is gone
+// (its server lost its store): create the stream again, the worker's
+// consumer with the configuration it had, and the dead-letter stream and
+// consumer. The worker's consumer handles name their consumers, so they
+// work again once these exist. Nil without JS.
+func (cfg ServiceConfig) recreate() func(ctx context.Context) error {
+	if cfg.JS == nil || cfg.Consumer == nil {
+		return nil
 	}
-	n := 0
-	for _, r := range runs {
-		env := queue.Envelope{MessageID: r.MessageID, RunNo: r.RunNo, BatchID: r.BatchID, SchemaID: r.SchemaID}
-		if _, err := pub.Publish(ctx, r.DedupID, env); err != nil {
-			return n, err
-		}
-		if err := st.RunMarkPublished(ctx, st.Pool, store.RunMarkPublishedParams{MessageID: r.MessageID, RunNo: r.RunNo}); err != nil {
-			return n, err
-		}
-		n++
+	info := cfg.Consumer.CachedInfo()
+	if info == nil {
+		return nil
 	}
-	return n, nil
+	return func(ctx context.Context) error {
+		if _, err := queue.EnsureStream(ctx, cfg.JS, cfg.NATS); err != nil {
+			return err
+		}
+		if _, err := cfg.JS.CreateOrUpdateConsumer(ctx, info.Stream, info.Config); err != nil {
+			return fmt.Errorf("recreating consumer %q: %w", info.Name, err)
+		}
+		if cfg.DeadLetter != nil {
+			if _, err := queue.EnsureDeadLetter(ctx, cfg.JS, cfg.NATS); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }

@@ -54,6 +54,11 @@ type Config struct {
 	// Announcer, if set, announces each triage item a failed run's
 	// committed outcome made (queue.TriageEventNew).
 	Announcer *queue.Announcer
+	// LeaseTTL is how long a worker's lease on the run it works on holds
+	// unless extended; it is extended with each in-progress signal (see
+	// RunService). Set it to the consumer's ack wait, at least twice the
+	// in-progress interval. Default 60s.
+	LeaseTTL time.Duration
 	// Breaker, if set, is the provider's circuit breaker (the
 	// provider.Transport under Extractor): while it is not closed the
 	// worker takes no new work (see Ready).
@@ -87,6 +92,8 @@ type Worker struct {
 	// providerPaused: Ready found the breaker not closed and has not yet
 	// seen it closed again.
 	providerPaused atomic.Bool
+	// owner names this worker on the runs it leases (runs.lease_owner).
+	owner string
 
 	// testHook, when set (export_test.go), runs first in Handle and, when
 	// it says so, decides the delivery: a test's way to make a message that
@@ -108,11 +115,14 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.DBTimeout <= 0 {
 		cfg.DBTimeout = 15 * time.Second
 	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = time.Minute
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = zap.NewNop()
 	}
-	w := &Worker{cfg: cfg, log: log.Named("worker")}
+	w := &Worker{cfg: cfg, log: log.Named("worker"), owner: newLeaseOwner()}
 	cfg.Metrics.watch(w)
 	if cfg.CommitBatch > 1 {
 		if cfg.CommitWait <= 0 {
@@ -134,9 +144,11 @@ func (w *Worker) Close() {
 // Handle processes one delivery and says what to do with the message:
 //
 //   - Ack when the run's outcome is committed, or was already (a
-//     redelivery costs no tokens). A finished outcome whose write fails
-//     for a transient reason is held and written again until it is
-//     committed (see commit), the message kept in progress meanwhile.
+//     redelivery costs no tokens), or when another copy of the run is
+//     being worked on under a live lease (see lease). A finished outcome
+//     whose write fails for a transient reason is held and written again
+//     until it is committed (see commit), the message kept in progress
+//     meanwhile.
 //   - Requeue with a growing delay (see retryDelay) when the provider or
 //     the database failed, or the worker is shutting down: none of these is
 //     the message's fault, so none spends a delivery of its MaxDeliver
@@ -185,6 +197,9 @@ func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
 			w.cfg.Metrics.redeliveries.Inc()
 		}
 		return queue.Ack()
+	}
+	if dec, ok := w.lease(ctx, log, d); !ok {
+		return dec
 	}
 
 	entry, ok := w.cfg.Schemas[rw.Run.SchemaID]

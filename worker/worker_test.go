@@ -25,6 +25,7 @@ import (
 	"github.com/extractq/extractq/provider"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/queue/queuetest"
+	"github.com/extractq/extractq/relay"
 	"github.com/extractq/extractq/schemas"
 	"github.com/extractq/extractq/store"
 	"github.com/extractq/extractq/store/storetest"
@@ -39,6 +40,7 @@ type testBundle struct {
 	schema  *pipeline.Schema
 	calls   *atomic.Int64 // chat completion requests the simulator served
 	pub     *queue.Publisher
+	relay   *relay.Relay
 	workCfg config.Worker
 	w       *worker.Worker
 	reg     *prometheus.Registry
@@ -66,6 +68,12 @@ type setupOpts struct {
 	// as through a proxy the test cuts); the test's own reads and ingest
 	// use st.
 	workerSt *store.Store
+	// reconcileEvery and reconcileGrace run the relay's reconciler
+	// (ServiceConfig); default off.
+	reconcileEvery, reconcileGrace time.Duration
+	// ready, when set, is waited on before each fetch, before the
+	// worker's own Ready: a test's way to hold fetching back.
+	ready func(ctx context.Context) error
 }
 
 func setup(t *testing.T, o setupOpts) *testBundle {
@@ -134,11 +142,26 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 		t.Fatal(err)
 	}
 	b.pub = queue.NewPublisher(b.q.JS, b.q.NATS)
+	b.relay, err = relay.New(relay.Config{Store: wst, Publisher: b.pub, Metrics: relay.NewMetrics(b.reg), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ready func(ctx context.Context) (queue.Admit, error)
+	if o.ready != nil {
+		ready = func(ctx context.Context) (queue.Admit, error) {
+			if err := o.ready(ctx); err != nil {
+				return queue.AdmitAll, err
+			}
+			return w.Ready(ctx)
+		}
+	}
 	done := make(chan error, 1)
 	go func() {
 		done <- worker.RunService(ctx, worker.ServiceConfig{
-			Worker: w, Store: wst, Conn: b.q.Conn, Consumer: cons, Publisher: b.pub,
-			Concurrency: b.workCfg.Concurrency, ShutdownGrace: 2 * time.Second, SweepEvery: -1, Logger: log,
+			Worker: w, Store: wst, Conn: b.q.Conn, Consumer: cons, Publisher: b.pub, Relay: b.relay, Ready: ready,
+			JS: b.q.JS, NATS: b.q.NATS,
+			Concurrency: b.workCfg.Concurrency, ShutdownGrace: 2 * time.Second, SweepEvery: -1,
+			ReconcileEvery: cmp.Or(o.reconcileEvery, -1), ReconcileGrace: o.reconcileGrace, Logger: log,
 		})
 	}()
 	b.stop = sync.OnceFunc(func() {
@@ -164,7 +187,7 @@ func (b *testBundle) ingestFile(t *testing.T, path string) ingest.Summary {
 
 func (b *testBundle) ingestReader(t *testing.T, r interface{ Read([]byte) (int, error) }) ingest.Summary {
 	t.Helper()
-	in, err := ingest.New(ingest.Config{Store: b.st, Publisher: b.pub, SchemaID: "customer_message", MaxTextBytes: 32768})
+	in, err := ingest.New(ingest.Config{Store: b.st, Publisher: b.pub, Relay: b.relay, SchemaID: "customer_message", MaxTextBytes: 32768})
 	if err != nil {
 		t.Fatal(err)
 	}

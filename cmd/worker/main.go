@@ -23,6 +23,7 @@ import (
 	"github.com/extractq/extractq/cmd/internal/cmdconfig"
 	"github.com/extractq/extractq/internal/startup"
 	"github.com/extractq/extractq/queue"
+	"github.com/extractq/extractq/relay"
 	"github.com/extractq/extractq/store"
 	"github.com/extractq/extractq/worker"
 )
@@ -106,15 +107,22 @@ func main() {
 	}
 	w, err := worker.New(worker.Config{
 		Store: st, Extractor: extractor, Schemas: schemas, Model: cfg.LLM.Model,
-		DBTimeout: min(cfg.Worker.AckWait/2, 15e9), Metrics: worker.NewMetrics(reg), Logger: log,
+		DBTimeout: min(cfg.Worker.AckWait/2, 15e9), LeaseTTL: cfg.Worker.AckWait, Metrics: worker.NewMetrics(reg), Logger: log,
 		CommitBatch: cfg.Worker.CommitBatch, CommitWait: cfg.Worker.CommitWait,
 		Announcer: queue.NewAnnouncer(nc, cfg.NATS), Breaker: transport,
 	})
 	if err != nil {
 		cmdconfig.FatalUnlessStopped(ctx, log, "building worker", err)
 	}
+	pub := queue.NewPublisher(js, cfg.NATS)
+	rel, err := relay.New(relay.Config{Store: st, Publisher: pub, Metrics: relay.NewMetrics(reg), Logger: log})
+	if err != nil {
+		cmdconfig.FatalUnlessStopped(ctx, log, "building the relay", err)
+	}
 	err = worker.RunService(ctx, worker.ServiceConfig{
-		Worker: w, Store: st, Conn: nc, Consumer: cons, Publisher: queue.NewPublisher(js, cfg.NATS),
+		Worker: w, Store: st, Conn: nc, Consumer: cons, Publisher: pub, Relay: rel,
+		SweepEvery: cfg.Relay.SweepEvery, SweepAge: cfg.Relay.SweepAge,
+		ReconcileEvery: cfg.Relay.ReconcileEvery, ReconcileGrace: cfg.Relay.ReconcileGrace,
 		JS: js, NATS: cfg.NATS, DeadLetter: dead,
 		Concurrency: cfg.Worker.Concurrency, InProgressEvery: cfg.Worker.InProgressEvery, ShutdownGrace: cfg.Worker.ShutdownGrace,
 		TermWithReason: queue.TermReasonSupported(nc), HealthAddr: *healthAddr, Gatherer: reg, Pprof: *pprofOn, Logger: log,

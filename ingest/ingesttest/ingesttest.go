@@ -175,8 +175,17 @@ func (e *Env) AssertStream(t testing.TB, batchID string, msgs map[string]int64) 
 		if env != want {
 			t.Errorf("message %d envelope %+v, want %+v", seq, env, want)
 		}
-		if got := m.Header.Get(nats.MsgIdHdr); got != store.RunDedupID(env.MessageID, 1) {
-			t.Errorf("message %d Nats-Msg-Id %q, want %q", seq, got, store.RunDedupID(env.MessageID, 1))
+		var dedupID string
+		var runSeq uint64
+		if err := e.Store.Pool.QueryRow(ctx, `SELECT dedup_id, coalesce(stream_seq, 0) FROM runs WHERE message_id = $1 AND run_no = 1`,
+			env.MessageID).Scan(&dedupID, &runSeq); err != nil {
+			t.Fatalf("message %d: run of message id %d: %v", seq, env.MessageID, err)
+		}
+		if got := m.Header.Get(nats.MsgIdHdr); got != dedupID {
+			t.Errorf("message %d Nats-Msg-Id %q, want the run's dedup id %q", seq, got, dedupID)
+		}
+		if runSeq != seq {
+			t.Errorf("message %d: the run records stream sequence %d", seq, runSeq)
 		}
 		if seen[env.MessageID] {
 			t.Errorf("message id %d published twice", env.MessageID)

@@ -1,0 +1,284 @@
+package relay_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/extractq/extractq/ingest"
+	"github.com/extractq/extractq/internal/testsignal"
+	"github.com/extractq/extractq/queue"
+	"github.com/extractq/extractq/queue/queuetest"
+	"github.com/extractq/extractq/relay"
+	"github.com/extractq/extractq/store"
+	"github.com/extractq/extractq/store/storetest"
+)
+
+// bundle is a private schema and stream with a relay between them.
+type bundle struct {
+	st    *store.Store
+	q     *queuetest.Bundle
+	pub   *queue.Publisher
+	relay *relay.Relay
+	reg   *prometheus.Registry
+	batch string
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	b := &bundle{st: storetest.NewStore(t), q: queuetest.NewStream(t), reg: prometheus.NewRegistry()}
+	b.pub = queue.NewPublisher(b.q.JS, b.q.NATS)
+	var err error
+	b.relay, err = relay.New(relay.Config{Store: b.st, Publisher: b.pub, Metrics: relay.NewMetrics(b.reg),
+		Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel+1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.batch = ingest.NewBatchID(time.Now())
+	if err := b.st.BatchInsert(t.Context(), b.st.Pool, store.BatchInsertParams{ID: b.batch, SchemaID: "customer_message"}); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// runs records n new messages with their run 1, not published.
+func (b *bundle) runs(t *testing.T, prefix string, n int) []store.Run {
+	t.Helper()
+	var out []store.Run
+	for i := range n {
+		res, err := b.st.MessageIngest(t.Context(), b.st.Pool, store.MessageIngestParams{
+			ExternalID: fmt.Sprintf("%s-%d", prefix, i), Body: "text", ContentHash: []byte(fmt.Sprintf("%s-%d", prefix, i)),
+			BatchID: b.batch, SchemaID: "customer_message"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, res.Run)
+	}
+	return out
+}
+
+// get reads a run again.
+func (b *bundle) get(t *testing.T, r store.Run) store.Run {
+	t.Helper()
+	rw, err := b.st.RunGetWithMessage(t.Context(), b.st.Pool, store.RunGetParams{MessageID: r.MessageID, RunNo: r.RunNo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rw.Run
+}
+
+// at reads the stream's message at seq.
+func (b *bundle) at(t *testing.T, seq int64) queue.StoredRun {
+	t.Helper()
+	sr, err := b.pub.Lookup().RunAt(t.Context(), uint64(seq))
+	if err != nil {
+		t.Fatalf("stream message %d: %v", seq, err)
+	}
+	return sr
+}
+
+func (b *bundle) publishAll(t *testing.T, runs []store.Run) {
+	t.Helper()
+	for _, r := range runs {
+		if _, err := b.relay.Publish(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// reconcile runs one pass with grace (its limit is above every test's
+// run count).
+func (b *bundle) reconcile(t *testing.T, grace time.Duration) relay.Reconciled {
+	t.Helper()
+	rec, err := b.relay.Reconcile(t.Context(), relay.ReconcileParams{Grace: grace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+func (b *bundle) purge(t *testing.T) {
+	t.Helper()
+	s, err := b.q.JS.Stream(t.Context(), b.q.NATS.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Purge(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPublish: a publish records the copy's stream sequence; the stream's
+// duplicate answer to a second publish is the same copy, no anomaly; a
+// dedup id under which the stream holds another message is an anomaly,
+// and the run still goes onto the stream, under a fresh key.
+func TestPublish(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	runs := b.runs(t, "p", 2)
+
+	p, err := b.relay.Publish(t.Context(), runs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := b.get(t, runs[0])
+	if p.Duplicate || p.Anomaly || p.Seq == 0 || got.StreamSeq != int64(p.Seq) || got.PublishedAt == nil {
+		t.Fatalf("first publish %+v, run %+v", p, got)
+	}
+	if sr := b.at(t, got.StreamSeq); sr.MsgID != runs[0].DedupID || sr.Envelope.MessageID != runs[0].MessageID {
+		t.Fatalf("stream message %+v, want run %+v", sr, runs[0])
+	}
+	again, err := b.relay.Publish(t.Context(), runs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Duplicate || again.Anomaly || again.Seq != p.Seq {
+		t.Fatalf("second publish %+v, want a duplicate of %d", again, p.Seq)
+	}
+	if n := counter(t, b.reg, "extractq_relay_duplicates_total", "earlier"); n != 1 {
+		t.Errorf("duplicates{earlier} = %v, want 1", n)
+	}
+
+	// Another message under run 1's dedup id, as a reused id would leave.
+	foreign := queue.Envelope{MessageID: 999999, RunNo: 1, SchemaID: "customer_message"}
+	if _, err := b.pub.Publish(t.Context(), runs[1].DedupID, foreign); err != nil {
+		t.Fatal(err)
+	}
+	an, err := b.relay.Publish(t.Context(), runs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = b.get(t, runs[1])
+	if !an.Anomaly || an.Seq == 0 || got.StreamSeq != int64(an.Seq) || got.RelayGen != 1 {
+		t.Fatalf("publish under a taken id: %+v, run %+v", an, got)
+	}
+	if sr := b.at(t, got.StreamSeq); sr.MsgID != runs[1].DedupID+".r1" || sr.Envelope.MessageID != runs[1].MessageID {
+		t.Fatalf("stream message %+v, want run %+v under a fresh key", sr, runs[1])
+	}
+	if n := counter(t, b.reg, "extractq_relay_duplicates_total", "anomaly"); n != 1 {
+		t.Errorf("duplicates{anomaly} = %v, want 1", n)
+	}
+}
+
+// TestReconcile: the reconciler republishes exactly the queued runs the
+// stream no longer holds: purged ones, and ones whose sequence a recreated
+// stream gave to another message; not those on the stream, not those with
+// an outcome, not those under a live lease (until it ends), and not before
+// the grace period.
+func TestReconcile(t *testing.T) {
+	t.Parallel()
+
+	t.Run("Purged", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		runs := b.runs(t, "purged", 20)
+		b.publishAll(t, runs)
+		if rec := b.reconcile(t, time.Hour); rec.Checked != 0 {
+			t.Fatalf("within the grace period the reconciler looked at %+v", rec)
+		}
+		// Every run on the stream: none republished.
+		if rec := b.reconcile(t, time.Nanosecond); rec.Checked != 20 || rec.OnStream != 20 || rec.Republished != 0 {
+			t.Fatalf("before the purge: %+v", rec)
+		}
+		if _, err := b.st.Pool.Exec(t.Context(), `UPDATE runs SET status = 'succeeded' WHERE message_id = $1`, runs[0].MessageID); err != nil {
+			t.Fatal(err)
+		}
+		b.purge(t)
+		rec := b.reconcile(t, time.Nanosecond)
+		if rec.Republished != 19 || rec.Checked != 19 {
+			t.Fatalf("after the purge: %+v, want the 19 queued runs republished", rec)
+		}
+		if n := b.q.Messages(t); n != 19 {
+			t.Fatalf("stream holds %d messages, want 19", n)
+		}
+		for _, r := range runs[1:] {
+			got := b.get(t, r)
+			if sr := b.at(t, got.StreamSeq); sr.MsgID != r.DedupID+".r1" || sr.Envelope.MessageID != r.MessageID {
+				t.Errorf("run %d: stream message %+v", r.MessageID, sr)
+			}
+		}
+		if rec := b.reconcile(t, time.Nanosecond); rec.Republished != 0 || rec.OnStream != 19 {
+			t.Fatalf("a pass after the republish: %+v, want every run found", rec)
+		}
+		if n := counter(t, b.reg, "extractq_relay_reconciled_total", "republished"); n != 19 {
+			t.Errorf("reconciled{republished} = %v, want 19", n)
+		}
+	})
+
+	t.Run("RecreatedStream", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		runs := b.runs(t, "recreated", 5)
+		b.publishAll(t, runs)
+		if err := b.q.JS.DeleteStream(t.Context(), b.q.NATS.Stream); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := queue.EnsureStream(t.Context(), b.q.JS, b.q.NATS); err != nil {
+			t.Fatal(err)
+		}
+		// Other messages take the sequences the runs had.
+		for i := range 5 {
+			env := queue.Envelope{MessageID: int64(500 + i), RunNo: 1, SchemaID: "customer_message"}
+			if _, err := b.pub.Publish(t.Context(), fmt.Sprintf("other-%d", i), env); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if rec := b.reconcile(t, time.Nanosecond); rec.Republished != 5 {
+			t.Fatalf("after the stream was recreated: %+v, want the 5 runs republished", rec)
+		}
+		if n := b.q.Messages(t); n != 10 {
+			t.Fatalf("stream holds %d messages, want 10", n)
+		}
+	})
+
+	t.Run("Leased", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		runs := b.runs(t, "leased", 1)
+		b.publishAll(t, runs)
+		b.purge(t)
+		ttl := 500 * time.Millisecond
+		l, err := b.st.RunLeaseTake(t.Context(), b.st.Pool, store.RunLeaseParams{MessageID: runs[0].MessageID, RunNo: 1,
+			Owner: "gone", StreamSeq: uint64(b.get(t, runs[0]).StreamSeq), TTL: ttl})
+		if err != nil || l.State != store.LeaseTaken {
+			t.Fatalf("lease %+v, %v", l, err)
+		}
+		start := time.Now()
+		if rec := b.reconcile(t, time.Nanosecond); rec.Checked != 0 {
+			t.Fatalf("under a live lease: %+v", rec)
+		}
+		testsignal.Eventually(t, 10*time.Second, "the run republished once its lease ended", func() bool {
+			return b.reconcile(t, time.Nanosecond).Republished == 1
+		})
+		if time.Since(start) < ttl/2 {
+			t.Errorf("republished %s after the lease was taken, before it ended", time.Since(start))
+		}
+	})
+}
+
+// counter returns the counter name's series with the one label value.
+func counter(t *testing.T, reg *prometheus.Registry, name, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no series %s{%s}", name, value)
+	return 0
+}
