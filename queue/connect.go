@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -28,7 +29,14 @@ const ConnectTimeout = 30 * time.Second
 // that the account has JetStream, so a server without it fails here rather
 // than at the first publish. The caller closes the connection (Drain or
 // Close).
-func Connect(ctx context.Context, url, name string, log *zap.Logger) (*nats.Conn, jetstream.JetStream, error) {
+//
+// extra are added after Connect's own options: the credentials and TLS
+// material of SecurityOptions. A server refusing them (an authorization
+// violation, an expired or revoked user, a certificate it or this client
+// does not trust, a TLS requirement one side lacks) is not retried: the
+// error says what was refused and which setting to check. When ctx ends
+// first, the error holds the last attempt's error too.
+func Connect(ctx context.Context, url, name string, log *zap.Logger, extra ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -60,22 +68,33 @@ func Connect(ctx context.Context, url, name string, log *zap.Logger) (*nats.Conn
 			log.Error("nats asynchronous error", zap.String("subject", subject), zap.Error(err))
 		}),
 	}
+	opts = append(opts, extra...)
 
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 250 * time.Millisecond
 	bo.MaxInterval = 5 * time.Second
 	attempt := 0
 	start := time.Now()
+	var last error
 	nc, err := backoff.Retry(ctx, func() (*nats.Conn, error) {
 		attempt++
 		nc, err := nats.Connect(url, opts...)
 		if err != nil {
 			log.Warn("nats connect failed", zap.String("server", redactURLs(url)), zap.Int("attempt", attempt), zap.Error(err))
+			last = err
+			if refused := refusal(err); refused != nil {
+				return nil, backoff.Permanent(refused)
+			}
 			return nil, err
 		}
 		return nc, nil
 	}, backoff.WithBackOff(bo), backoff.WithMaxElapsedTime(ConnectTimeout))
 	if err != nil {
+		if last != nil && !errors.Is(err, last) {
+			// ctx ended during a wait: its error alone would not say why
+			// the attempts failed.
+			err = fmt.Errorf("%w (last attempt: %w)", err, last)
+		}
 		return nil, nil, fmt.Errorf("queue.Connect: %s: %d attempts over %v: %w", redactURLs(url), attempt, time.Since(start).Round(time.Second), err)
 	}
 	log.Info("nats connected",

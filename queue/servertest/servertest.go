@@ -1,0 +1,291 @@
+// Package servertest starts private NATS servers for tests (the
+// nats-server module, in the test's process, on loopback ports and store
+// directories under t.TempDir()), with the material a secured production
+// server asks for: a CA and certificates made with crypto/x509, and an
+// operator, accounts and users made with the nats-io jwt and nkeys
+// modules. It also starts JetStream clusters of several servers. Nothing
+// here touches the machine's shared NATS.
+package servertest
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
+)
+
+// Start starts a server from conf, the text of a nats-server configuration
+// file (written to a temporary directory, so relative paths in it are
+// relative to that directory), listening on a free loopback port, with
+// JetStream on and its store under t.TempDir(). It is shut down in t.Cleanup.
+func Start(t testing.TB, conf string) *server.Server {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "nats-server.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatalf("servertest: %s: %v\n%s", path, err, conf)
+	}
+	opts.Host, opts.Port = "127.0.0.1", server.RANDOM_PORT
+	opts.JetStream, opts.StoreDir = true, filepath.Join(dir, "store")
+	opts.NoSigs, opts.NoLog = true, true
+	return run(t, opts)
+}
+
+func run(t testing.TB, opts *server.Options) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatalf("servertest: %v", err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		t.Fatal("servertest: server not ready after 10s")
+	}
+	t.Cleanup(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	})
+	return s
+}
+
+// URL is s's client URL with the scheme given ("nats" or "tls").
+func URL(s *server.Server, scheme string) string {
+	return scheme + "://" + s.Addr().String()
+}
+
+// PKI is a CA and two certificates it signed, as PEM files in Dir: one for
+// a server on 127.0.0.1 and localhost, one for a client.
+type PKI struct {
+	Dir                   string
+	CAFile                string
+	ServerCert, ServerKey string
+	ClientCert, ClientKey string
+}
+
+// NewPKI makes a CA named name and its certificates, valid for an hour.
+func NewPKI(t testing.TB, name string) *PKI {
+	t.Helper()
+	dir := t.TempDir()
+	p := &PKI{Dir: dir, CAFile: filepath.Join(dir, "ca.pem"),
+		ServerCert: filepath.Join(dir, "server.pem"), ServerKey: filepath.Join(dir, "server-key.pem"),
+		ClientCert: filepath.Join(dir, "client.pem"), ClientKey: filepath.Join(dir, "client-key.pem")}
+	caKey := newKey(t)
+	ca := &x509.Certificate{
+		SerialNumber: serial(t), Subject: pkix.Name{CommonName: name + " CA"},
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePEM(t, p.CAFile, "CERTIFICATE", caDER)
+	ca, _ = x509.ParseCertificate(caDER)
+	p.issue(t, ca, caKey, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "nats-server"},
+		DNSNames:    []string{"localhost"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}, p.ServerCert, p.ServerKey)
+	p.issue(t, ca, caKey, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "extractq"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, p.ClientCert, p.ClientKey)
+	return p
+}
+
+func (p *PKI) issue(t testing.TB, ca *x509.Certificate, caKey *ecdsa.PrivateKey, tmpl *x509.Certificate, certFile, keyFile string) {
+	t.Helper()
+	key := newKey(t)
+	tmpl.SerialNumber = serial(t)
+	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Minute), time.Now().Add(time.Hour)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePEM(t, certFile, "CERTIFICATE", der)
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePEM(t, keyFile, "PRIVATE KEY", kder)
+}
+
+// TLSBlock is the nats-server configuration block of a server using p's
+// certificate; verify makes it require a client certificate signed by
+// p's CA.
+func (p *PKI) TLSBlock(verify bool) string {
+	return fmt.Sprintf("tls {\n  cert_file: %q\n  key_file: %q\n  ca_file: %q\n  verify: %v\n  timeout: 2\n}\n",
+		p.ServerCert, p.ServerKey, p.CAFile, verify)
+}
+
+func newKey(t testing.TB) *ecdsa.PrivateKey {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func serial(t testing.TB) *big.Int {
+	t.Helper()
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func writePEM(t testing.TB, path, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Operator is a NATS operator (JWT mode) and the accounts it signed, for
+// a server with a MEMORY resolver preloaded with every account.
+type Operator struct {
+	dir      string
+	jwt      string
+	kp       nkeys.KeyPair
+	accounts map[string]account
+}
+
+type account struct {
+	kp  nkeys.KeyPair
+	pub string
+	jwt string
+}
+
+// NewOperator makes an operator with its system account, SYS.
+func NewOperator(t testing.TB) *Operator {
+	t.Helper()
+	okp, err := nkeys.CreateOperator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opub, _ := okp.PublicKey()
+	oc := jwt.NewOperatorClaims(opub)
+	oc.Name = "extractq-test"
+	o := &Operator{dir: t.TempDir(), kp: okp, accounts: map[string]account{}}
+	// JetStream in operator mode needs a system account.
+	o.Account(t, "SYS", false)
+	oc.SystemAccount = o.accounts["SYS"].pub
+	if o.jwt, err = oc.Encode(okp); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// Account makes an account named name signed by o, with JetStream
+// (unlimited) when jetStream is true.
+func (o *Operator) Account(t testing.TB, name string, jetStream bool) {
+	t.Helper()
+	akp, err := nkeys.CreateAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	apub, _ := akp.PublicKey()
+	ac := jwt.NewAccountClaims(apub)
+	ac.Name = name
+	if jetStream {
+		ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1}
+	}
+	ajwt, err := ac.Encode(o.kp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.accounts[name] = account{kp: akp, pub: apub, jwt: ajwt}
+}
+
+// ConfigBlock is the nats-server configuration of o: the operator JWT,
+// a MEMORY resolver and every account preloaded.
+func (o *Operator) ConfigBlock(t testing.TB) string {
+	t.Helper()
+	path := filepath.Join(o.dir, "operator.jwt")
+	if err := os.WriteFile(path, []byte(o.jwt), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "operator: %q\nsystem_account: %s\nresolver: MEMORY\nresolver_preload: {\n", path, o.accounts["SYS"].pub)
+	for _, a := range o.accounts {
+		fmt.Fprintf(&b, "  %s: %q\n", a.pub, a.jwt)
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+// UserCreds makes a user of the account named and writes its credentials
+// file (the user JWT and seed, as nsc writes it); it returns its path.
+func (o *Operator) UserCreds(t testing.TB, accountName string) string {
+	t.Helper()
+	a, ok := o.accounts[accountName]
+	if !ok {
+		t.Fatalf("servertest: no account %q", accountName)
+	}
+	ukp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	upub, _ := ukp.PublicKey()
+	uc := jwt.NewUserClaims(upub)
+	uc.Name = "extractq"
+	ujwt, err := uc.Encode(a.kp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := ukp.Seed()
+	creds, err := jwt.FormatUserConfig(ujwt, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.CreateTemp(o.dir, accountName+"-*.creds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(creds); err != nil {
+		t.Fatal(err)
+	}
+	return f.Name()
+}
+
+// NKeyUser makes a user NKey and writes its seed to a file; it returns
+// the public key (for the server's authorization block) and the file.
+func NKeyUser(t testing.TB) (pub, seedFile string) {
+	t.Helper()
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ = kp.PublicKey()
+	seed, _ := kp.Seed()
+	seedFile = filepath.Join(t.TempDir(), "user.nk")
+	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return pub, seedFile
+}
