@@ -26,6 +26,8 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
+
+	"github.com/extractq/extractq/internal/testsignal"
 )
 
 // Start starts a server from conf, the text of a nats-server configuration
@@ -288,4 +290,59 @@ func NKeyUser(t testing.TB) (pub, seedFile string) {
 		t.Fatal(err)
 	}
 	return pub, seedFile
+}
+
+// StartCluster starts a JetStream cluster of size servers in this
+// process, routed to each other on loopback ports, each with its own store
+// under t.TempDir(). It returns once every server accepts clients and the
+// JetStream meta group has a leader that sees every peer; they are shut
+// down in t.Cleanup.
+func StartCluster(t testing.TB, size int) []*server.Server {
+	t.Helper()
+	ports := make([]int, size)
+	routes := make([]string, size)
+	for i := range ports {
+		ports[i] = freePort(t)
+		routes[i] = fmt.Sprintf("nats-route://127.0.0.1:%d", ports[i])
+	}
+	servers := make([]*server.Server, size)
+	for i := range servers {
+		servers[i] = run(t, &server.Options{
+			ServerName: fmt.Sprintf("n%d", i+1),
+			Host:       "127.0.0.1", Port: server.RANDOM_PORT,
+			JetStream: true, StoreDir: filepath.Join(t.TempDir(), "store"),
+			Cluster: server.ClusterOpts{Name: "extractq-test", Host: "127.0.0.1", Port: ports[i]},
+			Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
+			NoSigs:  true, NoLog: true,
+		})
+	}
+	testsignal.Eventually(t, 60*time.Second, fmt.Sprintf("a JetStream meta leader seeing all %d servers", size), func() bool {
+		for _, s := range servers {
+			if s.JetStreamIsLeader() {
+				return len(s.JetStreamClusterPeers()) == size
+			}
+		}
+		return false
+	})
+	return servers
+}
+
+// ClusterURLs is the comma-separated client URLs of servers, as NATS_URL
+// lists them.
+func ClusterURLs(servers []*server.Server) string {
+	urls := make([]string, len(servers))
+	for i, s := range servers {
+		urls[i] = URL(s, "nats")
+	}
+	return strings.Join(urls, ",")
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }
