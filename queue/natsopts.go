@@ -263,6 +263,13 @@ func refusal(err error) error {
 			"(NATS_CERT, NATS_KEY) to one (a certificate the server's CA did not sign is not sent)"
 	case strings.Contains(msg, "remote error: tls: bad certificate"), strings.Contains(msg, "remote error: tls: unknown certificate"):
 		hint = "the server refused this client's certificate (nats.tls.cert_file): it is not signed by a CA the server trusts, or not for a client"
+	case errors.Is(err, nats.ErrTLS) && strings.Contains(msg, "closed by remote after tls handshake"):
+		// Under TLS 1.3 the server checks the client's certificate after
+		// the handshake; depending on timing the client then reads the
+		// alert above or finds the connection closed (nats.go's
+		// tlsHandshakeEOF says as much).
+		hint = "the server closed the connection after the TLS handshake, as it does when it gets no client certificate or one it does not trust: " +
+			"set nats.tls.cert_file and nats.tls.key_file (NATS_CERT, NATS_KEY) to a certificate signed by a CA the server trusts"
 	case strings.Contains(msg, "remote error: tls:"):
 		hint = "the server ended the TLS handshake"
 	case errors.Is(err, nats.ErrSecureConnWanted):

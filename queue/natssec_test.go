@@ -66,9 +66,9 @@ func TestTLSClientCertificate(t *testing.T) {
 		{"systemRoots", config.NATS{TLS: config.NATSTLS{CertFile: pki.ClientCert, KeyFile: pki.ClientKey}},
 			"nats.tls.ca_file|unknown authority"},
 		{"noClientCert", config.NATS{TLS: config.NATSTLS{CAFile: pki.CAFile}},
-			"requires a client certificate|nats.tls.cert_file|certificate required"},
+			"client certificate|nats.tls.cert_file"},
 		{"clientCertOfAnotherCA", config.NATS{TLS: config.NATSTLS{CAFile: pki.CAFile, CertFile: other.ClientCert, KeyFile: other.ClientKey}},
-			"requires a client certificate signed by a CA it trusts"},
+			"nats.tls.cert_file|signed by a CA"},
 	})
 	// nats:// with the files set still speaks TLS: the files turn it on.
 	runSecCases(t, servertest.URL(srv, "nats"), []secCase{{"natsScheme", config.NATS{TLS: right}, ""}})

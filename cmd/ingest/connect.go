@@ -34,7 +34,7 @@ func connect(ctx context.Context, env startup.Env, name string, cfg *config.Conf
 		}
 		return nil, err
 	}
-	nc, js, err := cmdconfig.ConnectNATS(ctx, env, name, log, 0)
+	nc, js, err := cmdconfig.ConnectNATS(ctx, env, cfg.NATS, name, log, 0)
 	if err != nil {
 		st.Close()
 		return nil, err
