@@ -17,7 +17,8 @@ import (
 
 // TestStreamReplicasOnCluster: on a private 3-server JetStream cluster,
 // connected through the whole server list, EnsureStream makes the stream
-// with nats.replicas copies and a leader, and raises an existing
+// with nats.replicas copies and a leader (EnsureDeadLetter its dead-letter
+// stream too), and raises an existing
 // one-copy stream to 3 in place, keeping its messages.
 func TestStreamReplicasOnCluster(t *testing.T) {
 	t.Parallel()
@@ -39,6 +40,10 @@ func TestStreamReplicasOnCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReplicas(t, js, n.Stream, 3)
+	if _, err := queue.EnsureDeadLetter(ctx, js, n); err != nil {
+		t.Fatal(err)
+	}
+	waitReplicas(t, js, queue.DeadLetterStreamName(n), 3)
 
 	// A stream made with one copy, then configured with 3.
 	n = streamNames(config.NATS{}, "r1")
