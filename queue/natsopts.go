@@ -279,5 +279,22 @@ func refusal(err error) error {
 	default:
 		return nil
 	}
-	return fmt.Errorf("%s: %w", hint, err)
+	return &refusedError{hint: hint, err: err}
+}
+
+// refusedError is a connection refused for its credentials or TLS.
+type refusedError struct {
+	hint string
+	err  error
+}
+
+func (e *refusedError) Error() string { return e.hint + ": " + e.err.Error() }
+func (e *refusedError) Unwrap() error { return e.err }
+
+// IsRefused reports whether err (from Connect) is the server or this
+// client refusing the connection's credentials or TLS, which Connect did
+// not retry and a caller waiting for NATS should not retry either.
+func IsRefused(err error) bool {
+	_, ok := errors.AsType[*refusedError](err)
+	return ok
 }

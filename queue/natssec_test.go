@@ -46,6 +46,12 @@ func runSecCases(t *testing.T, url string, cases []secCase) {
 				if strings.Contains(err.Error(), "deadline exceeded") {
 					t.Errorf("error %q waited out its deadline: a refusal must not be retried", err)
 				}
+				// A failed dial ("N attempts over") is here a refusal, and
+				// IsRefused says so; a bad file (caught before dialling)
+				// or JetStream missing (after) is not one.
+				if dial := strings.Contains(err.Error(), "attempts over"); dial != queue.IsRefused(err) {
+					t.Errorf("IsRefused(%q) = %v, want %v", err, !dial, dial)
+				}
 			}
 		})
 	}
