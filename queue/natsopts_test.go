@@ -37,6 +37,7 @@ func TestSecurityOptionsFileErrors(t *testing.T) {
 		{"keyOfAnotherCert", config.NATS{TLS: config.NATSTLS{CertFile: pki.ClientCert, KeyFile: other.ClientKey}},
 			"nats.tls.key_file " + other.ClientKey + ": the key does not match the certificate in nats.tls.cert_file " + pki.ClientCert},
 		{"keyMissing", config.NATS{TLS: config.NATSTLS{CertFile: pki.ClientCert, KeyFile: missing}}, "nats.tls.key_file " + missing + ": no such file"},
+		{"certExpired", config.NATS{TLS: config.NATSTLS{CertFile: pki.ExpiredCert, KeyFile: pki.ExpiredKey}}, "nats.tls.cert_file " + pki.ExpiredCert + ": the certificate expired at "},
 		{"certWithoutKey", config.NATS{TLS: config.NATSTLS{CertFile: pki.ClientCert}}, "cert_file and key_file go together"},
 		{"credsEmpty", config.NATS{CredentialsFile: empty}, "nats.credentials_file " + empty + ": the file is empty"},
 		{"credsNotCreds", config.NATS{CredentialsFile: seed}, "nats.credentials_file " + seed + ": no user JWT"},

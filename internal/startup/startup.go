@@ -39,7 +39,7 @@ type Env struct {
 	Config      string // CONFIG, the configuration file path; empty means the embedded defaults
 
 	// NATS security files, overriding the configuration's nats section when
-	// set (LoadConfig). The names are those the nats CLI reads.
+	// set (LoadConfig).
 	NATSCreds string // NATS_CREDS: nats.credentials_file
 	NATSNKey  string // NATS_NKEY: nats.nkey_seed_file
 	NATSCA    string // NATS_CA: nats.tls.ca_file

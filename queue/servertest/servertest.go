@@ -74,13 +74,15 @@ func URL(s *server.Server, scheme string) string {
 	return scheme + "://" + s.Addr().String()
 }
 
-// PKI is a CA and two certificates it signed, as PEM files in Dir: one for
-// a server on 127.0.0.1 and localhost, one for a client.
+// PKI is a CA and the certificates it signed, as PEM files in Dir: one
+// for a server on 127.0.0.1 and localhost, one for a client, and a client
+// certificate that expired an hour ago.
 type PKI struct {
-	Dir                   string
-	CAFile                string
-	ServerCert, ServerKey string
-	ClientCert, ClientKey string
+	Dir                     string
+	CAFile                  string
+	ServerCert, ServerKey   string
+	ClientCert, ClientKey   string
+	ExpiredCert, ExpiredKey string
 }
 
 // NewPKI makes a CA named name and its certificates, valid for an hour.
@@ -89,7 +91,8 @@ func NewPKI(t testing.TB, name string) *PKI {
 	dir := t.TempDir()
 	p := &PKI{Dir: dir, CAFile: filepath.Join(dir, "ca.pem"),
 		ServerCert: filepath.Join(dir, "server.pem"), ServerKey: filepath.Join(dir, "server-key.pem"),
-		ClientCert: filepath.Join(dir, "client.pem"), ClientKey: filepath.Join(dir, "client-key.pem")}
+		ClientCert: filepath.Join(dir, "client.pem"), ClientKey: filepath.Join(dir, "client-key.pem"),
+		ExpiredCert: filepath.Join(dir, "expired.pem"), ExpiredKey: filepath.Join(dir, "expired-key.pem")}
 	caKey := newKey(t)
 	ca := &x509.Certificate{
 		SerialNumber: serial(t), Subject: pkix.Name{CommonName: name + " CA"},
@@ -113,6 +116,11 @@ func NewPKI(t testing.TB, name string) *PKI {
 		Subject:     pkix.Name{CommonName: "extractq"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}, p.ClientCert, p.ClientKey)
+	p.issue(t, ca, caKey, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "extractq-expired"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		NotAfter:    time.Now().Add(-time.Hour),
+	}, p.ExpiredCert, p.ExpiredKey)
 	return p
 }
 
@@ -120,7 +128,10 @@ func (p *PKI) issue(t testing.TB, ca *x509.Certificate, caKey *ecdsa.PrivateKey,
 	t.Helper()
 	key := newKey(t)
 	tmpl.SerialNumber = serial(t)
-	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Minute), time.Now().Add(time.Hour)
+	tmpl.NotBefore = time.Now().Add(-2 * time.Hour)
+	if tmpl.NotAfter.IsZero() {
+		tmpl.NotAfter = time.Now().Add(time.Hour)
+	}
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
