@@ -262,7 +262,9 @@ func refusal(err error) error {
 		hint = "the server requires a client certificate signed by a CA it trusts: set nats.tls.cert_file and nats.tls.key_file " +
 			"(NATS_CERT, NATS_KEY) to one (a certificate the server's CA did not sign is not sent)"
 	case strings.Contains(msg, "remote error: tls: bad certificate"), strings.Contains(msg, "remote error: tls: unknown certificate"):
-		hint = "the server refused this client's certificate (nats.tls.cert_file): it is not signed by a CA the server trusts, or not for a client"
+		// nats-server 2.9 answers a missing certificate so too.
+		hint = "the server refused this client's certificate, or that it sent none: set nats.tls.cert_file and nats.tls.key_file " +
+			"(NATS_CERT, NATS_KEY) to a client certificate signed by a CA the server trusts"
 	case errors.Is(err, nats.ErrTLS) && strings.Contains(msg, "closed by remote after tls handshake"):
 		// Under TLS 1.3 the server checks the client's certificate after
 		// the handshake; depending on timing the client then reads the

@@ -201,3 +201,24 @@ func publishOne(t *testing.T, js jetstream.JetStream, n config.NATS) error {
 	}
 	return nil
 }
+
+// TestSecuredNATSServer29 runs the nats-server binary of the machine
+// (Debian's 2.9, the oldest the product supports) with TLS verify and
+// operator mode together: the right files connect and publish; a missing
+// client certificate or user is refused with an error naming the setting.
+func TestSecuredNATSServer29(t *testing.T) {
+	t.Parallel()
+	pki := servertest.NewPKI(t, "right")
+	op := servertest.NewOperator(t)
+	op.Account(t, "APP", true)
+	addr := servertest.StartBinary(t, pki.TLSBlock(true)+op.ConfigBlock(t))
+	creds := op.UserCreds(t, "APP")
+	right := config.NATSTLS{CAFile: pki.CAFile, CertFile: pki.ClientCert, KeyFile: pki.ClientKey}
+	runSecCases(t, "tls://"+addr, []secCase{
+		{"right", config.NATS{TLS: right, CredentialsFile: creds}, ""},
+		{"noClientCert", config.NATS{TLS: config.NATSTLS{CAFile: pki.CAFile}, CredentialsFile: creds}, "client certificate|nats.tls.cert_file"},
+		{"noCredentials", config.NATS{TLS: right}, "nats.credentials_file|authorization violation"},
+		{"wrongCA", config.NATS{TLS: config.NATSTLS{CAFile: servertest.NewPKI(t, "other").CAFile, CertFile: pki.ClientCert, KeyFile: pki.ClientKey},
+			CredentialsFile: creds}, "nats.tls.ca_file|unknown authority"},
+	})
+}

@@ -29,7 +29,7 @@ const maxBackOff = 15 * time.Minute
 //
 // An existing stream with another replica count is updated to
 // cfg.Replicas: a JetStream cluster adds or removes copies in place,
-// keeping the messages (nats-server 2.9 and later). Replicas above 1 on a
+// keeping the messages (tested with the nats-server module of go.mod). Replicas above 1 on a
 // server that is not in a cluster, or above the cluster's size, is an
 // error naming nats.replicas and what the server said.
 //

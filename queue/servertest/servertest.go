@@ -1,6 +1,7 @@
 // Package servertest starts private NATS servers for tests (the
-// nats-server module, in the test's process, on loopback ports and store
-// directories under t.TempDir()), with the material a secured production
+// nats-server module in the test's process, or the machine's nats-server
+// binary as a process; on loopback ports and store directories under
+// t.TempDir()), with the material a secured production
 // server asks for: a CA and certificates made with crypto/x509, and an
 // operator, accounts and users made with the nats-io jwt and nkeys
 // modules. It also starts JetStream clusters of several servers. Nothing
@@ -18,8 +19,10 @@ import (
 	"math/big"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -67,6 +70,72 @@ func run(t testing.TB, opts *server.Options) *server.Server {
 		s.WaitForShutdown()
 	})
 	return s
+}
+
+// Binary is the nats-server program StartBinary runs: NATS_SERVER_BIN,
+// else Debian's /usr/sbin/nats-server (2.9 on Debian 12); "" when neither
+// exists.
+func Binary() string {
+	for _, p := range []string{os.Getenv("NATS_SERVER_BIN"), "/usr/sbin/nats-server"} {
+		if p != "" {
+			if _, err := os.Stat(p); err == nil {
+				return p
+			}
+		}
+	}
+	return ""
+}
+
+// StartBinary runs Binary() as a process on conf (nats-server
+// configuration text), listening on a free loopback port with JetStream's
+// store under t.TempDir(), and returns its address (host:port). It skips
+// the test when there is no binary. The process is killed in t.Cleanup
+// (and by the kernel if the test process dies).
+func StartBinary(t testing.TB, conf string) string {
+	t.Helper()
+	bin := Binary()
+	if bin == "" {
+		t.Skip("no nats-server binary (NATS_SERVER_BIN, /usr/sbin/nats-server)")
+	}
+	dir := t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	conf = fmt.Sprintf("listen: %q\njetstream {\n  store_dir: %q\n}\n", addr, filepath.Join(dir, "store")) + conf
+	path := filepath.Join(dir, "nats-server.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "nats-server.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-c", path)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("servertest: %s: %v", bin, err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); logf.Close(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+	testsignal.Eventually(t, 20*time.Second, bin+" listening on "+addr+" (log "+logPath+")", func() bool {
+		select {
+		case <-exited:
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("servertest: %s exited:\n%s", bin, b)
+		default:
+		}
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return false
+		}
+		c.Close()
+		return true
+	})
+	return addr
 }
 
 // URL is s's client URL with the scheme given ("nats" or "tls").
