@@ -93,13 +93,39 @@ func Binary() string {
 // (and by the kernel if the test process dies).
 func StartBinary(t testing.TB, conf string) string {
 	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	return startBinary(t, addr, fmt.Sprintf("listen: %q\n", addr)+conf)
+}
+
+// StartBinaryCluster runs size processes of Binary() as one JetStream
+// cluster, routed to each other on loopback ports, and returns their
+// client addresses. It skips the test when there is no binary. The
+// cluster may still be electing its JetStream leader when it returns.
+func StartBinaryCluster(t testing.TB, size int) []string {
+	t.Helper()
+	routes := make([]string, size)
+	clusterPorts := make([]int, size)
+	for i := range routes {
+		clusterPorts[i] = freePort(t)
+		routes[i] = fmt.Sprintf("%q", fmt.Sprintf("nats-route://127.0.0.1:%d", clusterPorts[i]))
+	}
+	addrs := make([]string, size)
+	for i := range addrs {
+		addrs[i] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		startBinary(t, addrs[i], fmt.Sprintf("server_name: n%d\nlisten: %q\ncluster {\n  name: extractq-test\n  listen: \"127.0.0.1:%d\"\n  routes: [%s]\n}\n",
+			i+1, addrs[i], clusterPorts[i], strings.Join(routes, ", ")))
+	}
+	return addrs
+}
+
+func startBinary(t testing.TB, addr, conf string) string {
+	t.Helper()
 	bin := Binary()
 	if bin == "" {
 		t.Skip("no nats-server binary (NATS_SERVER_BIN, /usr/sbin/nats-server)")
 	}
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	conf = fmt.Sprintf("listen: %q\njetstream {\n  store_dir: %q\n}\n", addr, filepath.Join(dir, "store")) + conf
+	conf += fmt.Sprintf("jetstream {\n  store_dir: %q\n}\n", filepath.Join(dir, "store"))
 	path := filepath.Join(dir, "nats-server.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
