@@ -222,3 +222,24 @@ func TestSecuredNATSServer29(t *testing.T) {
 			CredentialsFile: creds}, "nats.tls.ca_file|unknown authority"},
 	})
 }
+
+// TestConnectKeepsTheLastError: when ctx ends while Connect waits to try
+// again, the error still says why the attempts failed, not only that the
+// deadline passed.
+func TestConnectKeepsTheLastError(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, "")
+	url := servertest.URL(srv, "nats")
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	_, _, err := queue.Connect(ctx, url, "natssec-test", zap.NewNop())
+	if err == nil || !strings.Contains(err.Error(), "context deadline exceeded (last attempt: ") ||
+		!strings.Contains(err.Error(), "no servers available") {
+		t.Fatalf("Connect to a server gone, for 1s: %v; want the deadline and the last attempt's error", err)
+	}
+	if queue.IsRefused(err) {
+		t.Errorf("IsRefused(%v) = true for a server that is away", err)
+	}
+}
