@@ -187,6 +187,35 @@ type NATS struct {
 	// each line waits this long before the ingest stops, saying what NATS
 	// answered. Default 2m, as ingest waits for Postgres.
 	RetryTime time.Duration `yaml:"retry_time"`
+	// Replicas is how many servers of a JetStream cluster keep a copy of
+	// the stream: 1 for one server, 3 (or 5) for a cluster, at most 5
+	// (JetStream's limit). An existing stream is updated to it, which a
+	// cluster does in place. Default 1.
+	Replicas int `yaml:"replicas"`
+	// CredentialsFile is a NATS credentials file (.creds: a user JWT and
+	// its NKey seed, as nsc writes it), for a server in operator (JWT)
+	// mode. NATS_CREDS overrides it. Default none.
+	CredentialsFile string `yaml:"credentials_file"`
+	// NKeySeedFile is a file holding a user NKey seed ("SU..."), for a
+	// server whose users are NKeys. Not with CredentialsFile. NATS_NKEY
+	// overrides it. Default none.
+	NKeySeedFile string `yaml:"nkey_seed_file"`
+	// TLS names the CA and the client certificate of TLS connections.
+	TLS NATSTLS `yaml:"tls"`
+}
+
+// NATSTLS is the TLS material of the NATS connection. Setting any file
+// turns TLS on, as a tls:// URL does. Relative paths are relative to the
+// working directory.
+type NATSTLS struct {
+	// CAFile is a PEM file of the CA certificates that sign the server's
+	// certificate, instead of the system's roots. NATS_CA overrides it.
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are the client's PEM certificate and private
+	// key, for a server that verifies clients (verify: true). Both or
+	// neither. NATS_CERT and NATS_KEY override them.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
 }
 
 // RunsSubject returns the subject runs of schemaID are published on.
@@ -416,6 +445,7 @@ func (c Config) WithDefaults() Config {
 	c.Relay.SweepAge = cmp.Or(c.Relay.SweepAge, time.Minute)
 	c.Relay.ReconcileEvery = cmp.Or(c.Relay.ReconcileEvery, time.Minute)
 	c.Relay.ReconcileGrace = cmp.Or(c.Relay.ReconcileGrace, 5*time.Minute)
+	c.NATS.Replicas = cmp.Or(c.NATS.Replicas, 1)
 	c.Ingest.MaxTextBytes = cmp.Or(c.Ingest.MaxTextBytes, 32768)
 	c.Ingest.MaxErrors = cmp.Or(c.Ingest.MaxErrors, 1000)
 	c.NATS.RetryTime = cmp.Or(c.NATS.RetryTime, 2*time.Minute)
@@ -491,6 +521,15 @@ func (c Config) Validate() error {
 	if c.NATS.MaxMsgs < 0 || c.NATS.MaxBytes < 0 {
 		return errors.New("nats: max_msgs and max_bytes must not be negative")
 	}
+	if c.NATS.Replicas < 1 || c.NATS.Replicas > 5 {
+		return fmt.Errorf("nats.replicas: %d is not between 1 and 5", c.NATS.Replicas)
+	}
+	if c.NATS.CredentialsFile != "" && c.NATS.NKeySeedFile != "" {
+		return errors.New("nats: credentials_file and nkey_seed_file are both set: a user is a JWT (credentials file) or an NKey, not both")
+	}
+	if (c.NATS.TLS.CertFile == "") != (c.NATS.TLS.KeyFile == "") {
+		return errors.New("nats.tls: cert_file and key_file go together: set both or neither")
+	}
 	if c.Worker.Concurrency < 1 {
 		return fmt.Errorf("worker.concurrency: %d is below 1", c.Worker.Concurrency)
 	}
@@ -547,7 +586,7 @@ func yamlError(err error) error {
 	msg := unknownField.ReplaceAllStringFunc(err.Error(), func(m string) string {
 		sm := unknownField.FindStringSubmatch(m)
 		section := map[string]string{"Config": "the file", "LLM": "llm", "Provider": "provider", "Schema": "schemas",
-			"Budget": "budget", "Prices": "prices", "Price": "prices.models", "Worker": "worker", "NATS": "nats",
+			"Budget": "budget", "Prices": "prices", "Price": "prices.models", "Worker": "worker", "NATS": "nats", "NATSTLS": "nats.tls",
 			"Ingest": "ingest", "Simulator": "simulator", "Relay": "relay"}[sm[2]]
 		if section == "" {
 			section = strings.ToLower(sm[2])

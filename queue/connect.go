@@ -31,7 +31,14 @@ const ConnectTimeout = 30 * time.Second
 // that the account has JetStream, so a server without it fails here rather
 // than at the first publish. The caller closes the connection (Drain or
 // Close).
-func Connect(ctx context.Context, url, name string, log *zap.Logger) (*nats.Conn, jetstream.JetStream, error) {
+//
+// extra are added after Connect's own options: the credentials and TLS
+// material of SecurityOptions. A server refusing them (an authorization
+// violation, an expired or revoked user, a certificate it or this client
+// does not trust, a TLS requirement one side lacks) is not retried: the
+// error says what was refused and which setting to check. When ctx ends
+// first, the error holds the last attempt's error too.
+func Connect(ctx context.Context, url, name string, log *zap.Logger, extra ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -63,6 +70,7 @@ func Connect(ctx context.Context, url, name string, log *zap.Logger) (*nats.Conn
 			log.Error("nats asynchronous error", zap.String("subject", subject), zap.Error(err))
 		}),
 	}
+	opts = append(opts, extra...)
 
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 250 * time.Millisecond
@@ -80,6 +88,9 @@ func Connect(ctx context.Context, url, name string, log *zap.Logger) (*nats.Conn
 		last = err
 		if err != nil {
 			log.Warn("nats connect failed", zap.String("server", redactURLs(url)), zap.Int("attempt", attempt), zap.Error(err))
+			if refused := refusal(err); refused != nil {
+				return nil, backoff.Permanent(refused)
+			}
 			return nil, err
 		}
 		return nc, nil

@@ -26,7 +26,8 @@ func DeadLetterStreamName(cfg config.NATS) string { return cfg.Stream + "_DEAD" 
 // EnsureDeadLetter creates the stream capturing the max-deliveries
 // advisories of the runs consumer, and its durable consumer, so a run whose
 // every delivery crashed its worker is found even when no worker was up
-// when the server gave up on it.
+// when the server gave up on it. The stream has cfg.Replicas copies, as
+// the runs stream has.
 func EnsureDeadLetter(ctx context.Context, js jetstream.JetStream, cfg config.NATS) (jetstream.Consumer, error) {
 	name := DeadLetterStreamName(cfg)
 	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
@@ -36,6 +37,7 @@ func EnsureDeadLetter(ctx context.Context, js jetstream.JetStream, cfg config.NA
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     jetstream.FileStorage,
 		Discard:     jetstream.DiscardNew,
+		Replicas:    max(cfg.Replicas, 1),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("queue.EnsureDeadLetter(%q): %w", name, err)

@@ -23,8 +23,16 @@ const maxBackOff = 15 * time.Minute
 // EnsureStream creates the runs stream, or updates it to this
 // configuration: work-queue retention (a message is removed once acked),
 // subjects cfg.RunsWildcard(), dedup window cfg.DuplicateWindow, file
-// storage. It is idempotent. An existing stream whose retention or storage
-// differ cannot be updated and returns the server's error.
+// storage, cfg.Replicas copies. It is idempotent. An existing stream whose
+// retention or storage differ cannot be updated and returns the server's
+// error.
+//
+// An existing stream with another replica count is updated to
+// cfg.Replicas: a JetStream cluster adds or removes copies in place,
+// keeping the messages (tested from 1 to 3 on nats-server 2.9 and on the
+// module of go.mod). Replicas above 1 on a server that is not in a
+// cluster, or above the cluster's size, is an error naming nats.replicas
+// and what the server said.
 //
 // A failure of the server to create the stream's store (error code 10049)
 // is retried a few times: nats-server 2.9 can lose a race between creating
@@ -42,10 +50,21 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg config.NATS) 
 		return s, err
 	}, backoff.WithBackOff(bo), backoff.WithMaxTries(5), backoff.WithMaxElapsedTime(0))
 	if err != nil {
+		var apiErr *jetstream.APIError
+		if cfg.Replicas > 1 && errors.As(err, &apiErr) && replicaErrors[apiErr.ErrorCode] {
+			return nil, fmt.Errorf("queue.EnsureStream(%q): nats.replicas is %d, more copies than this JetStream can place (a server not in a cluster keeps 1, a cluster at most one per server): %w",
+				cfg.Stream, cfg.Replicas, err)
+		}
 		return nil, fmt.Errorf("queue.EnsureStream(%q): %w", cfg.Stream, err)
 	}
 	return s, nil
 }
+
+// replicaErrors are the server's errors for a replica count it cannot
+// place: JSStreamReplicasNotSupportedErr (10074, not clustered) and
+// JSInsufficientResourcesErr (10023) or JSClusterNoPeersErrF (10005),
+// too few servers (nats-server's server/errors.json).
+var replicaErrors = map[jetstream.ErrorCode]bool{10074: true, 10023: true, 10005: true}
 
 // StreamConfig returns the runs stream's configuration, as EnsureStream
 // applies it.
@@ -62,6 +81,7 @@ func StreamConfig(cfg config.NATS) jetstream.StreamConfig {
 		Duplicates: cfg.DuplicateWindow,
 		MaxMsgs:    limitOrUnbounded(cfg.MaxMsgs),
 		MaxBytes:   limitOrUnbounded(cfg.MaxBytes),
+		Replicas:   max(cfg.Replicas, 1),
 	}
 }
 

@@ -36,7 +36,7 @@ func connect(ctx context.Context, env startup.Env, name string, cfg *config.Conf
 		return nil, err
 	}
 	// NATS is waited for as long as a line's publish waits for it.
-	nc, js, err := cmdconfig.ConnectNATS(ctx, env, name, log, cfg.NATS.RetryTime)
+	nc, js, err := cmdconfig.ConnectNATS(ctx, env, cfg.NATS, name, log, cfg.NATS.RetryTime)
 	if err != nil {
 		st.Close()
 		return nil, err

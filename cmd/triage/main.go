@@ -115,7 +115,7 @@ func serve(args []string) int {
 	defer st.Close()
 
 	var pub *queue.Publisher
-	nc, js, err := cmdconfig.ConnectNATS(ctx, env, "extractq-triage", log, 10*time.Second)
+	nc, js, err := cmdconfig.ConnectNATS(ctx, env, cfg.NATS, "extractq-triage", log, 10*time.Second)
 	if err != nil {
 		_, err := cmdconfig.Step(err)
 		log.Warn("NATS unreachable: re-runs are left for the worker's sweeper to publish", zap.Error(err))

@@ -53,7 +53,7 @@ func runWatch(args []string) int {
 	}
 	ctx, stop := startup.Context()
 	defer stop()
-	nc, _, err := cmdconfig.ConnectNATS(ctx, env, "extractq-triage-watch", log, 30*time.Second)
+	nc, _, err := cmdconfig.ConnectNATS(ctx, env, cfg.NATS, "extractq-triage-watch", log, 30*time.Second)
 	if err != nil {
 		_, err := cmdconfig.Step(err)
 		fmt.Fprintln(os.Stderr, "triage watch:", err)

@@ -78,7 +78,7 @@ func main() {
 		cmdconfig.FatalUnlessStopped(ctx, log, step, err)
 	}
 	defer st.Close()
-	nc, js, err := cmdconfig.ConnectNATS(ctx, env, "extractq-worker", log, 0)
+	nc, js, err := cmdconfig.ConnectNATS(ctx, env, cfg.NATS, "extractq-worker", log, 0)
 	if err != nil {
 		step, err := cmdconfig.Step(err)
 		cmdconfig.FatalUnlessStopped(ctx, log, step, err)

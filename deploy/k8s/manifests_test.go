@@ -94,11 +94,18 @@ func TestManifests(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got != string(want) {
-			t.Fatal("configmap.yaml's config.yaml differs from config/default.yaml")
+		// The one difference: the stream's replicas, 3 for a JetStream
+		// cluster of three servers.
+		w := strings.Replace(string(want), "  replicas: 1 ", "  replicas: 3 ", 1)
+		if got != w {
+			t.Fatal("configmap.yaml's config.yaml differs from config/default.yaml other than by nats.replicas: 3")
 		}
-		if _, err := config.Parse([]byte(got)); err != nil {
+		c, err := config.Parse([]byte(got))
+		if err != nil {
 			t.Fatalf("config.Parse: %v", err)
+		}
+		if c.NATS.Replicas != 3 {
+			t.Fatalf("configmap.yaml: nats.replicas %d, want 3", c.NATS.Replicas)
 		}
 	})
 
@@ -150,6 +157,19 @@ func TestManifests(t *testing.T) {
 			if get(ctr, "envFrom", 0, "configMapRef", "name") != "extractq-env" ||
 				get(ctr, "envFrom", 1, "secretRef", "name") != "extractq-secrets" {
 				t.Errorf("%s: envFrom is not extractq-env and extractq-secrets", ref.name)
+			}
+		}
+		// The commands that connect to NATS mount its files' Secret.
+		for _, name := range []string{"extractq-worker", "extractq-triage", "extractq-ingest"} {
+			spec := get(find(all, "Deployment", name), "spec", "template", "spec")
+			vols, _ := get(spec, "volumes").([]any)
+			mounts, _ := get(spec, "containers", 0, "volumeMounts").([]any)
+			if !slices.ContainsFunc(vols, func(v any) bool {
+				return get(v, "name") == "nats" && get(v, "secret", "secretName") == "extractq-nats" && get(v, "secret", "optional") == true
+			}) || !slices.ContainsFunc(mounts, func(m any) bool {
+				return get(m, "name") == "nats" && get(m, "mountPath") == "/etc/extractq-nats"
+			}) {
+				t.Errorf("%s: want the optional Secret extractq-nats mounted at /etc/extractq-nats", name)
 			}
 		}
 		sec := find(all, "Secret", "extractq-secrets")

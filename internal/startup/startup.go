@@ -37,6 +37,14 @@ type Env struct {
 	LLMAPIKey   string // LLM_API_KEY; never logged
 	LLMModel    string // LLM_MODEL; overrides the configuration's llm.model
 	Config      string // CONFIG, the configuration file path; empty means the embedded defaults
+
+	// NATS security files, overriding the configuration's nats section when
+	// set (LoadConfig).
+	NATSCreds string // NATS_CREDS: nats.credentials_file
+	NATSNKey  string // NATS_NKEY: nats.nkey_seed_file
+	NATSCA    string // NATS_CA: nats.tls.ca_file
+	NATSCert  string // NATS_CERT: nats.tls.cert_file
+	NATSKey   string // NATS_KEY: nats.tls.key_file
 }
 
 // GetEnv returns the value of the environment variable key, or def.
@@ -53,6 +61,11 @@ func ReadEnv() Env {
 		LLMAPIKey:   GetEnv("LLM_API_KEY", "simulator"),
 		LLMModel:    os.Getenv("LLM_MODEL"),
 		Config:      os.Getenv("CONFIG"),
+		NATSCreds:   os.Getenv("NATS_CREDS"),
+		NATSNKey:    os.Getenv("NATS_NKEY"),
+		NATSCA:      os.Getenv("NATS_CA"),
+		NATSCert:    os.Getenv("NATS_CERT"),
+		NATSKey:     os.Getenv("NATS_KEY"),
 	}
 }
 
@@ -64,6 +77,8 @@ func (e Env) Redacted() []zap.Field {
 		zap.String("llm_base_url", redactURL(e.LLMBaseURL)),
 		zap.Bool("llm_api_key_set", e.LLMAPIKey != ""),
 		zap.String("config", cmp.Or(e.Config, "(embedded defaults)")),
+		zap.Bool("nats_creds_set", e.NATSCreds != ""), zap.Bool("nats_nkey_set", e.NATSNKey != ""),
+		zap.Bool("nats_tls_files_set", e.NATSCA != "" || e.NATSCert != "" || e.NATSKey != ""),
 	}
 }
 
@@ -98,7 +113,10 @@ func NewLogger(component, level string) (*zap.Logger, error) {
 }
 
 // LoadConfig loads the configuration file at path (empty: embedded
-// defaults) and applies LLM_MODEL.
+// defaults) and applies LLM_MODEL and the NATS security variables
+// (NATS_CREDS, NATS_NKEY, NATS_CA, NATS_CERT, NATS_KEY), each replacing
+// its key when set. The result is validated again: NATS_NKEY with a
+// configured credentials file is an error, as both in the file are.
 func LoadConfig(path string, env Env) (*config.Config, error) {
 	cfg, err := config.Load(path)
 	if err != nil {
@@ -106,6 +124,21 @@ func LoadConfig(path string, env Env) (*config.Config, error) {
 	}
 	if env.LLMModel != "" {
 		cfg.LLM.Model = env.LLMModel
+	}
+	n := &cfg.NATS
+	for _, o := range []struct {
+		key *string
+		env string
+	}{
+		{&n.CredentialsFile, env.NATSCreds}, {&n.NKeySeedFile, env.NATSNKey},
+		{&n.TLS.CAFile, env.NATSCA}, {&n.TLS.CertFile, env.NATSCert}, {&n.TLS.KeyFile, env.NATSKey},
+	} {
+		if o.env != "" {
+			*o.key = o.env
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("configuration with the NATS_* variables: %w", err)
 	}
 	return cfg, nil
 }

@@ -103,15 +103,23 @@ func OpenStore(ctx context.Context, env startup.Env, log *zap.Logger, o StoreOpt
 }
 
 // ConnectNATS connects to env.NATSURL as name (queue.Connect), giving up
-// after wait (0: queue.ConnectTimeout, unless ctx has a deadline). The error is a *StartError of
-// StepConnectNATS.
-func ConnectNATS(ctx context.Context, env startup.Env, name string, log *zap.Logger, wait time.Duration) (*nats.Conn, jetstream.JetStream, error) {
+// after wait (0: queue.ConnectTimeout, unless ctx has a deadline). NATS_URL
+// may list several servers, comma separated (a cluster's): all reach
+// nats.Connect, which tries them in turn and reconnects to any. n's
+// credentials file or NKey seed and TLS files (nats.credentials_file,
+// nats.nkey_seed_file, nats.tls; see queue.SecurityOptions) are checked
+// before connecting. The error is a *StartError of StepConnectNATS.
+func ConnectNATS(ctx context.Context, env startup.Env, n config.NATS, name string, log *zap.Logger, wait time.Duration) (*nats.Conn, jetstream.JetStream, error) {
+	opts, err := queue.SecurityOptions(n)
+	if err != nil {
+		return nil, nil, &StartError{Step: StepConnectNATS, Err: err}
+	}
 	if wait > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, wait)
 		defer cancel()
 	}
-	nc, js, err := queue.Connect(ctx, env.NATSURL, name, log)
+	nc, js, err := queue.Connect(ctx, env.NATSURL, name, log, opts...)
 	if err != nil {
 		return nil, nil, &StartError{Step: StepConnectNATS, Err: err}
 	}

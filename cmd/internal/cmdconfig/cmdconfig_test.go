@@ -1,0 +1,158 @@
+package cmdconfig_test
+
+import (
+	"context"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"net"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/extractq/extractq/cmd/internal/cmdconfig"
+	"github.com/extractq/extractq/config"
+	"github.com/extractq/extractq/internal/startup"
+	"github.com/extractq/extractq/queue"
+	"github.com/extractq/extractq/queue/servertest"
+)
+
+// deadURL is a loopback URL nothing listens on.
+func deadURL(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return "nats://" + addr
+}
+
+// TestConnectNATSServerList: a comma-separated NATS_URL reaches
+// nats.Connect whole. The one live server is listed last, after two that
+// are down, so using only the first URL would never connect.
+func TestConnectNATSServerList(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, "")
+	live := servertest.URL(srv, "nats")
+	env := startup.Env{NATSURL: deadURL(t) + ", " + deadURL(t) + "," + live}
+	nc, _, err := cmdconfig.ConnectNATS(t.Context(), env, config.Default().NATS, "cmdconfig-test", zap.NewNop(), 30*time.Second)
+	if err != nil {
+		t.Fatalf("ConnectNATS(%s): %v", env.NATSURL, err)
+	}
+	defer nc.Close()
+	if nc.ConnectedUrl() != live {
+		t.Errorf("connected to %s, want %s", nc.ConnectedUrl(), live)
+	}
+	if got := len(nc.Servers()); got != 3 {
+		t.Errorf("the connection knows %d servers %v, want the 3 of NATS_URL", got, nc.Servers())
+	}
+}
+
+// TestConnectNATSSecured: a server that requires both TLS with a client
+// certificate and a user's credentials file (operator mode). The files
+// come from the NATS_* variables through startup.LoadConfig, as every
+// command loads its configuration; with them a command connects, makes
+// its stream and publishes; without them, or with a bad file, the error
+// names the step and the problem.
+func TestConnectNATSSecured(t *testing.T) {
+	t.Parallel()
+	pki := servertest.NewPKI(t, "prod")
+	op := servertest.NewOperator(t)
+	op.Account(t, "APP", true)
+	srv := servertest.Start(t, pki.TLSBlock(true)+op.ConfigBlock(t))
+	env := startup.Env{NATSURL: servertest.URL(srv, "tls"), NATSCreds: op.UserCreds(t, "APP"),
+		NATSCA: pki.CAFile, NATSCert: pki.ClientCert, NATSKey: pki.ClientKey}
+
+	cfg, err := startup.LoadConfig("", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.NATS.Stream, cfg.NATS.SubjectPrefix = "SECURED", "secured"
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	nc, js, err := cmdconfig.ConnectNATS(ctx, env, cfg.NATS, "cmdconfig-test", zap.NewNop(), 20*time.Second)
+	if err != nil {
+		t.Fatalf("ConnectNATS with the right files: %v", err)
+	}
+	defer nc.Close()
+	if err := cmdconfig.EnsureStream(ctx, zap.NewNop(), js, cfg.NATS); err != nil {
+		t.Fatal(err)
+	}
+	e := queue.Envelope{MessageID: 1, RunNo: 1, BatchID: "b", SchemaID: "customer_message"}
+	if _, err := queue.NewPublisher(js, cfg.NATS).Publish(ctx, e.DedupID(), e); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+
+	missingCA := filepath.Join(t.TempDir(), "ca.pem")
+	for name, c := range map[string]struct {
+		edit func(*config.NATS)
+		want string
+	}{
+		"noCredentials": {func(n *config.NATS) { n.CredentialsFile = "" }, "authorization violation"},
+		"noClientCert":  {func(n *config.NATS) { n.TLS.CertFile, n.TLS.KeyFile = "", "" }, "nats.tls.cert_file and nats.tls.key_file"},
+		"missingCA":     {func(n *config.NATS) { n.TLS.CAFile = missingCA }, "nats.tls.ca_file " + missingCA + ": no such file"},
+	} {
+		n := cfg.NATS
+		c.edit(&n)
+		_, _, err := cmdconfig.ConnectNATS(ctx, env, n, "cmdconfig-test", zap.NewNop(), 20*time.Second)
+		step, cause := cmdconfig.Step(err)
+		if step != cmdconfig.StepConnectNATS || cause == nil || !strings.Contains(strings.ToLower(cause.Error()), strings.ToLower(c.want)) ||
+			strings.Contains(cause.Error(), "deadline exceeded") {
+			t.Errorf("%s: step %q, error %v; want %q, %q and no wait for the deadline", name, step, cause, cmdconfig.StepConnectNATS, c.want)
+		}
+	}
+}
+
+// TestCommandsConnectThroughConnectNATS: no command dials NATS on its
+// own, so every one gets the server list and the security options of
+// ConnectNATS.
+func TestCommandsConnectThroughConnectNATS(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join("..", "..")
+	var users []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") ||
+			strings.Contains(path, filepath.Join("internal", "cmdconfig")) {
+			return err
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			pkg, ok := sel.X.(*ast.Ident)
+			if !ok {
+				return true
+			}
+			switch call := pkg.Name + "." + sel.Sel.Name; call {
+			case "queue.Connect", "nats.Connect", "nats.NewConn", "jetstream.New":
+				t.Errorf("%s calls %s: commands connect with cmdconfig.ConnectNATS", path, call)
+			case "cmdconfig.ConnectNATS":
+				users = append(users, filepath.Dir(path))
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The commands that use NATS, so the walk is known to have looked.
+	for _, cmd := range []string{"ingest", "worker", "triage"} {
+		if !slices.Contains(users, filepath.Join(root, cmd)) {
+			t.Errorf("cmd/%s does not call cmdconfig.ConnectNATS (callers: %s)", cmd, fmt.Sprint(users))
+		}
+	}
+}
