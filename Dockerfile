@@ -16,7 +16,7 @@ RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/cache/go-build \
     go build -ldflags="-s -w" -o /out/ \
-        ./cmd/worker ./cmd/triage ./cmd/ingest ./cmd/report ./cmd/retention ./cmd/migrate
+        ./cmd/worker ./cmd/triage ./cmd/ingest ./cmd/report ./cmd/retention ./cmd/migrate ./cmd/eval
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/ /usr/local/bin/

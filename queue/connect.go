@@ -98,7 +98,7 @@ func Connect(ctx context.Context, url, name string, log *zap.Logger, extra ...na
 	if err != nil {
 		if last != nil && !errors.Is(err, last) {
 			// ctx ended between attempts: the last answer says why.
-			err = fmt.Errorf("%w; the last attempt: %w", err, last)
+			err = fmt.Errorf("%w (last attempt: %w)", err, last)
 		}
 		return nil, nil, fmt.Errorf("queue.Connect: %s: %d attempts over %v: %w", redactURLs(url), attempt, time.Since(start).Round(time.Second), err)
 	}
