@@ -58,11 +58,11 @@ stop: ## stop the worker, the simulator and any service setup started
 	scripts/stop.sh
 
 .PHONY: chaos chaos/short
-chaos: ## kill, freeze and cut workers and ingest, restart NATS and Postgres, a provider outage, during 5,000 messages on private services; check nothing is lost
-	$(GO) run ./devtools/cmd/chaos
+chaos: ## kill, freeze and cut workers and ingest, restart NATS and Postgres, lose the stream's store, a provider outage, during 5,000 messages on private services; check nothing is lost
+	$(GO) run ./devtools/cmd/chaos -store-loss
 
-chaos/short: ## the chaos run CI does: 500 messages, a worker kill, a SIGSTOP, two cuts, an ingest kill, a NATS and a Postgres restart
-	$(GO) run ./devtools/cmd/chaos -messages 500 -kills 1 -stops 1 -cuts 2 -ingest-kills 1 -provider-outage 0 -timeout 4m
+chaos/short: ## the chaos run CI does: 500 messages, a worker kill, a SIGSTOP, two cuts, an ingest kill, a NATS and a Postgres restart, the stream's store lost
+	$(GO) run ./devtools/cmd/chaos -messages 500 -kills 1 -stops 1 -cuts 2 -ingest-kills 1 -provider-outage 0 -store-loss -timeout 4m
 
 .PHONY: triage
 .PHONY: eval
