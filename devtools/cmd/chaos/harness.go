@@ -333,6 +333,13 @@ worker:
   ack_wait: %s
   max_deliver: %d
   in_progress_every: %s
+relay:
+  # The relay's loops scaled to a run of minutes (defaults 30s/1m/1m/5m):
+  # a store lost with runs queued must come home within the run's timeout.
+  sweep_every: 5s
+  sweep_age: 10s
+  reconcile_every: 5s
+  reconcile_grace: 15s
 simulator:
   seed: %d
 `, h.o.Concurrency, h.o.AckWait, h.o.MaxDeliver, max(h.o.AckWait/3, 100*time.Millisecond), h.o.Seed)
