@@ -630,7 +630,20 @@ func (in *Ingester) Run(ctx context.Context, r io.Reader) (sum Summary, err erro
 	start := func() bool {
 		started = true
 		st := in.cfg.Store
-		if err := st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: in.cfg.BatchID, SchemaID: in.cfg.SchemaID, SourceName: in.cfg.SourceName}); err != nil {
+		// Postgres away (a restart, a cut) is waited out, as for every
+		// line's statements; a conflict after a failed try is that try's
+		// insert, committed with its answer lost.
+		tries := 0
+		err := store.Retry(ctx, DBRetryTime, func() error {
+			tries++
+			return finish(ctx, func(ctx context.Context) error {
+				return st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: in.cfg.BatchID, SchemaID: in.cfg.SchemaID, SourceName: in.cfg.SourceName})
+			})
+		})
+		if tries > 1 && errors.Is(err, store.ErrConflict) {
+			err = nil
+		}
+		if err != nil {
 			if errors.Is(err, store.ErrConflict) {
 				sum.BatchID = in.cfg.BatchID // the batch named exists, from before
 			}
