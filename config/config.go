@@ -38,6 +38,7 @@ type Config struct {
 	NATS      NATS      `yaml:"nats"`
 	Relay     Relay     `yaml:"relay"`
 	Ingest    Ingest    `yaml:"ingest"`
+	Postgres  Postgres  `yaml:"postgres"`
 	Simulator Simulator `yaml:"simulator"`
 }
 
@@ -451,6 +452,7 @@ func (c Config) WithDefaults() Config {
 	c.NATS.RetryTime = cmp.Or(c.NATS.RetryTime, 2*time.Minute)
 	c.Simulator.Addr = cmp.Or(c.Simulator.Addr, "127.0.0.1:8089")
 	c.Simulator.Profile = cmp.Or(c.Simulator.Profile, "generic")
+	c.Postgres = c.Postgres.withDefaults()
 	return c
 }
 
@@ -560,6 +562,9 @@ func (c Config) Validate() error {
 	}
 	if !slices.Contains(SimulatorProfiles, c.Simulator.Profile) {
 		return fmt.Errorf("simulator.profile: %q is not one of %s", c.Simulator.Profile, strings.Join(SimulatorProfiles, ", "))
+	}
+	if err := c.Postgres.validate(); err != nil {
+		return err
 	}
 	return nil
 }

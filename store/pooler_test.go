@@ -1,12 +1,14 @@
 package store_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/extractq/extractq/store"
+	"github.com/extractq/extractq/store/storetest"
 )
 
 func TestPoolConfig(t *testing.T) {
@@ -63,5 +65,36 @@ func TestPoolConfig(t *testing.T) {
 	}
 	if _, _, err := store.PoolConfig("postgres://u:secret@127.0.0.1:5432/db?pooler=x"); err == nil || strings.Contains(err.Error(), "secret") {
 		t.Errorf("err = %v; want one without the password", err)
+	}
+}
+
+// TestOpenWithMaxConns: the connection budget sizes the pool, and a URL
+// asking for more than the budget gives is refused, naming both numbers.
+func TestOpenWithMaxConns(t *testing.T) {
+	ctx := context.Background()
+	base := storetest.BaseURL()
+	st, err := store.OpenWith(ctx, base, nil, store.OpenOptions{MaxConns: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if n := st.Pool.Config().MaxConns; n != 3 {
+		t.Errorf("pool of %d; want the budget's 3", n)
+	}
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	_, err = store.OpenWith(ctx, base+sep+"pool_max_conns=10", nil, store.OpenOptions{MaxConns: 3})
+	if err == nil || !strings.Contains(err.Error(), "pool_max_conns 10 is over this process's 3 of the connection budget") {
+		t.Errorf("pool_max_conns over the budget: %v", err)
+	}
+	below, err := store.OpenWith(ctx, base+sep+"pool_max_conns=2", nil, store.OpenOptions{MaxConns: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer below.Close()
+	if n := below.Pool.Config().MaxConns; n != 2 {
+		t.Errorf("pool_max_conns=2 under a budget of 3 gave a pool of %d", n)
 	}
 }

@@ -75,6 +75,20 @@ const openPingTimeout = 30 * time.Second
 // so a server that is still starting is waited for. The error names the
 // host and database, never the password. log may be nil.
 func Open(ctx context.Context, url string, log *zap.Logger) (*Store, error) {
+	return OpenWith(ctx, url, log, OpenOptions{})
+}
+
+// OpenOptions change how OpenWith opens the pool.
+type OpenOptions struct {
+	// MaxConns is the pool's size from the deployment's connection budget
+	// (config.Postgres.PoolSize); 0 leaves it to the URL's pool_max_conns
+	// or DefaultMaxConns. A URL that sets pool_max_conns above it is
+	// refused: the budget would not hold.
+	MaxConns int
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, url string, log *zap.Logger, o OpenOptions) (*Store, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -82,6 +96,19 @@ func Open(ctx context.Context, url string, log *zap.Logger) (*Store, error) {
 	cfg, pooler, err := PoolConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("store.Open: %w", err)
+	}
+	if o.MaxConns > 0 {
+		if strings.Contains(url, "pool_max_conns") {
+			if cfg.MaxConns > int32(o.MaxConns) {
+				return nil, fmt.Errorf("store.Open: database URL: pool_max_conns %d is over this process's %d of the connection budget (postgres.max_connections): "+
+					"take pool_max_conns out of the URL or lower it", cfg.MaxConns, o.MaxConns)
+			}
+		} else {
+			cfg.MaxConns = int32(o.MaxConns)
+		}
+		if cfg.MinConns > cfg.MaxConns {
+			cfg.MinConns = cfg.MaxConns
+		}
 	}
 	where := fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

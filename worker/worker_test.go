@@ -74,6 +74,11 @@ type setupOpts struct {
 	// ready, when set, is waited on before each fetch, before the
 	// worker's own Ready: a test's way to hold fetching back.
 	ready func(ctx context.Context) error
+	// q is the stream; default a new one (queuetest.NewStream). Replicas
+	// of one deployment share it.
+	q *queuetest.Bundle
+	// concurrency is the runs in flight; default 4.
+	concurrency int
 }
 
 func setup(t *testing.T, o setupOpts) *testBundle {
@@ -81,7 +86,10 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	ctx, cancel := context.WithCancel(context.Background())
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 
-	b := &testBundle{st: o.st, q: queuetest.NewStream(t), calls: new(atomic.Int64), reg: prometheus.NewRegistry()}
+	b := &testBundle{st: o.st, q: o.q, calls: new(atomic.Int64), reg: prometheus.NewRegistry()}
+	if b.q == nil {
+		b.q = queuetest.NewStream(t)
+	}
 	if b.st == nil {
 		b.st = storetest.NewStore(t)
 	}
@@ -132,7 +140,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	}
 	b.w = w
 	b.workCfg = cfg.Worker
-	b.workCfg.Concurrency = 4
+	b.workCfg.Concurrency = cmp.Or(o.concurrency, 4)
 	b.workCfg.AckWait = 5 * time.Second
 	if o.maxDeliver > 0 {
 		b.workCfg.MaxDeliver = o.maxDeliver

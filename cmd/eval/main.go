@@ -85,7 +85,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "eval:", err)
 		os.Exit(2)
 	}
-	st, err := cmdconfig.OpenStore(ctx, env, log, cmdconfig.StoreOptions{})
+	st, err := cmdconfig.OpenStore(ctx, env, log, cmdconfig.StoreOptions{Command: "eval", Budget: cfg.Postgres})
 	if err != nil {
 		_, err := cmdconfig.Step(err)
 		fmt.Fprintln(os.Stderr, "eval:", err)

@@ -28,7 +28,7 @@ type services struct {
 // stream of cfg (cmdconfig). The error names the step that failed, but a
 // database not migrated, whose error names the command that migrates it.
 func connect(ctx context.Context, env startup.Env, name string, cfg *config.Config, log *zap.Logger) (*services, error) {
-	st, err := cmdconfig.OpenStore(ctx, env, log, cmdconfig.StoreOptions{Wait: ingest.DBRetryTime})
+	st, err := cmdconfig.OpenStore(ctx, env, log, cmdconfig.StoreOptions{Wait: ingest.DBRetryTime, Command: "ingest", Budget: cfg.Postgres})
 	if err != nil {
 		if step, cause := cmdconfig.Step(err); step == cmdconfig.StepCheckStore {
 			return nil, cause

@@ -107,7 +107,7 @@ func serve(args []string) int {
 	for id, e := range entries {
 		schemas[id] = triage.SchemaEntry{Schema: e.Schema, PromptVersion: e.Prompt.Version}
 	}
-	st, err := cmdconfig.OpenStore(ctx, env, log, cmdconfig.StoreOptions{Wait: store.StartupRetryTime})
+	st, err := cmdconfig.OpenStore(ctx, env, log, cmdconfig.StoreOptions{Wait: store.StartupRetryTime, Command: "triage", Budget: cfg.Postgres})
 	if err != nil {
 		step, err := cmdconfig.Step(err)
 		cmdconfig.Fatal(log, step, err)

@@ -72,7 +72,7 @@ func main() {
 	if err != nil {
 		cmdconfig.FatalUnlessStopped(ctx, log, "loading schemas", err)
 	}
-	st, err := cmdconfig.OpenStore(ctx, env, log, cmdconfig.StoreOptions{Wait: store.StartupRetryTime})
+	st, err := cmdconfig.OpenStore(ctx, env, log, cmdconfig.StoreOptions{Wait: store.StartupRetryTime, Command: "worker", Budget: cfg.Postgres})
 	if err != nil {
 		step, err := cmdconfig.Step(err)
 		cmdconfig.FatalUnlessStopped(ctx, log, step, err)

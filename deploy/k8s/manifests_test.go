@@ -94,11 +94,13 @@ func TestManifests(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The one difference: the stream's replicas, 3 for a JetStream
-		// cluster of three servers.
+		// The differences: the stream's replicas, 3 for a JetStream
+		// cluster of three servers, and the connection budget of a
+		// server with max_connections 100.
 		w := strings.Replace(string(want), "  replicas: 1 ", "  replicas: 3 ", 1)
+		w = strings.Replace(w, "  max_connections: 0 ", "  max_connections: 97", 1)
 		if got != w {
-			t.Fatal("configmap.yaml's config.yaml differs from config/default.yaml other than by nats.replicas: 3")
+			t.Fatal("configmap.yaml's config.yaml differs from config/default.yaml other than by nats.replicas: 3 and postgres.max_connections: 97")
 		}
 		c, err := config.Parse([]byte(got))
 		if err != nil {
@@ -106,6 +108,38 @@ func TestManifests(t *testing.T) {
 		}
 		if c.NATS.Replicas != 3 {
 			t.Fatalf("configmap.yaml: nats.replicas %d, want 3", c.NATS.Replicas)
+		}
+	})
+
+	// Every replica the cluster may run fits the connection budget: the
+	// worker's max_replicas is the ScaledObject's maxReplicaCount (plus
+	// nothing: its rolling update surges within it), ingest's and
+	// triage's at least their replicas and a surge of one.
+	t.Run("ConnectionBudgetFitsReplicas", func(t *testing.T) {
+		t.Parallel()
+		cm := find(all, "ConfigMap", "extractq-config")
+		c, err := config.Parse([]byte(get(cm, "data", "config.yaml").(string)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pg := c.Postgres
+		so := find(all, "ScaledObject", "extractq-worker")
+		if want, _ := get(so, "spec", "maxReplicaCount").(int); pg.Pools["worker"].MaxReplicas != want {
+			t.Errorf("postgres.pools.worker.max_replicas %d; the ScaledObject's maxReplicaCount is %d", pg.Pools["worker"].MaxReplicas, want)
+		}
+		for _, name := range []string{"ingest", "triage"} {
+			replicas, _ := get(find(all, "Deployment", "extractq-"+name), "spec", "replicas").(int)
+			if replicas == 0 || pg.Pools[name].MaxReplicas < replicas+1 {
+				t.Errorf("postgres.pools.%s.max_replicas %d; its Deployment runs %d (and one more in a rolling update)", name, pg.Pools[name].MaxReplicas, replicas)
+			}
+		}
+		for _, name := range config.PoolCommands {
+			if _, err := pg.PoolSize(name); err != nil {
+				t.Error(err)
+			}
+		}
+		if pg.Total() > pg.MaxConnections {
+			t.Errorf("the pools and the reserve hold %d connections, over postgres.max_connections %d", pg.Total(), pg.MaxConnections)
 		}
 	})
 

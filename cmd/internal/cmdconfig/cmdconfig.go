@@ -69,6 +69,12 @@ type StoreOptions struct {
 	// Unmigrated skips the check that every migration is applied: for
 	// migrate, which applies them.
 	Unmigrated bool
+	// Command and Budget size the pool from the deployment's connection
+	// budget (config.Postgres.PoolSize of Command); with no budget
+	// configured the pool is the URL's pool_max_conns or
+	// store.DefaultMaxConns.
+	Command string
+	Budget  config.Postgres
 }
 
 // OpenStore opens the store at env.DatabaseURL (store.Open) and checks
@@ -82,7 +88,15 @@ func OpenStore(ctx context.Context, env startup.Env, log *zap.Logger, o StoreOpt
 			return nil, &StartError{Step: StepOpenStore, Err: err}
 		}
 	}
-	st, err := store.Open(ctx, env.DatabaseURL, log)
+	maxConns, err := o.Budget.PoolSize(o.Command)
+	if err != nil {
+		return nil, &StartError{Step: StepOpenStore, Err: err}
+	}
+	if maxConns > 0 {
+		log.Info("connection budget", zap.String("command", o.Command), zap.Int("pool_max_conns", maxConns),
+			zap.Int("max_connections", o.Budget.MaxConnections))
+	}
+	st, err := store.OpenWith(ctx, env.DatabaseURL, log, store.OpenOptions{MaxConns: maxConns})
 	if err != nil {
 		return nil, &StartError{Step: StepOpenStore, Err: err}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/extractq/extractq/internal/startup"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/queue/servertest"
+	"github.com/extractq/extractq/store/storetest"
 )
 
 // deadURL is a loopback URL nothing listens on.
@@ -154,5 +155,27 @@ func TestCommandsConnectThroughConnectNATS(t *testing.T) {
 		if !slices.Contains(users, filepath.Join(root, cmd)) {
 			t.Errorf("cmd/%s does not call cmdconfig.ConnectNATS (callers: %s)", cmd, fmt.Sprint(users))
 		}
+	}
+}
+
+// TestOpenStoreBudget: OpenStore sizes the pool from the connection
+// budget, and a command the budget gives no share stops at the opening
+// step, naming the key.
+func TestOpenStoreBudget(t *testing.T) {
+	ctx := context.Background()
+	env := startup.Env{DatabaseURL: storetest.BaseURL()}
+	budget := config.Postgres{MaxConnections: 50, Reserve: 6, Pools: map[string]config.PoolShare{"worker": {Share: 50, MaxReplicas: 4}}}
+	st, err := cmdconfig.OpenStore(ctx, env, zap.NewNop(), cmdconfig.StoreOptions{Unmigrated: true, Command: "worker", Budget: budget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if n := st.Pool.Config().MaxConns; n != 5 { // 44 × 50% ÷ 4
+		t.Errorf("worker pool %d; want 5", n)
+	}
+	_, err = cmdconfig.OpenStore(ctx, env, zap.NewNop(), cmdconfig.StoreOptions{Unmigrated: true, Command: "triage", Budget: budget})
+	step, cause := cmdconfig.Step(err)
+	if step != cmdconfig.StepOpenStore || cause == nil || !strings.Contains(cause.Error(), "postgres.pools.triage: no share of the connection budget") {
+		t.Errorf("triage without a share: step %q, %v", step, cause)
 	}
 }
