@@ -87,11 +87,13 @@ type Provider struct {
 	Multiplier float64 `yaml:"multiplier"`
 	// MaxElapsedTime bounds one call with all its retries. Default 2m.
 	MaxElapsedTime time.Duration `yaml:"max_elapsed_time"`
-	// RequestsPerMinute is this process's share of the provider's request
-	// limit; 0 means no client-side limit. Default 0.
+	// RequestsPerMinute is the provider's request limit for the whole
+	// deployment, shared by the worker replicas as Share says (with
+	// share none, this process's own); 0 means no client-side limit.
+	// Default 0.
 	RequestsPerMinute int `yaml:"requests_per_minute"`
-	// TokensPerMinute is this process's share of the provider's token
-	// limit (prompt estimate plus completion cap); 0 means none. Default 0.
+	// TokensPerMinute is the provider's token limit (prompt estimate plus
+	// completion cap), shared the same way; 0 means none. Default 0.
 	TokensPerMinute int `yaml:"tokens_per_minute"`
 	// BreakerFailures is how many consecutive calls whose retries were spent
 	// open the circuit breaker, which stops fetching new messages. Default 5.
@@ -99,7 +101,27 @@ type Provider struct {
 	// BreakerCooldown is how long the breaker stays open before one probe
 	// call. Default 30s.
 	BreakerCooldown time.Duration `yaml:"breaker_cooldown"`
+	// Share says how worker replicas share RequestsPerMinute and
+	// TokensPerMinute, which are then the whole deployment's limits:
+	// "replicas" (the default) gives each live replica 1/n, counted in
+	// a NATS key-value bucket (queue.LimitShare), and carries one
+	// replica's breaker opening to the others; "none" gives each process
+	// the whole limits.
+	Share string `yaml:"share"`
+	// MaxReplicas is the most worker replicas that may run at once (the
+	// KEDA ScaledObject's maxReplicaCount): while the replicas cannot be
+	// counted, each takes 1/MaxReplicas. Default 1.
+	MaxReplicas int `yaml:"max_replicas"`
+	// ShareHeartbeat is how often a replica renews its entry and counts
+	// the others; a replica gone drops out within three. Default 2s.
+	ShareHeartbeat time.Duration `yaml:"share_heartbeat"`
 }
+
+// Share modes of Provider.Share.
+const (
+	ShareReplicas = "replicas"
+	ShareNone     = "none"
+)
 
 // Schema names one JSON Schema in use.
 type Schema struct {
@@ -336,6 +358,10 @@ type Simulator struct {
 	// none. Tokens count the prompt estimate plus max_completion_tokens.
 	RequestsPerMinute int `yaml:"requests_per_minute"`
 	TokensPerMinute   int `yaml:"tokens_per_minute"`
+	// LimitsStartEmpty starts those buckets empty rather than full, so
+	// that a measurement of a sustained rate is not flattered by a
+	// minute's burst at the start.
+	LimitsStartEmpty bool `yaml:"limits_start_empty"`
 	// RefusalRate and ContentFilterRate: under the openai profile, a
 	// first reply that is a refusal (message.refusal set, content null)
 	// or cut by the content filter (finish_reason content_filter). Other
@@ -430,6 +456,9 @@ func (c Config) WithDefaults() Config {
 	c.Provider.MaxElapsedTime = cmp.Or(c.Provider.MaxElapsedTime, 2*time.Minute)
 	c.Provider.BreakerFailures = cmp.Or(c.Provider.BreakerFailures, 5)
 	c.Provider.BreakerCooldown = cmp.Or(c.Provider.BreakerCooldown, 30*time.Second)
+	c.Provider.Share = cmp.Or(c.Provider.Share, ShareReplicas)
+	c.Provider.MaxReplicas = cmp.Or(c.Provider.MaxReplicas, 1)
+	c.Provider.ShareHeartbeat = cmp.Or(c.Provider.ShareHeartbeat, 2*time.Second)
 	c.Simulator.RetryAfter = cmp.Or(c.Simulator.RetryAfter, time.Second)
 	c.Worker.Concurrency = cmp.Or(c.Worker.Concurrency, 8)
 	c.Worker.AckWait = cmp.Or(c.Worker.AckWait, 60*time.Second)
@@ -562,6 +591,17 @@ func (c Config) Validate() error {
 	}
 	if !slices.Contains(SimulatorProfiles, c.Simulator.Profile) {
 		return fmt.Errorf("simulator.profile: %q is not one of %s", c.Simulator.Profile, strings.Join(SimulatorProfiles, ", "))
+	}
+	switch c.Provider.Share {
+	case ShareReplicas, ShareNone:
+	default:
+		return fmt.Errorf("provider.share: %q is not replicas or none", c.Provider.Share)
+	}
+	if c.Provider.MaxReplicas < 1 {
+		return fmt.Errorf("provider.max_replicas: %d is below 1", c.Provider.MaxReplicas)
+	}
+	if c.Provider.ShareHeartbeat < 100*time.Millisecond {
+		return fmt.Errorf("provider.share_heartbeat: %s is below 100ms", c.Provider.ShareHeartbeat)
 	}
 	if err := c.Postgres.validate(); err != nil {
 		return err

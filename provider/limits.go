@@ -23,16 +23,18 @@ const maxPause = time.Hour
 type limits struct {
 	requests *rate.Limiter // nil: no request limit
 	tokens   *rate.Limiter // nil: no token limit
+	rpm, tpm int           // the configured limits, which share scales
 
 	mu         sync.Mutex
 	pauseUntil time.Time
+	share      float64 // of rpm and tpm this process uses (SetShare); 1 alone
 }
 
 // newLimits builds the limiters. Requests are spaced evenly (a burst of
 // one): at 600 a minute, one every 100ms. The token bucket holds a minute's
 // worth, so that any single request fits.
 func newLimits(rpm, tpm int) *limits {
-	l := &limits{}
+	l := &limits{rpm: rpm, tpm: tpm, share: 1}
 	if rpm > 0 {
 		l.requests = rate.NewLimiter(rate.Limit(float64(rpm)/60), 1)
 	}
@@ -120,9 +122,18 @@ func (l *limits) pause(now time.Time) time.Duration {
 }
 
 // observeHeaders reads x-ratelimit-remaining-requests/-tokens and their
-// resets: when a remaining count is 0, calls wait until its reset. It
-// returns the new pause, or 0.
-func (l *limits) observeHeaders(h http.Header, now time.Time) time.Duration {
+// resets: when a remaining count is 0, calls wait until enough of the
+// limit is back for one more call. OpenAI's limits refill continuously
+// ("rate limits can be applied over shorter periods - for example, 1
+// request per second for a 60 RPM limit", help.openai.com article
+// 5955604), and x-ratelimit-reset-* is the time until the limit is back
+// to its initial state, full (platform.openai.com/docs/guides/rate-limits,
+// "Rate limits in headers"). So with x-ratelimit-limit-* known, one
+// request comes back after reset ÷ (limit − remaining), and cost tokens
+// after reset × cost ÷ (limit − remaining); without it, calls wait the
+// whole reset. cost is this call's token estimate, standing for the
+// next one's. It returns the new pause, or 0.
+func (l *limits) observeHeaders(h http.Header, now time.Time, cost int) time.Duration {
 	var until time.Time
 	for _, dim := range []string{"requests", "tokens"} {
 		rem := h.Get("X-Ratelimit-Remaining-" + dim)
@@ -136,6 +147,13 @@ func (l *limits) observeHeaders(h http.Header, now time.Time) time.Duration {
 		d, ok := parseReset(h.Get("X-Ratelimit-Reset-"+dim), now)
 		if !ok {
 			continue
+		}
+		if limit, err := strconv.ParseFloat(strings.TrimSpace(h.Get("X-Ratelimit-Limit-"+dim)), 64); err == nil && limit-n >= 1 && !math.IsInf(limit, 0) {
+			need := 1.0
+			if dim == "tokens" {
+				need = float64(max(cost, 1))
+			}
+			d = time.Duration(float64(d) * min(need/(limit-n), 1))
 		}
 		if t := now.Add(min(d, maxPause)); t.After(until) {
 			until = t

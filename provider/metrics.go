@@ -14,7 +14,10 @@ import (
 //	extractq_provider_rate_limit_wait_seconds_total{reason}       time spent waiting for a rate limit:
 //	    requests_limit, tokens_limit (client-side limiters), provider_headers
 //	    (x-ratelimit-remaining-* reached 0), retry_after (waits before retrying a 429)
-//	extractq_provider_breaker_state                               0 closed, 1 half-open, 2 open
+//	extractq_provider_breaker_state                               0 closed, 1 half-open, 2 open (or paused by
+//	    another replica's breaker)
+//	extractq_provider_limit_share                                 the part of requests_per_minute and
+//	    tokens_per_minute this process uses: 1/n of n live replicas (SetShare)
 //	extractq_provider_tool_arguments_rewritten_total              replies whose tool-call arguments came as
 //	    JSON values, not strings (llama.cpp server), and were rewritten as strings
 type metrics struct {
@@ -22,6 +25,7 @@ type metrics struct {
 	retries  *prometheus.CounterVec
 	waits    *prometheus.CounterVec
 	toolArgs prometheus.Counter
+	share    prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer, state func() float64, log *zap.Logger) *metrics {
@@ -42,7 +46,12 @@ func newMetrics(reg prometheus.Registerer, state func() float64, log *zap.Logger
 			Namespace: "extractq", Subsystem: "provider", Name: "tool_arguments_rewritten_total",
 			Help: "Chat completions whose tool-call arguments came as JSON values, not strings, and were rewritten as strings.",
 		}),
+		share: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "extractq", Subsystem: "provider", Name: "limit_share",
+			Help: "Part of the configured requests and tokens per minute this process uses: 1/n of n live replicas.",
+		}),
 	}
+	m.share.Set(1)
 	if reg == nil {
 		return m
 	}
@@ -50,6 +59,7 @@ func newMetrics(reg prometheus.Registerer, state func() float64, log *zap.Logger
 	m.retries = register(reg, m.retries, log)
 	m.waits = register(reg, m.waits, log)
 	m.toolArgs = register(reg, m.toolArgs, log)
+	m.share = register(reg, m.share, log)
 	register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "extractq", Subsystem: "provider", Name: "breaker_state",
 		Help: "State of the LLM provider circuit breaker: 0 closed, 1 half-open, 2 open.",

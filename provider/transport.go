@@ -63,6 +63,13 @@ type Transport struct {
 	changed   chan struct{} // closed and replaced on every breaker state change
 	openUntil time.Time
 	cause     ErrorClass // class of the last failure the breaker counted since it closed
+
+	// Another replica's breaker opening, seen through PauseFrom, and the
+	// hook that tells the others of this one's (OnOpen).
+	remoteUntil time.Time
+	remoteCause ErrorClass
+	onOpen      func(cause ErrorClass, until time.Time)
+	announced   time.Time // openUntil of the last opening told to onOpen
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -92,7 +99,15 @@ func New(cfg config.Provider, base http.RoundTripper, reg prometheus.Registerer,
 		IsSuccessful:  isSuccessful,
 		IsExcluded:    isExcluded,
 	})
-	t.m = newMetrics(reg, func() float64 { return float64(t.cb.State()) }, t.log)
+	t.m = newMetrics(reg, func() float64 {
+		switch t.State() {
+		case BreakerHalfOpen:
+			return 1
+		case BreakerOpen:
+			return 2
+		}
+		return 0
+	}, t.log)
 	return t
 }
 
@@ -136,6 +151,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.lim.tokens != nil {
 		cost = estimateCost(body)
 	}
+	if until, cause := t.remotePause(time.Now()); !until.IsZero() {
+		err := &Error{Class: ClassCircuitOpen, Message: fmt.Sprintf("another replica's circuit breaker opened after %s failures: paused until %s",
+			cause, until.Format(time.RFC3339)), local: true}
+		t.observeCall(err)
+		return nil, err
+	}
 	resp, err := t.cb.Execute(func() (*http.Response, error) { return t.retry(ctx, req, body, cost) })
 	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
 		err = &Error{Class: ClassCircuitOpen, Err: err, local: true}
@@ -144,6 +165,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.mu.Lock()
 		t.cause = Class(err)
 		t.mu.Unlock()
+		t.announceOpen()
 	}
 	t.observeCall(err)
 	return resp, err
@@ -233,7 +255,10 @@ func (t *Transport) retry(ctx context.Context, req *http.Request, body []byte, c
 			}
 			return nil, last
 		}
-		if d := t.lim.observeHeaders(resp.Header, time.Now()); d > 0 {
+		if cost == 0 && strings.TrimSpace(resp.Header.Get("X-Ratelimit-Remaining-Tokens")) == "0" {
+			cost = estimateCost(body) // only the tokens limiter needs it otherwise
+		}
+		if d := t.lim.observeHeaders(resp.Header, time.Now(), cost); d > 0 {
 			t.log.Debug("provider rate limit reached; pausing calls until its reset", zap.Duration("pause", d))
 		}
 		switch {
@@ -375,12 +400,17 @@ const (
 
 // State returns the circuit breaker's state. A breaker whose cooldown has
 // passed turns half-open here.
+//
+// While another replica's pause holds (PauseFrom), it is BreakerOpen.
 func (t *Transport) State() BreakerState {
 	switch t.cb.State() {
 	case gobreaker.StateOpen:
 		return BreakerOpen
 	case gobreaker.StateHalfOpen:
 		return BreakerHalfOpen
+	}
+	if until, _ := t.remotePause(time.Now()); !until.IsZero() {
+		return BreakerOpen
 	}
 	return BreakerClosed
 }
@@ -401,13 +431,17 @@ type BreakerStatus struct {
 // what opened it.
 func (t *Transport) BreakerStatus() BreakerStatus {
 	st := BreakerStatus{State: t.State()}
+	remote := t.cb.State() == gobreaker.StateClosed && st.State == BreakerOpen
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if st.State != BreakerClosed {
+	switch {
+	case remote:
+		st.Cause, st.ProbeAt = t.remoteCause, t.remoteUntil
+	case st.State != BreakerClosed:
 		st.Cause = t.cause
-	}
-	if st.State == BreakerOpen {
-		st.ProbeAt = t.openUntil
+		if st.State == BreakerOpen {
+			st.ProbeAt = t.openUntil
+		}
 	}
 	return st
 }
@@ -442,6 +476,9 @@ func (t *Transport) WaitReady(ctx context.Context) error {
 	for {
 		t.mu.Lock()
 		ch, until := t.changed, t.openUntil
+		if t.remoteUntil.After(until) {
+			until = t.remoteUntil
+		}
 		t.mu.Unlock()
 		if t.Ready() {
 			return nil

@@ -805,12 +805,25 @@ func TestHeaders(t *testing.T) {
 		t.Error("parseReset accepted nonsense")
 	}
 	l := newLimits(0, 0)
-	if d := l.observeHeaders(h("X-Ratelimit-Remaining-Requests", "3", "X-Ratelimit-Reset-Requests", "1s"), now); d != 0 {
+	if d := l.observeHeaders(h("X-Ratelimit-Remaining-Requests", "3", "X-Ratelimit-Reset-Requests", "1s"), now, 0); d != 0 {
 		t.Errorf("remaining 3 paused %v", d)
 	}
 	if d := l.observeHeaders(h("X-Ratelimit-Remaining-Tokens", "0", "X-Ratelimit-Reset-Tokens", "6m0s",
-		"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "1s"), now); d != 6*time.Minute {
+		"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "1s"), now, 0); d != 6*time.Minute {
 		t.Errorf("pause %v, want the longer reset", d)
+	}
+	// With the limit known, the wait is for one request's (or one call's
+	// tokens') worth of the refill, not for a full bucket: an empty bucket
+	// of 3000 a minute, full again in 60s, has a request back in 20ms.
+	l = newLimits(0, 0)
+	if d := l.observeHeaders(h("X-Ratelimit-Limit-Requests", "3000", "X-Ratelimit-Remaining-Requests", "0",
+		"X-Ratelimit-Reset-Requests", "1m0s"), now, 0); d != 20*time.Millisecond {
+		t.Errorf("requests: pause %v, want 20ms", d)
+	}
+	l = newLimits(0, 0)
+	if d := l.observeHeaders(h("X-Ratelimit-Limit-Tokens", "600000", "X-Ratelimit-Remaining-Tokens", "0",
+		"X-Ratelimit-Reset-Tokens", "1m0s"), now, 3000); d != 300*time.Millisecond {
+		t.Errorf("tokens: pause %v, want 300ms (3000 of 600000 a minute)", d)
 	}
 }
 

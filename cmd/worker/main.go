@@ -102,6 +102,11 @@ func main() {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	extractor, transport := cmdconfig.NewExtractor(cfg, env, reg, log)
+	stopShare, err := cmdconfig.ShareLimit(ctx, cfg, nc, js, transport, log)
+	if err != nil {
+		cmdconfig.FatalUnlessStopped(ctx, log, "sharing the provider limit", err)
+	}
+	defer stopShare()
 	for _, e := range schemas {
 		extractor.Prepare(e.Schema) // logs what strict mode drops from each schema
 	}

@@ -99,8 +99,9 @@ func TestManifests(t *testing.T) {
 		// server with max_connections 100.
 		w := strings.Replace(string(want), "  replicas: 1 ", "  replicas: 3 ", 1)
 		w = strings.Replace(w, "  max_connections: 0 ", "  max_connections: 97", 1)
+		w = strings.Replace(w, "  max_replicas: 1  ", "  max_replicas: 20 ", 1)
 		if got != w {
-			t.Fatal("configmap.yaml's config.yaml differs from config/default.yaml other than by nats.replicas: 3 and postgres.max_connections: 97")
+			t.Fatal("configmap.yaml's config.yaml differs from config/default.yaml other than by nats.replicas: 3, postgres.max_connections: 97 and provider.max_replicas: 20")
 		}
 		c, err := config.Parse([]byte(got))
 		if err != nil {
@@ -124,8 +125,9 @@ func TestManifests(t *testing.T) {
 		}
 		pg := c.Postgres
 		so := find(all, "ScaledObject", "extractq-worker")
-		if want, _ := get(so, "spec", "maxReplicaCount").(int); pg.Pools["worker"].MaxReplicas != want {
-			t.Errorf("postgres.pools.worker.max_replicas %d; the ScaledObject's maxReplicaCount is %d", pg.Pools["worker"].MaxReplicas, want)
+		if want, _ := get(so, "spec", "maxReplicaCount").(int); pg.Pools["worker"].MaxReplicas != want || c.Provider.MaxReplicas != want {
+			t.Errorf("postgres.pools.worker.max_replicas %d, provider.max_replicas %d; the ScaledObject's maxReplicaCount is %d",
+				pg.Pools["worker"].MaxReplicas, c.Provider.MaxReplicas, want)
 		}
 		for _, name := range []string{"ingest", "triage"} {
 			replicas, _ := get(find(all, "Deployment", "extractq-"+name), "spec", "replicas").(int)

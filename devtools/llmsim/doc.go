@@ -214,7 +214,7 @@
 // # Enforced limits
 //
 // RequestsPerMinute and TokensPerMinute (0: none) are token buckets, full
-// at the start, holding at most the limit and refilled continuously at the
+// at the start (empty with LimitsStartEmpty), holding at most the limit and refilled continuously at the
 // limit per minute. A call charges 1 request and its tokens: the prompt
 // estimate (below) plus max_completion_tokens, else max_tokens, else 0. A
 // call that does not fit both buckets charges neither and gets 429 with

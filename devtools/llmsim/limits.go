@@ -10,7 +10,7 @@ import (
 )
 
 // bucket is a token bucket holding at most limit units and refilled at
-// limit units per minute, starting full. It is not safe for concurrent use
+// limit units per minute, starting full (or empty: LimitsStartEmpty). It is not safe for concurrent use
 // (limiter guards it).
 type bucket struct {
 	limit float64
@@ -18,11 +18,15 @@ type bucket struct {
 	last  time.Time
 }
 
-func newBucket(perMinute int) *bucket {
+func newBucket(perMinute int, empty bool) *bucket {
 	if perMinute <= 0 {
 		return nil
 	}
-	return &bucket{limit: float64(perMinute), avail: float64(perMinute)}
+	b := &bucket{limit: float64(perMinute), avail: float64(perMinute)}
+	if empty {
+		b.avail, b.last = 0, time.Now()
+	}
+	return b
 }
 
 // refill adds what the time since the last refill earned.

@@ -426,7 +426,7 @@ func TestLimits(t *testing.T) {
 	t.Run("Bucket", func(t *testing.T) {
 		t.Parallel()
 		now := time.Unix(1000, 0)
-		l := limiter{requests: newBucket(60), tokens: newBucket(600)}
+		l := limiter{requests: newBucket(60, false), tokens: newBucket(600, false)}
 		for i := range 60 {
 			if d := l.take(now, 10); !d.ok {
 				t.Fatalf("take %d refused", i+1)

@@ -74,8 +74,8 @@ func New(cfg config.Simulator, log *zap.Logger) *Server {
 		prof = ProfileGeneric
 	}
 	s.prof, s.feat = prof, Features(prof)
-	s.limit.requests = newBucket(cfg.RequestsPerMinute)
-	s.limit.tokens = newBucket(cfg.TokensPerMinute)
+	s.limit.requests = newBucket(cfg.RequestsPerMinute, cfg.LimitsStartEmpty)
+	s.limit.tokens = newBucket(cfg.TokensPerMinute, cfg.LimitsStartEmpty)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.chatCompletions)
 	mux.HandleFunc("GET /v1/models", s.models)

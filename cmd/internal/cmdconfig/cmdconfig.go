@@ -8,6 +8,7 @@
 package cmdconfig
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 	"github.com/prometheus/client_golang/prometheus"
 	openai "github.com/sashabaranov/go-openai"
 	"go.uber.org/zap"
@@ -224,4 +226,39 @@ func RetryStartup(ctx context.Context, log *zap.Logger, what string, step func()
 			log.Warn(what+" failed; retrying", zap.Error(err), zap.Duration("retry_in", next))
 		}))
 	return err
+}
+
+// ShareLimit makes the worker replicas share the provider's limits and
+// pauses (config provider.share, queue.LimitShare): it starts keeping
+// this replica counted and transport's share current, and returns a
+// function that stops that and waits for it. With provider.share none
+// it does nothing. The error is a bad replica id.
+func ShareLimit(ctx context.Context, cfg *config.Config, nc *nats.Conn, js jetstream.JetStream, transport *provider.Transport, log *zap.Logger) (stop func(), err error) {
+	if cfg.Provider.Share == config.ShareNone || transport == nil {
+		return func() {}, nil
+	}
+	host, _ := os.Hostname()
+	id := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, fmt.Sprintf("%s-%d-%s", cmp.Or(host, "worker"), os.Getpid(), nuid.Next()[16:]))
+	ls, err := queue.NewLimitShare(queue.LimitShareConfig{
+		JS: js, Conn: nc, NATS: cfg.NATS, ID: id, Heartbeat: cfg.Provider.ShareHeartbeat, MaxReplicas: cfg.Provider.MaxReplicas,
+		SetShare: transport.SetShare,
+		Pause:    func(until time.Time, cause string) { transport.PauseFrom(until, provider.ErrorClass(cause)) },
+		Logger:   log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	transport.OnOpen(func(cause provider.ErrorClass, until time.Time) { ls.Announce(until, string(cause)) })
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = ls.Run(ctx)
+	}()
+	return func() { cancel(); <-done }, nil
 }

@@ -8,9 +8,12 @@ import (
 	"go/token"
 	"io/fs"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +22,7 @@ import (
 	"github.com/extractq/extractq/cmd/internal/cmdconfig"
 	"github.com/extractq/extractq/config"
 	"github.com/extractq/extractq/internal/startup"
+	"github.com/extractq/extractq/provider"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/queue/servertest"
 	"github.com/extractq/extractq/store/storetest"
@@ -177,5 +181,60 @@ func TestOpenStoreBudget(t *testing.T) {
 	step, cause := cmdconfig.Step(err)
 	if step != cmdconfig.StepOpenStore || cause == nil || !strings.Contains(cause.Error(), "postgres.pools.triage: no share of the connection budget") {
 		t.Errorf("triage without a share: step %q, %v", step, cause)
+	}
+}
+
+// TestShareLimit: two worker processes' Transports, wired by ShareLimit
+// to one NATS server, take half the limit each, and one's breaker
+// opening (a provider answering 401) pauses the other without it calling.
+func TestShareLimit(t *testing.T) {
+	srv := servertest.Start(t, "")
+	nc, js, err := queue.Connect(context.Background(), servertest.URL(srv, "nats"), "share-test", zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	cfg := config.Default()
+	cfg.Provider.RequestsPerMinute = 600
+	cfg.Provider.BreakerFailures = 1
+	cfg.Provider.ShareHeartbeat = 100 * time.Millisecond
+	var calls atomic.Int32
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprint(w, `{"error":{"message":"bad key","type":"invalid_request_error","code":"invalid_api_key"}}`)
+	}))
+	defer down.Close()
+	var trs []*provider.Transport
+	for range 2 {
+		tr := provider.New(cfg.Provider, nil, nil, nil)
+		stop, err := cmdconfig.ShareLimit(context.Background(), cfg, nc, js, tr, zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stop()
+		trs = append(trs, tr)
+	}
+	waitUntil(t, "each replica at half the limit", func() bool { return trs[0].Share() == 0.5 && trs[1].Share() == 0.5 })
+
+	req, _ := http.NewRequest(http.MethodPost, down.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[]}`))
+	if _, err := trs[0].RoundTrip(req); provider.Class(err) != provider.ClassCredentials {
+		t.Fatalf("first replica's call: %v, want credentials", err)
+	}
+	waitUntil(t, "the second replica paused", func() bool { return trs[1].State() == provider.BreakerOpen })
+	if st := trs[1].BreakerStatus(); st.Cause != provider.ClassCredentials || calls.Load() != 1 {
+		t.Errorf("second replica: %+v after %d calls; want open by credentials, one call in all", st, calls.Load())
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

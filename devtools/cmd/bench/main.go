@@ -44,7 +44,7 @@ func main() {
 		}
 		return
 	}
-	scenarios := flag.String("scenarios", "A,B,C,D,E,F", "scenarios to run, comma separated")
+	scenarios := flag.String("scenarios", "A,B,C,D,E,F", "scenarios to run, comma separated (G, the shared provider limit, is not in the default set)")
 	quick := flag.Bool("quick", false, "a short smoke run: fewer messages, one in-flight level, a short outage")
 	out := flag.String("out", "bench-results", "folder for the JSON figures and the processes' logs")
 	profile := flag.Bool("profile", false, "each worker, bare worker and simulator writes a CPU profile, <process>.cpu.pprof beside its log")
@@ -143,6 +143,19 @@ func run(scenarios string, quick bool, outDir string, profile bool, e startup.En
 			rs, err = scenarioF(ctx, env, n(400, 60))
 			for _, r := range rs {
 				_ = add(r, nil)
+			}
+		case "G":
+			// Not in the default set: it takes 6 minutes (3 in -quick).
+			phase := n(60, 30)
+			for _, control := range []bool{false, true} {
+				var rs []result
+				rs, err = scenarioG(ctx, env, time.Duration(phase)*time.Second, control)
+				for _, r := range rs {
+					_ = add(r, nil)
+				}
+				if err != nil {
+					break
+				}
 			}
 		default:
 			err = fmt.Errorf("unknown scenario %q", sc)

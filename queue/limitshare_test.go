@@ -1,0 +1,151 @@
+package queue_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/extractq/extractq/config"
+	"github.com/extractq/extractq/queue"
+	"github.com/extractq/extractq/queue/servertest"
+)
+
+// replica is one LimitShare under test, with the shares and pauses it
+// was given.
+type replica struct {
+	id     string
+	ls     *queue.LimitShare
+	nc     *nats.Conn
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu     sync.Mutex
+	share  float64
+	pauses []string
+}
+
+func (r *replica) current() float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.share
+}
+
+func startReplica(t *testing.T, url, id string, n config.NATS, maxReplicas int) *replica {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &replica{id: id, nc: nc, done: make(chan struct{})}
+	r.ls, err = queue.NewLimitShare(queue.LimitShareConfig{JS: js, Conn: nc, NATS: n, ID: id, Heartbeat: 100 * time.Millisecond,
+		MaxReplicas: maxReplicas,
+		SetShare:    func(s float64) { r.mu.Lock(); r.share = s; r.mu.Unlock() },
+		Pause: func(until time.Time, cause string) {
+			r.mu.Lock()
+			r.pauses = append(r.pauses, cause)
+			r.mu.Unlock()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() {
+		defer close(r.done)
+		if err := r.ls.Run(ctx); err != nil {
+			t.Errorf("%s: Run: %v", id, err)
+		}
+	}()
+	t.Cleanup(func() { r.stop(); nc.Close() })
+	return r
+}
+
+func (r *replica) stop() {
+	r.cancel()
+	<-r.done
+}
+
+// waitShares waits until every replica's share is want.
+func waitShares(t *testing.T, want float64, rs ...*replica) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok := true
+		got := ""
+		for _, r := range rs {
+			got += fmt.Sprintf(" %s=%.3f", r.id, r.current())
+			ok = ok && r.current() == want
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("shares%s; want %.3f each", got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestLimitShare: replicas take 1/n of the limit for n live replicas,
+// rebalance when one joins, stops or dies (its key ages out), fall back
+// to 1/max_replicas when the bucket cannot be reached, and hear each
+// other's pauses, not their own.
+func TestLimitShare(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, "")
+	url := servertest.URL(srv, "nats")
+	n := config.Default().NATS
+	n.Stream, n.SubjectPrefix = "SHARE", "share"
+
+	a := startReplica(t, url, "a", n, 10)
+	waitShares(t, 1, a)
+	b := startReplica(t, url, "b", n, 10)
+	c := startReplica(t, url, "c", n, 10)
+	waitShares(t, 1.0/3, a, b, c)
+
+	// Stopped: its key is purged, the others rebalance.
+	c.stop()
+	waitShares(t, 0.5, a, b)
+
+	// Died: no purge; its key ages out after three heartbeats.
+	d := startReplica(t, url, "d", n, 10)
+	waitShares(t, 1.0/3, a, b, d)
+	d.cancel()
+	d.nc.Close() // before Run can purge its key
+	<-d.done
+	waitShares(t, 0.5, a, b)
+
+	// A pause reaches the others, not the one announcing it.
+	a.ls.Announce(time.Now().Add(time.Minute), "quota_exhausted")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b.mu.Lock()
+		got := len(b.pauses)
+		b.mu.Unlock()
+		if got == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b heard %d pauses, want 1", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	a.mu.Lock()
+	if len(a.pauses) != 0 {
+		t.Errorf("a heard its own pause")
+	}
+	a.mu.Unlock()
+
+	// The server gone: each takes 1/max_replicas.
+	srv.Shutdown()
+	waitShares(t, 0.1, a, b)
+}
