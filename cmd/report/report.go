@@ -120,10 +120,10 @@ func printReport(ctx context.Context, w io.Writer, st *store.Store, p reportPara
 		fmt.Fprintf(w, "  %d runs: %s of a message re-run in this batch; each message is counted by its latest run, except where a line says \"every run\"\n",
 			bs.Runs, plural(reruns, "one more run", "more runs"))
 	}
-	fmt.Fprintf(w, "  succeeded %d (valid at first pass), repaired %d (valid after the one repair), failed %d (sent to triage), queued %d\n",
-		bs.Succeeded, bs.Repaired, bs.Failed, bs.Queued)
-	fmt.Fprintf(w, "  check: succeeded + repaired + failed + queued = %d of %d messages\n",
-		bs.Succeeded+bs.Repaired+bs.Failed+bs.Queued, bs.Messages)
+	fmt.Fprintf(w, "  succeeded %d (valid at first pass), repaired %d (valid after the one repair), held %d (valid, held for review: no result until approved), failed %d (sent to triage), queued %d\n",
+		bs.Succeeded, bs.Repaired, bs.Held, bs.Failed, bs.Queued)
+	fmt.Fprintf(w, "  check: succeeded + repaired + held + failed + queued = %d of %d messages\n",
+		bs.Succeeded+bs.Repaired+bs.Held+bs.Failed+bs.Queued, bs.Messages)
 	if bs.Erased > 0 {
 		fmt.Fprintf(w, "  erased: %d of the messages' text and results (retention), so their results are not shown below\n", bs.Erased)
 	}
@@ -142,6 +142,10 @@ func printReport(ctx context.Context, w io.Writer, st *store.Store, p reportPara
 	}
 	fmt.Fprintf(w, "  first-pass failures %d (%.1f%% of messages); repair calls (every run) %d; repaired %d (%.1f%% of repair calls); final failures %d\n",
 		acc.FirstPassFailures, pct(acc.FirstPassFailures, acc.Runs), acc.RepairCalls, acc.Repaired, pct(acc.Repaired, acc.RepairCalls), acc.Failed)
+	if acc.Held > 0 {
+		fmt.Fprintf(w, "  held for review %d (%d valid after the one repair, not counted as repaired above); see the triage items of kind held\n",
+			acc.Held, acc.HeldAfterRepair)
+	}
 	share := 0.0
 	if acc.CostUSD > 0 {
 		share = 100 * acc.RepairCostUSD / acc.CostUSD
