@@ -268,7 +268,8 @@ func (e *TransportError) Error() string {
 func (e *TransportError) Unwrap() error { return e.Err }
 
 // Process runs the contract on in. It returns a Result for every outcome
-// the message decides: succeeded, repaired, or failed with its error list.
+// the message decides: succeeded, repaired, held (valid, but a review
+// rule holds it: Result.Held), or failed with its error list.
 // It returns a *TransportError (with the partial Result) when the provider
 // failed in a way that is not the message's fault, and ctx.Err() when ctx
 // ends; the run should then be retried, not sent to triage.
