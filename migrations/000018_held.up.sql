@@ -75,3 +75,102 @@ SELECT t.schema_id,
        count(*) FILTER (WHERE t.status = 'open' AND t.reason = 'held') AS open_held
 FROM triage_items t
 GROUP BY t.schema_id;
+
+-- "Does the repair fix it": a run whose record validated after the repair
+-- and that a review rule then held was fixed by the repair, though it is
+-- no result yet: runs_repaired counts it. A held run validated, so it did
+-- so after the repair exactly when its deciding repair call is valid; that
+-- is read from llm_calls (as triage_items.held_valid_as says), which the
+-- analyst role may read, not from triage_items, which it may not. The
+-- views failing_fields and repair_effectiveness and the _since functions
+-- read the _in functions, so they follow.
+CREATE OR REPLACE FUNCTION failing_fields_in(since timestamptz, in_batch text)
+RETURNS TABLE (
+    schema_id         text,
+    path_pattern      text,
+    kind              text,
+    errors            bigint,
+    runs              bigint,
+    first_pass_errors bigint,
+    runs_repaired     bigint,
+    runs_failed       bigint,
+    first_seen        timestamptz,
+    last_seen         timestamptz
+)
+LANGUAGE sql STABLE AS $$
+SELECT f.schema_id,
+       CASE WHEN f.path_pattern = '' THEN '/' ELSE f.path_pattern END,
+       f.kind,
+       count(*),
+       count(DISTINCT (f.message_id, f.run_no)),
+       count(*) FILTER (WHERE f.attempt = 1),
+       count(DISTINCT (f.message_id, f.run_no)) FILTER (WHERE r.status = 'repaired' OR r.status = 'held' AND EXISTS (
+           SELECT 1 FROM llm_calls c WHERE c.message_id = f.message_id AND c.run_no = f.run_no
+             AND c.purpose = 'repair' AND c.valid AND NOT c.superseded)),
+       count(DISTINCT (f.message_id, f.run_no)) FILTER (WHERE r.status = 'failed'),
+       min(f.created_at),
+       max(f.created_at)
+FROM failure_events f
+JOIN runs r ON r.message_id = f.message_id AND r.run_no = f.run_no
+WHERE f.created_at >= since AND (in_batch IS NULL OR r.batch_id = in_batch)
+GROUP BY f.schema_id, f.path_pattern, f.kind
+$$;
+
+CREATE OR REPLACE FUNCTION repair_effectiveness_in(since timestamptz, in_batch text)
+RETURNS TABLE (
+    schema_id     text,
+    path_pattern  text,
+    runs_flagged  bigint,
+    runs_repaired bigint,
+    repaired_pct  numeric
+)
+LANGUAGE sql STABLE AS $$
+SELECT f.schema_id,
+       CASE WHEN f.path_pattern = '' THEN '/' ELSE f.path_pattern END,
+       count(DISTINCT (f.message_id, f.run_no)),
+       count(DISTINCT (f.message_id, f.run_no)) FILTER (WHERE r.status = 'repaired' OR r.status = 'held' AND EXISTS (
+           SELECT 1 FROM llm_calls c WHERE c.message_id = f.message_id AND c.run_no = f.run_no
+             AND c.purpose = 'repair' AND c.valid AND NOT c.superseded)),
+       round(100.0 * count(DISTINCT (f.message_id, f.run_no)) FILTER (WHERE r.status = 'repaired' OR r.status = 'held' AND EXISTS (
+           SELECT 1 FROM llm_calls c WHERE c.message_id = f.message_id AND c.run_no = f.run_no
+             AND c.purpose = 'repair' AND c.valid AND NOT c.superseded))
+             / nullif(count(DISTINCT (f.message_id, f.run_no)), 0), 1)
+FROM failure_events f
+JOIN runs r ON r.message_id = f.message_id AND r.run_no = f.run_no
+WHERE f.attempt = 1 AND f.created_at >= since AND (in_batch IS NULL OR r.batch_id = in_batch)
+  AND EXISTS (SELECT 1 FROM llm_calls c
+              WHERE c.message_id = f.message_id AND c.run_no = f.run_no AND c.purpose = 'repair')
+GROUP BY f.schema_id, f.path_pattern
+$$;
+
+CREATE OR REPLACE VIEW field_failures AS
+SELECT f.schema_id, f.path_pattern, f.kind, f.keyword,
+       count(*)                                             AS errors,
+       count(DISTINCT (f.message_id, f.run_no))             AS runs,
+       count(*) FILTER (WHERE f.attempt = 1)                AS first_pass_errors,
+       count(DISTINCT (f.message_id, f.run_no)) FILTER (WHERE r.status = 'repaired' OR r.status = 'held' AND EXISTS (
+           SELECT 1 FROM llm_calls c WHERE c.message_id = f.message_id AND c.run_no = f.run_no
+             AND c.purpose = 'repair' AND c.valid AND NOT c.superseded)) AS runs_repaired,
+       count(DISTINCT (f.message_id, f.run_no)) FILTER (WHERE r.status = 'failed')   AS runs_failed,
+       min(f.created_at)                                    AS first_seen,
+       max(f.created_at)                                    AS last_seen
+FROM failure_events f
+JOIN runs r ON r.message_id = f.message_id AND r.run_no = f.run_no
+WHERE f.path_pattern <> ''
+GROUP BY f.schema_id, f.path_pattern, f.kind, f.keyword;
+
+CREATE OR REPLACE VIEW reply_failures AS
+SELECT f.schema_id, f.kind, f.keyword,
+       count(*)                                             AS errors,
+       count(DISTINCT (f.message_id, f.run_no))             AS runs,
+       count(*) FILTER (WHERE f.attempt = 1)                AS first_pass_errors,
+       count(DISTINCT (f.message_id, f.run_no)) FILTER (WHERE r.status = 'repaired' OR r.status = 'held' AND EXISTS (
+           SELECT 1 FROM llm_calls c WHERE c.message_id = f.message_id AND c.run_no = f.run_no
+             AND c.purpose = 'repair' AND c.valid AND NOT c.superseded)) AS runs_repaired,
+       count(DISTINCT (f.message_id, f.run_no)) FILTER (WHERE r.status = 'failed')   AS runs_failed,
+       min(f.created_at)                                    AS first_seen,
+       max(f.created_at)                                    AS last_seen
+FROM failure_events f
+JOIN runs r ON r.message_id = f.message_id AND r.run_no = f.run_no
+WHERE f.path_pattern = ''
+GROUP BY f.schema_id, f.kind, f.keyword;

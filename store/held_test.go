@@ -107,6 +107,18 @@ func TestHeld(t *testing.T) {
 		t.Errorf("triage_backlog.open_held = %d (%v), want 2", backlogHeld, err)
 	}
 
+	// The repair fixed them, though they are held: the analytics count
+	// them as repaired.
+	var effRepaired, fieldRepaired int
+	if err := st.Pool.QueryRow(ctx, `SELECT runs_repaired FROM repair_effectiveness_in('-infinity', $1) WHERE path_pattern = '/order_id'`, batch).
+		Scan(&effRepaired); err != nil || effRepaired != 2 {
+		t.Errorf("repair_effectiveness_in runs_repaired = %d (%v), want the 2 runs held after the repair", effRepaired, err)
+	}
+	if err := st.Pool.QueryRow(ctx, `SELECT runs_repaired FROM field_failures WHERE schema_id = 'support_ticket' AND path_pattern = '/order_id'`).
+		Scan(&fieldRepaired); err != nil || fieldRepaired != 2 {
+		t.Errorf("field_failures runs_repaired = %d (%v), want 2", fieldRepaired, err)
+	}
+
 	// The item names the rule and carries the record.
 	ref, err := st.TriageItemOfRun(ctx, st.Pool, held.MessageID, held.RunNo)
 	if err != nil {
