@@ -47,6 +47,7 @@ func TestReportHeld(t *testing.T) {
 		"succeeded 0 (valid at first pass), repaired 0 (valid after the one repair), held 1 (valid, held for review: no result until approved), failed 0 (sent to triage), queued 0",
 		"check: succeeded + repaired + held + failed + queued = 1 of 1 messages",
 		"triage items (every run): 1 open,",
+		"of them held for review: 1 open, 0 approved, 0 rejected, 0 sent back for a re-run",
 		"held for review 1 (0 valid after the one repair, not counted as repaired above)",
 		"Example results (0 shown)",
 	} {

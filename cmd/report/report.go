@@ -133,6 +133,14 @@ func printReport(ctx context.Context, w io.Writer, st *store.Store, p reportPara
 	}
 	fmt.Fprintf(w, "  triage items (every run): %d open, %d approved, %d rejected, %d sent back for a re-run\n",
 		tc.ByStatus[store.TriageOpen], tc.ByStatus[store.TriageApproved], tc.ByStatus[store.TriageRejected], tc.ByStatus[store.TriageRerun])
+	hc, err := st.TriageQueueCounts(ctx, db, store.TriageFilter{BatchID: batchID, Status: store.TriageAnyStatus, Kind: store.TriageReasonHeld})
+	if err != nil {
+		return err
+	}
+	if hc.Total > 0 {
+		fmt.Fprintf(w, "    of them held for review: %d open, %d approved, %d rejected, %d sent back for a re-run\n",
+			hc.ByStatus[store.TriageOpen], hc.ByStatus[store.TriageApproved], hc.ByStatus[store.TriageRejected], hc.ByStatus[store.TriageRerun])
+	}
 	fmt.Fprintf(w, "  LLM (every run): %d calls (%d with estimated tokens), %d prompt (%d cached) + %d completion tokens, cost $%.6f\n",
 		bs.LLMCalls, bs.UsageEstimatedCalls, bs.PromptTokens, bs.CachedTokens, bs.CompletionTokens, bs.CostUSD)
 
