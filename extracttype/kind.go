@@ -19,6 +19,11 @@ const (
 	KindInput        Kind = "input"         // empty message, one over the context window, or a schema not configured
 	KindTransport    Kind = "transport"     // the provider refused the request itself (bad_request); never retried
 	KindDelivery     Kind = "delivery"      // queue delivery limit reached: the provider or the worker failed on every delivery
+	// KindHeld is not an error of the record: a review rule (x-review)
+	// held a valid record for a person. It names the rule (keyword) on
+	// a held run's triage item; it is never in a call's error list, never
+	// repaired and never a failure event.
+	KindHeld Kind = "held"
 )
 
 // Repairable reports whether an error of kind k is sent back to the model

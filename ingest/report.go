@@ -19,6 +19,7 @@ type Report struct {
 	Queued           int     `json:"queued"`
 	Succeeded        int     `json:"succeeded"`
 	Repaired         int     `json:"repaired"`
+	Held             int     `json:"held"` // valid, held for review by a review rule: final for the worker, no result until approved
 	Failed           int     `json:"failed"`
 	LLMCalls         int     `json:"llm_calls"`
 	PromptTokens     int     `json:"prompt_tokens"`
@@ -57,7 +58,7 @@ func NewReport(sum Summary) Report {
 
 // AddOutcomes reads where sum's batch stands into rep: queued (with the
 // duplicates of sum whose earlier run is still queued), succeeded,
-// repaired, failed and the LLM calls, tokens and cost; only the queued
+// repaired, held, failed and the LLM calls, tokens and cost; only the queued
 // duplicates when no batch was recorded (sum.BatchID ""). A lost connection
 // is retried for up to 10s within ctx; the error is the last one.
 func AddOutcomes(ctx context.Context, st *store.Store, sum Summary, rep *Report) error {
@@ -78,7 +79,7 @@ func AddOutcomes(ctx context.Context, st *store.Store, sum Summary, rep *Report)
 		return err
 	}
 	waiting, _ := st.RunCountQueued(ctx, st.Pool, sum.Waiting)
-	rep.Queued, rep.Succeeded, rep.Repaired, rep.Failed = bs.Queued+waiting, bs.Succeeded, bs.Repaired, bs.Failed
+	rep.Queued, rep.Succeeded, rep.Repaired, rep.Held, rep.Failed = bs.Queued+waiting, bs.Succeeded, bs.Repaired, bs.Held, bs.Failed
 	rep.QueuedDuplicates = waiting
 	rep.LLMCalls, rep.PromptTokens, rep.CompletionTokens, rep.CostUSD = bs.LLMCalls, bs.PromptTokens, bs.CompletionTokens, bs.CostUSD
 	return nil

@@ -43,6 +43,7 @@ const (
 const (
 	OutcomeSucceeded = "succeeded" // valid at the first pass
 	OutcomeRepaired  = "repaired"  // valid after the one repair
+	OutcomeHeld      = "held"      // valid, held for a person by a review rule (x-review)
 	OutcomeFailed    = "failed"    // to triage with the final error list
 )
 
@@ -208,11 +209,19 @@ func (c Call) Valid() bool { return len(c.Errors) == 0 && !c.Undecodable() }
 
 // Result is the outcome of a run.
 type Result struct {
-	// Outcome is OutcomeSucceeded, OutcomeRepaired or OutcomeFailed.
+	// Outcome is OutcomeSucceeded, OutcomeRepaired, OutcomeHeld or
+	// OutcomeFailed.
 	Outcome string
-	// Data is the validated record; nil unless the outcome is succeeded or
-	// repaired. Nothing unvalidated is ever here.
+	// Data is the validated record; nil unless the outcome is succeeded,
+	// repaired or held. Nothing unvalidated is ever here. A held record is
+	// not a result until a person approves it.
 	Data json.RawMessage
+	// Held lists the review rules that held a valid record (kind
+	// extracttype.KindHeld, keyword the rule's name), for OutcomeHeld
+	// only; ValidAs is then how the record validated: OutcomeSucceeded
+	// (first pass) or OutcomeRepaired.
+	Held    extracttype.ErrorList
+	ValidAs string
 	// Evidence locates every grounded value of Data in the text.
 	Evidence []extracttype.Evidence
 	// Errors is the final error list of a failed run; its first error's
@@ -259,7 +268,8 @@ func (e *TransportError) Error() string {
 func (e *TransportError) Unwrap() error { return e.Err }
 
 // Process runs the contract on in. It returns a Result for every outcome
-// the message decides: succeeded, repaired, or failed with its error list.
+// the message decides: succeeded, repaired, held (valid, but a review
+// rule holds it: Result.Held), or failed with its error list.
 // It returns a *TransportError (with the partial Result) when the provider
 // failed in a way that is not the message's fault, and ctx.Err() when ctx
 // ends; the run should then be retried, not sent to triage.
@@ -293,7 +303,7 @@ func (e *Extractor) Process(ctx context.Context, in Input) (*Result, error) {
 	res.Calls = append(res.Calls, call)
 	res.LastReply = call.Reply
 	if len(errs) == 0 {
-		return succeed(res, OutcomeSucceeded, inst, ev), nil
+		return succeed(res, OutcomeSucceeded, inst, ev, in.Schema, text), nil
 	}
 	if !errs.Repairable() {
 		return fail(res, errs), nil
@@ -326,7 +336,7 @@ func (e *Extractor) Process(ctx context.Context, in Input) (*Result, error) {
 	res.Calls = append(res.Calls, call2)
 	res.LastReply = call2.Reply
 	if len(errs2) == 0 {
-		return succeed(res, OutcomeRepaired, inst2, ev2), nil
+		return succeed(res, OutcomeRepaired, inst2, ev2, in.Schema, text), nil
 	}
 	return fail(res, errs2), nil
 }
@@ -348,8 +358,9 @@ func fail(res *Result, errs extracttype.ErrorList) *Result {
 }
 
 // succeed records a validated instance with ev, the evidence its
-// validation found.
-func succeed(res *Result, outcome string, inst any, ev []extracttype.Evidence) *Result {
+// validation found; when one of schema's review rules holds it, the
+// outcome is OutcomeHeld with the rules, and outcome is kept as ValidAs.
+func succeed(res *Result, outcome string, inst any, ev []extracttype.Evidence, schema *Schema, text *runText) *Result {
 	b, err := json.Marshal(inst)
 	if err != nil {
 		return fail(res, extracttype.ErrorList{{Kind: extracttype.KindParse, Message: "record cannot be encoded as JSON"}})
@@ -357,6 +368,9 @@ func succeed(res *Result, outcome string, inst any, ev []extracttype.Evidence) *
 	res.Outcome = outcome
 	res.Data = b
 	res.Evidence = ev
+	if held := schema.review(inst, text); len(held) > 0 {
+		res.Outcome, res.Held, res.ValidAs = OutcomeHeld, held, outcome
+	}
 	return res
 }
 

@@ -66,11 +66,20 @@ type compiledRule struct {
 }
 
 // ruleSite is an object schema with rules: where it is in the schema
-// document and its compiled rules.
+// document, its compiled x-rules and its compiled x-review rules.
 type ruleSite struct {
-	node  uintptr // nodeKey of the object schema
-	rules []compiledRule
+	node    uintptr // nodeKey of the object schema
+	rules   []compiledRule
+	reviews []compiledRule
 }
+
+// The schema keywords of rule lists: x-rules must hold for a record to be
+// valid; x-review rules must hold for a valid record to count as a result
+// without a person (one that does not is held for review).
+const (
+	KeywordRules  = "x-rules"
+	KeywordReview = "x-review"
+)
 
 // nodeKey identifies a decoded schema object: the sites of a schema are
 // found by the node the instance walk is at.
@@ -95,13 +104,17 @@ var reservedRuleNames = map[string]bool{"grounded": true, "nul": true, "surrogat
 // the caller (LoadSchema), Rule by its name (or its index when it has
 // none), Reason says what is wrong.
 type RuleError struct {
-	Pointer string // JSON Pointer of the "x-rules" list in the schema
+	Pointer string // JSON Pointer of the "x-rules" or "x-review" list in the schema
 	Rule    string
 	Reason  string
 }
 
 func (e *RuleError) Error() string {
-	return fmt.Sprintf("x-rules at %s: rule %s: %s", cmpOr(e.Pointer, "/"), e.Rule, e.Reason)
+	kw := KeywordRules
+	if strings.HasSuffix(e.Pointer, "/"+KeywordReview) {
+		kw = KeywordReview
+	}
+	return fmt.Sprintf("%s at %s: rule %s: %s", kw, cmpOr(e.Pointer, "/"), e.Rule, e.Reason)
 }
 
 func cmpOr(a, b string) string {
@@ -121,8 +134,9 @@ type ruleCompiler struct {
 	sites   []*ruleSite
 }
 
-// compileRules finds and compiles every "x-rules" list of doc. The error
-// is a *RuleError, or several joined.
+// compileRules finds and compiles every "x-rules" and "x-review" list of
+// doc. Names are unique across both. The error is a *RuleError, or
+// several joined.
 func compileRules(doc map[string]any, opts CompileOptions) ([]*ruleSite, error) {
 	maxText := opts.MaxTextBytes
 	if maxText <= 0 {
@@ -141,12 +155,19 @@ func (rc *ruleCompiler) walk(node any, ptr string, depth int, errs *[]error) {
 	if sm == nil || depth > MaxJSONDepth {
 		return
 	}
-	if _, ok := sm["x-rules"]; ok {
-		site, err := rc.compileSite(sm, ptr)
-		*errs = append(*errs, err...)
-		if site != nil {
-			rc.sites = append(rc.sites, site)
+	_, hasRules := sm[KeywordRules]
+	_, hasReview := sm[KeywordReview]
+	if hasRules || hasReview {
+		site := &ruleSite{node: nodeKey(sm)}
+		if hasRules {
+			rules, err := rc.compileSite(sm, ptr, KeywordRules)
+			site.rules, *errs = rules, append(*errs, err...)
 		}
+		if hasReview {
+			rules, err := rc.compileSite(sm, ptr, KeywordReview)
+			site.reviews, *errs = rules, append(*errs, err...)
+		}
+		rc.sites = append(rc.sites, site)
 	}
 	for _, kw := range []string{"properties", "$defs"} {
 		m, _ := sm[kw].(map[string]any)
@@ -158,11 +179,13 @@ func (rc *ruleCompiler) walk(node any, ptr string, depth int, errs *[]error) {
 	rc.walk(sm["additionalProperties"], ptr+"/additionalProperties", depth+1, errs)
 }
 
-func (rc *ruleCompiler) compileSite(sm map[string]any, ptr string) (*ruleSite, []error) {
-	at := ptr + "/x-rules"
-	raw, err := json.Marshal(sm["x-rules"])
+// compileSite compiles the rule list under keyword kw (KeywordRules or
+// KeywordReview) of the object schema sm, at pointer ptr.
+func (rc *ruleCompiler) compileSite(sm map[string]any, ptr, kw string) ([]compiledRule, []error) {
+	at := ptr + "/" + kw
+	raw, err := json.Marshal(sm[kw])
 	if err == nil && string(raw) == "null" {
-		err = errors.New("x-rules is null")
+		err = errors.New(kw + " is null")
 	}
 	if err != nil {
 		return nil, []error{&RuleError{Pointer: at, Rule: "?", Reason: err.Error()}}
@@ -183,13 +206,13 @@ func (rc *ruleCompiler) compileSite(sm map[string]any, ptr string) (*ruleSite, [
 	rc.sizes = map[string]uint64{}
 	selfType := rc.celType(sm, "self", 0)
 	if selfType.Kind() != types.StructKind {
-		return nil, []error{&RuleError{Pointer: at, Rule: "?", Reason: "x-rules sits on a schema that is not an object with properties"}}
+		return nil, []error{&RuleError{Pointer: at, Rule: "?", Reason: kw + " sits on a schema that is not an object with properties"}}
 	}
 	env, err := rc.env(selfType)
 	if err != nil {
 		return nil, []error{&RuleError{Pointer: at, Rule: "?", Reason: err.Error()}}
 	}
-	site := &ruleSite{node: nodeKey(sm)}
+	out := []compiledRule{}
 	var errs []error
 	for i, r := range rules {
 		label := r.Name
@@ -201,9 +224,9 @@ func (rc *ruleCompiler) compileSite(sm map[string]any, ptr string) (*ruleSite, [
 			errs = append(errs, &RuleError{Pointer: at, Rule: label, Reason: reason})
 			continue
 		}
-		site.rules = append(site.rules, cr)
+		out = append(out, cr)
 	}
-	return site, errs
+	return out, errs
 }
 
 func (rc *ruleCompiler) compileRule(env *cel.Env, sm map[string]any, r Rule) (compiledRule, string) {
@@ -730,6 +753,42 @@ func (s *Schema) derefNode(sm map[string]any) map[string]any {
 // unless schemaFailed: a record that breaks the schema breaks the types
 // the rules were checked against, and the schema errors say why.
 func (s *Schema) checkRules(instance any, text *runText, schemaFailed bool) extracttype.ErrorList {
+	return s.runRules(instance, text, extracttype.KindRule, schemaFailed, func(site *ruleSite) []compiledRule { return site.rules })
+}
+
+// Review runs the schema's review rules ("x-review") on a record that
+// validated (Validate or ValidateMessage returned no error; the record as
+// they left it, its grounded strings cut). Each review rule is an
+// assertion, as an x-rules rule is: one that is true lets the record
+// count as a result; one that is false (or cannot be evaluated) holds
+// it for a person. It returns one KindHeld entry per rule that holds the
+// record, with the rule's name as keyword and its fixed message, at the
+// object's path plus its field, sorted; nil when nothing holds it. Review
+// never makes a record invalid, and gives nothing meaningful for a record
+// that did not validate.
+func (s *Schema) Review(instance any, text string, meta MessageMeta) extracttype.ErrorList {
+	return s.review(instance, &runText{text: text, meta: meta})
+}
+
+func (s *Schema) review(instance any, text *runText) extracttype.ErrorList {
+	out := s.runRules(instance, text, extracttype.KindHeld, false, func(site *ruleSite) []compiledRule { return site.reviews })
+	out.Sort()
+	return dedupe(out)
+}
+
+// HasReview reports whether the schema has any review rule.
+func (s *Schema) HasReview() bool {
+	for _, site := range s.rules {
+		if len(site.reviews) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// runRules walks instance and evaluates, on each object whose schema has
+// a site, the rules list picks of it, giving entries of kind.
+func (s *Schema) runRules(instance any, text *runText, kind extracttype.Kind, schemaFailed bool, list func(*ruleSite) []compiledRule) extracttype.ErrorList {
 	if len(s.rules) == 0 {
 		return nil
 	}
@@ -744,10 +803,10 @@ func (s *Schema) checkRules(instance any, text *runText, schemaFailed bool) extr
 		sm = s.derefNode(sm)
 		switch v := inst.(type) {
 		case map[string]any:
-			if site := s.ruleSiteOf(sm); site != nil {
+			if site := s.ruleSiteOf(sm); site != nil && len(list(site)) > 0 {
 				self := s.celValue(sm, v, depth)
-				for _, r := range site.rules {
-					out = append(out, r.eval(self, mv, path, schemaFailed)...)
+				for _, r := range list(site) {
+					out = append(out, r.eval(self, mv, path, kind, schemaFailed)...)
 				}
 			}
 			props, _ := sm["properties"].(map[string]any)
@@ -778,27 +837,39 @@ func (s *Schema) ruleSiteOf(sm map[string]any) *ruleSite {
 	return nil
 }
 
-func (r compiledRule) eval(self any, mv *messageVal, path string, schemaFailed bool) extracttype.ErrorList {
+func (r compiledRule) eval(self any, mv *messageVal, path string, kind extracttype.Kind, schemaFailed bool) extracttype.ErrorList {
 	at := path + r.Field
 	out, _, err := r.prog.Eval(map[string]any{"self": self, "message": mv})
 	if err != nil {
 		if schemaFailed {
 			return nil
 		}
-		return extracttype.ErrorList{{Kind: extracttype.KindRule, Path: at, Keyword: r.Name,
+		return extracttype.ErrorList{{Kind: kind, Path: at, Keyword: r.Name,
 			Message: r.Message + " (the rule could not be evaluated on this record)"}}
 	}
 	if b, ok := out.(types.Bool); ok && bool(b) {
 		return nil
 	}
-	return extracttype.ErrorList{{Kind: extracttype.KindRule, Path: at, Keyword: r.Name, Message: r.Message}}
+	return extracttype.ErrorList{{Kind: kind, Path: at, Keyword: r.Name, Message: r.Message}}
 }
 
-// Rules returns the schema's rules, in schema order per object.
+// Rules returns the schema's rules (x-rules), in schema order per object.
 func (s *Schema) Rules() []Rule {
 	var out []Rule
 	for _, site := range s.rules {
 		for _, r := range site.rules {
+			out = append(out, r.Rule)
+		}
+	}
+	return out
+}
+
+// ReviewRules returns the schema's review rules (x-review), in schema
+// order per object.
+func (s *Schema) ReviewRules() []Rule {
+	var out []Rule
+	for _, site := range s.rules {
+		for _, r := range site.reviews {
 			out = append(out, r.Rule)
 		}
 	}

@@ -22,6 +22,10 @@ import (
 //     customer's message (see Ground).
 //   - "x-rules" on an object: CEL rules its values must meet (see Rule and
 //     docs/extraction.md, "Rules").
+//   - "x-review" on an object: CEL rules of the same shape that a valid
+//     record must meet to count as a result without a person; one that is
+//     false holds it for review (see Review and docs/extraction.md,
+//     "Review rules").
 //
 // Schemas are JSON Schema draft 2020-12; format assertions are on.
 type Schema struct {
@@ -39,7 +43,7 @@ type Schema struct {
 	doc      map[string]any
 	compiled *jsonschema.Schema
 	model    json.RawMessage // ModelSchema, computed once
-	rules    []*ruleSite     // the compiled x-rules, per object schema
+	rules    []*ruleSite     // the compiled x-rules and x-review, per object schema
 }
 
 // LoadSchema reads the schema file name from fsys, or from disk when fsys

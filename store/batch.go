@@ -42,7 +42,10 @@ type BatchSummary struct {
 	Succeeded int    `db:"succeeded" json:"succeeded"` // valid at the first pass
 	Repaired  int    `db:"repaired" json:"repaired"`   // valid after the one repair
 	Failed    int    `db:"failed" json:"failed"`       // sent to triage
-	Erased    int    `db:"erased" json:"erased"`       // messages whose text was erased (retention); counted above too
+	// Held counts latest runs whose valid record a review rule holds for a
+	// person: a final worker outcome, but no result until approved.
+	Held   int `db:"held" json:"held"`
+	Erased int `db:"erased" json:"erased"` // messages whose text was erased (retention); counted above too
 	// LLMCalls counts every paid call, those of deliveries that did not
 	// decide their run (superseded: nak'ed) included; UsageEstimatedCalls those of them
 	// whose tokens are the worker's estimates (the reply had no usage).
@@ -57,7 +60,7 @@ type BatchSummary struct {
 }
 
 // Done reports whether every message of the batch has a final state for
-// its latest run.
+// its latest run: succeeded, repaired, held or failed.
 func (b BatchSummary) Done() bool { return b.Queued == 0 }
 
 const batchSummarySQL = `
@@ -72,6 +75,7 @@ WITH latest AS (
            count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
            count(*) FILTER (WHERE status = 'repaired')  AS repaired,
            count(*) FILTER (WHERE status = 'failed')    AS failed,
+           count(*) FILTER (WHERE status = 'held')      AS held,
            (SELECT count(*) FROM runs WHERE batch_id = $1) AS runs,
            (SELECT count(*) FROM latest l JOIN messages m ON m.id = l.message_id
             WHERE m.erased_at IS NOT NULL) AS erased

@@ -22,6 +22,11 @@ type BatchAccounting struct {
 	// runs sent to triage.
 	Repaired int `json:"repaired"`
 	Failed   int `json:"failed"`
+	// Held counts latest runs held for review; HeldAfterRepair those of
+	// them whose record validated after the repair (the repair fixed
+	// them, though they are not results yet).
+	Held            int `json:"held"`
+	HeldAfterRepair int `json:"held_after_repair"`
 	// CostUSD is the batch's whole cost; RepairCostUSD the repair calls'.
 	CostUSD       float64 `json:"cost_usd"`
 	RepairCostUSD float64 `json:"repair_cost_usd"`
@@ -48,6 +53,9 @@ SELECT
     (SELECT count(*) FROM every_call WHERE purpose = 'repair'),
     (SELECT count(*) FROM latest WHERE status = 'repaired'),
     (SELECT count(*) FROM latest WHERE status = 'failed'),
+    (SELECT count(*) FROM latest WHERE status = 'held'),
+    (SELECT count(*) FROM latest l JOIN triage_items t USING (message_id, run_no)
+     WHERE l.status = 'held' AND t.held_valid_as = 'repaired'),
     (SELECT coalesce(sum(cost_usd), 0)::float8 FROM every_call),
     (SELECT coalesce(sum(cost_usd), 0)::float8 FROM every_call WHERE purpose = 'repair'),
     (SELECT coalesce(avg(completion_tokens), 0)::float8 FROM every_call WHERE purpose = 'repair')`
@@ -56,7 +64,7 @@ SELECT
 func (s *Store) BatchAccountingGet(ctx context.Context, db DBTX, batchID string) (BatchAccounting, error) {
 	var a BatchAccounting
 	err := db.QueryRow(ctx, batchAccountingSQL, batchID).Scan(&a.Runs, &a.FirstPassFailures, &a.RepairCalls,
-		&a.Repaired, &a.Failed, &a.CostUSD, &a.RepairCostUSD, &a.CompletionTokensPerRepair)
+		&a.Repaired, &a.Failed, &a.Held, &a.HeldAfterRepair, &a.CostUSD, &a.RepairCostUSD, &a.CompletionTokensPerRepair)
 	if err != nil {
 		return a, fmt.Errorf("store.BatchAccountingGet(%q): %w", batchID, interpretError(err))
 	}

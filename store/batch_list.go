@@ -21,6 +21,7 @@ type BatchRow struct {
 	Succeeded  int       `db:"succeeded" json:"succeeded"`
 	Repaired   int       `db:"repaired" json:"repaired"`
 	Failed     int       `db:"failed" json:"failed"`
+	Held       int       `db:"held" json:"held"` // valid, held for review: final for the worker, no result yet
 	LLMCalls   int       `db:"llm_calls" json:"llm_calls"`
 	// UsageEstimatedCalls counts the calls whose tokens, and so cost, are
 	// estimates (the reply had no usage).
@@ -57,7 +58,8 @@ WITH b AS (
            count(*) FILTER (WHERE status = 'queued')    AS queued,
            count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
            count(*) FILTER (WHERE status = 'repaired')  AS repaired,
-           count(*) FILTER (WHERE status = 'failed')    AS failed
+           count(*) FILTER (WHERE status = 'failed')    AS failed,
+           count(*) FILTER (WHERE status = 'held')      AS held
     FROM latest GROUP BY batch_id
 ), calls AS (
     SELECT r.batch_id, count(*) AS llm_calls, count(*) FILTER (WHERE c.usage_estimated) AS usage_estimated_calls,
@@ -73,6 +75,7 @@ SELECT b.id, b.schema_id, b.source_name, b.created_at,
        coalesce(counts.succeeded, 0) AS succeeded,
        coalesce(counts.repaired, 0)  AS repaired,
        coalesce(counts.failed, 0)    AS failed,
+       coalesce(counts.held, 0)      AS held,
        coalesce(calls.llm_calls, 0)  AS llm_calls,
        coalesce(calls.usage_estimated_calls, 0) AS usage_estimated_calls,
        coalesce(calls.cost_usd, 0)   AS cost_usd

@@ -19,14 +19,15 @@ type BatchResult struct {
 	ExternalID string `db:"external_id" json:"id"`
 	Source     string `db:"source" json:"source"`
 	RunNo      int    `db:"run_no" json:"run_no"`
-	// Status is the run's: RunQueued, RunSucceeded, RunRepaired or
-	// RunFailed.
+	// Status is the run's: RunQueued, RunSucceeded, RunRepaired, RunHeld
+	// or RunFailed.
 	Status string `db:"status" json:"status"`
-	// Triage is the failed run's item status (TriageOpen, TriageApproved,
-	// TriageRejected, TriageRerun); nil otherwise.
+	// Triage is the failed or held run's item status (TriageOpen,
+	// TriageApproved, TriageRejected, TriageRerun); nil otherwise.
 	Triage *string `db:"triage" json:"triage"`
 	// Result is the message's current result for the schema; nil when it
-	// has none (queued, or failed and not approved).
+	// has none (queued, or held or failed and not approved: a held record
+	// is no result).
 	Result *BatchResultRecord `db:"result" json:"result"`
 	// ErasedAt is when the message's text was erased (retention), which
 	// removed its result too; nil, and left out of the JSON, otherwise.

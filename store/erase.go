@@ -20,8 +20,10 @@ import (
 //     model and validity stay.
 //   - extractions: the message's results are deleted (they copy the text
 //     and quote it as evidence). The runs keep their status.
-//   - triage_items: the last reply and the decision reason become empty;
-//     an open item is closed as rejected, decided by the erasure's actor.
+//   - triage_items: the last reply and the decision reason become empty,
+//     and a held run's record and evidence (held_record, held_evidence)
+//     NULL; an open item is closed as rejected, decided by the erasure's
+//     actor.
 //     The error list stays: it holds paths and kinds, never values.
 //   - audit_log: reason, before and after of the message's and its
 //     items' entries become empty (NULL for before and after); who, what
@@ -355,7 +357,7 @@ WITH calls AS (
 ), results AS (
     DELETE FROM extractions WHERE message_id = ANY($1)
 ), items AS (
-    UPDATE triage_items SET last_reply = '', decision_reason = '',
+    UPDATE triage_items SET last_reply = '', decision_reason = '', held_record = NULL, held_evidence = NULL,
            status = CASE WHEN status = 'open' THEN 'rejected' ELSE status END,
            decided_by = CASE WHEN status = 'open' THEN $2 ELSE decided_by END,
            decided_at = CASE WHEN status = 'open' THEN now() ELSE decided_at END,

@@ -64,12 +64,27 @@ type ExtractionParams struct {
 	CreatedBy string          // default "model"
 }
 
-// TriageParams is a failed run's item for people.
+// TriageParams is a failed or held run's item for people.
 type TriageParams struct {
-	Reason    string                // the kind that failed the run, such as "schema"; required
-	Errors    extracttype.ErrorList // the final error list
+	Reason    string                // the kind that failed the run, such as "schema", or "held"; required
+	Errors    extracttype.ErrorList // the final error list; for a held run, the review rules that held it (kind held)
 	LastReply string                // the last reply; NUL and invalid UTF-8 become U+FFFD
+	// Held is the validated record a review rule held, for a held run
+	// only (Reason "held"); nil otherwise.
+	Held *HeldParams
 }
+
+// HeldParams is the validated record of a held run, waiting on its
+// triage item. It is no result: a reviewer's approval makes one.
+type HeldParams struct {
+	Data     json.RawMessage // the validated record; required
+	Evidence json.RawMessage // grounding evidence, a JSON array; nil means []
+	ValidAs  string          // how it validated: RunSucceeded (first pass) or RunRepaired; required
+}
+
+// TriageReasonHeld is the reason of a held run's triage item, the kind of
+// its entries (extracttype.KindHeld).
+const TriageReasonHeld = "held"
 
 // RunOutcomeParams is a run's whole outcome.
 type RunOutcomeParams struct {
@@ -77,12 +92,13 @@ type RunOutcomeParams struct {
 	RunNo         int
 	SchemaID      string // required
 	SchemaVersion string // required
-	Status        string // RunSucceeded, RunRepaired or RunFailed
+	Status        string // RunSucceeded, RunRepaired, RunHeld or RunFailed
 	Calls         []LLMCall
 	// Extraction is required for succeeded and repaired, and must be nil
-	// for failed.
+	// for held and failed.
 	Extraction *ExtractionParams
-	// Triage is required for failed, and must be nil otherwise.
+	// Triage is required for failed and held (with Triage.Held), and must
+	// be nil otherwise.
 	Triage   *TriageParams
 	Failures []FailureEvent
 }
@@ -100,11 +116,21 @@ func (p RunOutcomeParams) validate() error {
 		if p.Triage == nil || p.Extraction != nil {
 			return fmt.Errorf("status %s wants a triage item and no extraction", p.Status)
 		}
-		if p.Triage.Reason == "" {
-			return fmt.Errorf("status %s: triage reason is empty", p.Status)
+		if p.Triage.Reason == "" || p.Triage.Reason == TriageReasonHeld || p.Triage.Held != nil {
+			return fmt.Errorf("status %s: triage reason is empty or held, or the item holds a record", p.Status)
+		}
+	case RunHeld:
+		if p.Triage == nil || p.Extraction != nil || p.Triage.Held == nil {
+			return fmt.Errorf("status %s wants a triage item with the held record and no extraction", p.Status)
+		}
+		if p.Triage.Reason != TriageReasonHeld || len(p.Triage.Errors) == 0 {
+			return fmt.Errorf("status %s: triage reason must be %q, with the rules that held it", p.Status, TriageReasonHeld)
+		}
+		if h := p.Triage.Held; len(h.Data) == 0 || (h.ValidAs != RunSucceeded && h.ValidAs != RunRepaired) {
+			return fmt.Errorf("status %s: held data is empty or valid_as %q is not succeeded or repaired", p.Status, h.ValidAs)
 		}
 	default:
-		return fmt.Errorf("status %q is not succeeded, repaired or failed", p.Status)
+		return fmt.Errorf("status %q is not succeeded, repaired, held or failed", p.Status)
 	}
 	if p.SchemaID == "" || p.SchemaVersion == "" {
 		return fmt.Errorf("schema id and schema version are required")
@@ -128,7 +154,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
 // RunOutcomeInsert writes a run's whole outcome, atomically, in one
 // statement (outcomeWriteSQL): the run's status and finished_at where the
 // run is still queued, and then, only then, every call, the extraction
-// (succeeded, repaired) or the triage item (failed), and the failure
+// (succeeded, repaired) or the triage item (held, failed), and the failure
 // events, each linked to its call by FailureEvent.CallIndex. If the run is
 // not queued, nothing is written and the error wraps ErrOutcomeExists (or
 // ErrNotFound for an unknown run). db may be the pool or a transaction.

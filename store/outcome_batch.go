@@ -45,8 +45,9 @@ WITH fin AS (
     SELECT message_id, run_no, $23, $24, $25, $26::jsonb, $27::jsonb, $28
     FROM fin WHERE $26::jsonb IS NOT NULL
 ), tri AS (
-    INSERT INTO triage_items (message_id, run_no, schema_id, reason, errors, last_reply)
-    SELECT message_id, run_no, $23, $29::text, $30::jsonb, $31
+    INSERT INTO triage_items (message_id, run_no, schema_id, reason, errors, last_reply,
+        held_record, held_evidence, held_valid_as)
+    SELECT message_id, run_no, $23, $29::text, $30::jsonb, $31, $47::jsonb, $48::jsonb, $49::text
     FROM fin WHERE $29::text IS NOT NULL
 ), fe AS (
     INSERT INTO failure_events (
@@ -80,13 +81,20 @@ func outcomeArgs(p RunOutcomeParams) ([]any, error) {
 		extData, extEvidence = string(CleanJSON(e.Data)), string(evidence)
 		extOutcome, extBy = cmp.Or(e.Outcome, p.Status), cmp.Or(e.CreatedBy, "model")
 	}
-	var triReason, triErrors, triReply any
+	var triReason, triErrors, triReply, heldData, heldEvidence, heldAs any
 	if t := p.Triage; t != nil {
 		errs, err := marshalErrorList(t.Errors)
 		if err != nil {
 			return nil, err
 		}
 		triReason, triErrors, triReply = CleanText(t.Reason), string(errs), CleanText(t.LastReply)
+		if h := t.Held; h != nil {
+			evidence := CleanJSON(h.Evidence)
+			if len(evidence) == 0 {
+				evidence = json.RawMessage(`[]`)
+			}
+			heldData, heldEvidence, heldAs = string(CleanJSON(h.Data)), string(evidence), h.ValidAs
+		}
 	}
 
 	m := len(p.Failures)
@@ -112,7 +120,8 @@ func outcomeArgs(p RunOutcomeParams) ([]any, error) {
 	args = append(args, p.SchemaID, p.SchemaVersion, extOutcome, extData, extEvidence, extBy,
 		triReason, triErrors, triReply,
 		fCall, fAttempt, fSchema, fSchemaVer, fPromptVer, fModel, fKind, fPath, fPattern, fKeyword, fMessage)
-	return append(args, calls[19:]...), nil
+	args = append(args, calls[19:]...)
+	return append(args, heldData, heldEvidence, heldAs), nil
 }
 
 // callArrays returns the column arrays of calls, one element per call, in

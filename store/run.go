@@ -13,6 +13,7 @@ const (
 	RunQueued    = "queued"
 	RunSucceeded = "succeeded" // valid at the first pass
 	RunRepaired  = "repaired"  // valid after the one repair
+	RunHeld      = "held"      // valid, held for a person by a review rule: no result until approved
 	RunFailed    = "failed"    // sent to triage
 )
 
@@ -23,7 +24,7 @@ type Run struct {
 	RunNo     int    `db:"run_no"` // 1, 2, ...
 	BatchID   string `db:"batch_id"`
 	SchemaID  string `db:"schema_id"`
-	Status    string `db:"status"` // RunQueued, RunSucceeded, RunRepaired or RunFailed
+	Status    string `db:"status"` // RunQueued, RunSucceeded, RunRepaired, RunHeld or RunFailed
 	// DedupID is the run's publish key (Nats-Msg-Id): "run-" and a random
 	// UUID, set at insert (migration 000013) and the same on every
 	// publish of the run. Runs stored before that migration keep

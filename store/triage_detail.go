@@ -42,8 +42,15 @@ type TriageItemDetail struct {
 	Item TriageQueueItem
 	// LastReply is the last reply of the failed run, as the item keeps it.
 	LastReply string
-	Message   Message
-	Run       Run
+	// Held is, for a held run's item (reason TriageReasonHeld), the
+	// validated record a review rule held, with its evidence and how it
+	// validated (RunSucceeded or RunRepaired); nil and "" otherwise, and
+	// nil once erased.
+	Held         json.RawMessage
+	HeldEvidence json.RawMessage
+	HeldValidAs  string
+	Message      Message
+	Run          Run
 	// Calls are the failed run's LLM calls, in order: those of the
 	// delivery that decided it, not those of deliveries nak'ed before
 	// (superseded), which the ledger keeps.
@@ -80,7 +87,8 @@ func (s *Store) TriageItemGet(ctx context.Context, db DBTX, id int64) (TriageIte
 	if err != nil {
 		return d, fmt.Errorf("store.TriageItemGet(%d): %w", id, interpretError(err))
 	}
-	if err := db.QueryRow(ctx, `SELECT last_reply FROM triage_items WHERE id = $1`, id).Scan(&d.LastReply); err != nil {
+	if err := db.QueryRow(ctx, `SELECT last_reply, held_record, held_evidence, coalesce(held_valid_as, '') FROM triage_items WHERE id = $1`, id).
+		Scan(&d.LastReply, &d.Held, &d.HeldEvidence, &d.HeldValidAs); err != nil {
 		return d, fmt.Errorf("store.TriageItemGet(%d): %w", id, interpretError(err))
 	}
 	rm, err := s.RunGetWithMessage(ctx, db, RunGetParams{MessageID: d.Item.MessageID, RunNo: d.Item.RunNo})

@@ -43,6 +43,7 @@ var (
 		string(extracttype.KindParse), string(extracttype.KindSchema), string(extracttype.KindRule), string(extracttype.KindTool),
 		string(extracttype.KindTruncated), string(extracttype.KindRefusal), string(extracttype.KindPatchInvalid),
 		string(extracttype.KindBudget), string(extracttype.KindInput), string(extracttype.KindTransport), string(extracttype.KindDelivery),
+		string(extracttype.KindHeld),
 	}
 )
 

@@ -74,6 +74,8 @@ func (s *Server) loadItem(ctx context.Context, id int64) (*itemState, error) {
 	switch {
 	case d.Item.Status == store.TriageApproved && d.Current != nil && d.Current.RunNo == d.Item.RunNo:
 		it.Draft, it.DraftSource = decodeRecord(d.Current.Data), "the approved record"
+	case it.Held() && decodeRecord(d.Held) != nil:
+		it.Draft, it.DraftSource = decodeRecord(d.Held), "the held record: it validated, and a review rule holds it for a person"
 	case it.Patched != nil:
 		it.Draft, it.DraftSource = it.Patched, "the first reply with the repair patch applied"
 	case it.Repair != nil:
@@ -93,6 +95,11 @@ func (s *Server) loadItem(ctx context.Context, id int64) (*itemState, error) {
 	}
 	return it, nil
 }
+
+// Held reports whether the item is a held run's: a record that validated
+// and that a review rule (x-review) holds for a person. Its errors are the
+// rules that held it (kind held).
+func (it *itemState) Held() bool { return it.D.Item.Reason == store.TriageReasonHeld }
 
 // parsedObject returns the one JSON object of a model reply, or nil.
 func parsedObject(reply string) any {

@@ -494,11 +494,15 @@ func (w *Worker) bookSuperseded(ctx context.Context, log *zap.Logger, rw store.R
 }
 
 // announceNew announces the triage item that the committed outcome res of
-// a failed run made. It comes after the commit and never changes the
-// run's fate: a lookup or publish that fails is logged and counted.
+// a failed or held run made. It comes after the commit and never changes
+// the run's fate: a lookup or publish that fails is logged and counted.
 func (w *Worker) announceNew(ctx context.Context, rw store.RunWithMessage, res *pipeline.Result) {
-	if w.cfg.Announcer == nil || res.Outcome != pipeline.OutcomeFailed {
+	if w.cfg.Announcer == nil || (res.Outcome != pipeline.OutcomeFailed && res.Outcome != pipeline.OutcomeHeld) {
 		return
+	}
+	reason, errs := string(res.Reason()), res.Errors
+	if res.Outcome == pipeline.OutcomeHeld {
+		reason, errs = store.TriageReasonHeld, res.Held
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.DBTimeout)
 	ref, err := w.cfg.Store.TriageItemOfRun(cctx, w.cfg.Store.Pool, rw.Run.MessageID, rw.Run.RunNo)
@@ -506,7 +510,7 @@ func (w *Worker) announceNew(ctx context.Context, rw store.RunWithMessage, res *
 	if err == nil {
 		err = w.cfg.Announcer.Announce(queue.TriageEvent{
 			Event: queue.TriageEventNew, ItemID: ref.ID, MessageID: rw.Run.MessageID, RunNo: rw.Run.RunNo,
-			BatchID: rw.Run.BatchID, SchemaID: rw.Run.SchemaID, Reason: string(res.Reason()), Errors: res.Errors, At: ref.CreatedAt,
+			BatchID: rw.Run.BatchID, SchemaID: rw.Run.SchemaID, Reason: reason, Errors: errs, At: ref.CreatedAt,
 		})
 	}
 	if err != nil {
@@ -600,6 +604,21 @@ func OutcomeParams(messageID int64, runNo int, schema *pipeline.Schema, model st
 			ev = []byte("[]")
 		}
 		p.Extraction = &store.ExtractionParams{Data: res.Data, Evidence: ev, Outcome: res.Outcome, CreatedBy: "model"}
+	case pipeline.OutcomeHeld:
+		// Valid, but a review rule holds it: the record waits on a
+		// triage item of kind held, naming the rules; no result.
+		if len(res.Data) == 0 || len(res.Held) == 0 {
+			return p, errors.New("held outcome without data or rules")
+		}
+		ev, err := json.Marshal(res.Evidence)
+		if err != nil {
+			return p, err
+		}
+		if res.Evidence == nil {
+			ev = []byte("[]")
+		}
+		p.Triage = &store.TriageParams{Reason: store.TriageReasonHeld, Errors: res.Held, LastReply: res.LastReply,
+			Held: &store.HeldParams{Data: res.Data, Evidence: ev, ValidAs: res.ValidAs}}
 	case pipeline.OutcomeFailed:
 		if len(res.Errors) == 0 {
 			return p, errors.New("failed outcome without errors")

@@ -210,8 +210,8 @@ func ingestFile(ctx context.Context, o fileOptions, env startup.Env, log *zap.Lo
 		}
 		fmt.Fprintf(stdout, "%s: %d lines, %d published, %d duplicates, %d rejected\n",
 			batch, rep.Lines, rep.Published, rep.Duplicates, rep.Rejected)
-		fmt.Fprintf(stdout, "outcomes: %d succeeded, %d repaired, %d failed (to triage), %d queued\n",
-			rep.Succeeded, rep.Repaired, rep.Failed, rep.Queued)
+		fmt.Fprintf(stdout, "outcomes: %d succeeded, %d repaired, %d held (for review), %d failed (to triage), %d queued\n",
+			rep.Succeeded, rep.Repaired, rep.Held, rep.Failed, rep.Queued)
 		fmt.Fprintf(stdout, "llm: %d calls, %d prompt + %d completion tokens, $%.6f\n",
 			rep.LLMCalls, rep.PromptTokens, rep.CompletionTokens, rep.CostUSD)
 		if rep.InvalidUTF8 > 0 {

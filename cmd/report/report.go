@@ -120,10 +120,10 @@ func printReport(ctx context.Context, w io.Writer, st *store.Store, p reportPara
 		fmt.Fprintf(w, "  %d runs: %s of a message re-run in this batch; each message is counted by its latest run, except where a line says \"every run\"\n",
 			bs.Runs, plural(reruns, "one more run", "more runs"))
 	}
-	fmt.Fprintf(w, "  succeeded %d (valid at first pass), repaired %d (valid after the one repair), failed %d (sent to triage), queued %d\n",
-		bs.Succeeded, bs.Repaired, bs.Failed, bs.Queued)
-	fmt.Fprintf(w, "  check: succeeded + repaired + failed + queued = %d of %d messages\n",
-		bs.Succeeded+bs.Repaired+bs.Failed+bs.Queued, bs.Messages)
+	fmt.Fprintf(w, "  succeeded %d (valid at first pass), repaired %d (valid after the one repair), held %d (valid, held for review: no result until approved), failed %d (sent to triage), queued %d\n",
+		bs.Succeeded, bs.Repaired, bs.Held, bs.Failed, bs.Queued)
+	fmt.Fprintf(w, "  check: succeeded + repaired + held + failed + queued = %d of %d messages\n",
+		bs.Succeeded+bs.Repaired+bs.Held+bs.Failed+bs.Queued, bs.Messages)
 	if bs.Erased > 0 {
 		fmt.Fprintf(w, "  erased: %d of the messages' text and results (retention), so their results are not shown below\n", bs.Erased)
 	}
@@ -133,6 +133,14 @@ func printReport(ctx context.Context, w io.Writer, st *store.Store, p reportPara
 	}
 	fmt.Fprintf(w, "  triage items (every run): %d open, %d approved, %d rejected, %d sent back for a re-run\n",
 		tc.ByStatus[store.TriageOpen], tc.ByStatus[store.TriageApproved], tc.ByStatus[store.TriageRejected], tc.ByStatus[store.TriageRerun])
+	hc, err := st.TriageQueueCounts(ctx, db, store.TriageFilter{BatchID: batchID, Status: store.TriageAnyStatus, Kind: store.TriageReasonHeld})
+	if err != nil {
+		return err
+	}
+	if hc.Total > 0 {
+		fmt.Fprintf(w, "    of them held for review: %d open, %d approved, %d rejected, %d sent back for a re-run\n",
+			hc.ByStatus[store.TriageOpen], hc.ByStatus[store.TriageApproved], hc.ByStatus[store.TriageRejected], hc.ByStatus[store.TriageRerun])
+	}
 	fmt.Fprintf(w, "  LLM (every run): %d calls (%d with estimated tokens), %d prompt (%d cached) + %d completion tokens, cost $%.6f\n",
 		bs.LLMCalls, bs.UsageEstimatedCalls, bs.PromptTokens, bs.CachedTokens, bs.CompletionTokens, bs.CostUSD)
 
@@ -142,6 +150,10 @@ func printReport(ctx context.Context, w io.Writer, st *store.Store, p reportPara
 	}
 	fmt.Fprintf(w, "  first-pass failures %d (%.1f%% of messages); repair calls (every run) %d; repaired %d (%.1f%% of repair calls); final failures %d\n",
 		acc.FirstPassFailures, pct(acc.FirstPassFailures, acc.Runs), acc.RepairCalls, acc.Repaired, pct(acc.Repaired, acc.RepairCalls), acc.Failed)
+	if acc.Held > 0 {
+		fmt.Fprintf(w, "  held for review %d (%d valid after the one repair, not counted as repaired above); see the triage items of kind held\n",
+			acc.Held, acc.HeldAfterRepair)
+	}
 	share := 0.0
 	if acc.CostUSD > 0 {
 		share = 100 * acc.RepairCostUSD / acc.CostUSD

@@ -92,8 +92,8 @@ func TestPrintReport(t *testing.T) {
 	}
 	for _, want := range []string{
 		"Batch b-report: 3 messages",
-		"succeeded 1 (valid at first pass), repaired 0 (valid after the one repair), failed 2 (sent to triage), queued 0",
-		"check: succeeded + repaired + failed + queued = 3 of 3 messages",
+		"succeeded 1 (valid at first pass), repaired 0 (valid after the one repair), held 0 (valid, held for review: no result until approved), failed 2 (sent to triage), queued 0",
+		"check: succeeded + repaired + held + failed + queued = 3 of 3 messages",
 		"triage items (every run): 1 open, 1 approved, 0 rejected, 0 sent back for a re-run",
 		"LLM (every run): 3 calls (1 with estimated tokens), 300 prompt (40 cached) + 60 completion tokens, cost $0.000300",
 		"Failing fields of batch b-report (every run) (failing_fields_in, top 5):",
@@ -158,7 +158,7 @@ func TestPrintReport(t *testing.T) {
 	}
 	for _, want := range []string{
 		"Batch b-report: 3 messages\n  4 runs: one more run of a message re-run in this batch",
-		"succeeded 2 (valid at first pass), repaired 0 (valid after the one repair), failed 1 (sent to triage), queued 0",
+		"succeeded 2 (valid at first pass), repaired 0 (valid after the one repair), held 0 (valid, held for review: no result until approved), failed 1 (sent to triage), queued 0",
 		"triage items (every run): 0 open, 1 approved, 0 rejected, 1 sent back for a re-run",
 		"LLM (every run): 4 calls (1 with estimated tokens), 400 prompt (40 cached) + 80 completion tokens",
 		"first-pass failures 1 (33.3% of messages); repair calls (every run) 0;",

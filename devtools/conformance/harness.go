@@ -489,7 +489,8 @@ func firstTries(n int, first, then http.Handler) http.Handler {
 	})
 }
 
-// loadWithoutRules compiles a bundled schema with its x-rules taken out.
+// loadWithoutRules compiles a bundled schema with its x-rules and x-review
+// taken out.
 // The suite checks what providers and servers do; a business rule (the
 // intent→flow map, say) that the simulator's keyword heuristics break
 // would turn a case's outcome into the rule's doing. The rules have their
@@ -509,6 +510,7 @@ func loadWithoutRules(t *testing.T, id, file string) *pipeline.Schema {
 		switch v := v.(type) {
 		case map[string]any:
 			delete(v, "x-rules")
+			delete(v, "x-review")
 			for _, e := range v {
 				strip(e)
 			}

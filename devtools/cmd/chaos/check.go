@@ -69,7 +69,7 @@ WITH latest AS (
 SELECT count(*),
        count(*) FILTER (WHERE l.status IN ('succeeded', 'repaired') AND EXISTS (
            SELECT 1 FROM extractions e WHERE e.message_id = l.message_id AND e.run_no = l.run_no AND e.created_by = 'model')
-       OR l.status = 'failed' AND EXISTS (
+       OR l.status IN ('failed', 'held') AND EXISTS (
            SELECT 1 FROM triage_items t WHERE t.message_id = l.message_id AND t.run_no = l.run_no))
 FROM messages m LEFT JOIN latest l ON l.message_id = m.id`
 

@@ -896,8 +896,8 @@ func (h *harness) report(v verdict) {
 	}
 	h.fmu.Unlock()
 	fmt.Fprintln(h.out)
-	fmt.Fprintf(h.out, "runs: %d succeeded, %d repaired, %d failed (triage), %d queued; stored messages %d of %d\n",
-		v.ByStatus["succeeded"], v.ByStatus["repaired"], v.ByStatus["failed"], v.ByStatus["queued"], v.Stored, v.Messages)
+	fmt.Fprintf(h.out, "runs: %d succeeded, %d repaired, %d held (review), %d failed (triage), %d queued; stored messages %d of %d\n",
+		v.ByStatus["succeeded"], v.ByStatus["repaired"], v.ByStatus["held"], v.ByStatus["failed"], v.ByStatus["queued"], v.Stored, v.Messages)
 	if len(v.ByReason) > 0 {
 		var rs []string
 		for _, l := range sortedCounts(v.ByReason) {

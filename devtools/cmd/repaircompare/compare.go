@@ -368,6 +368,12 @@ func summarize(strategy string, results []*pipeline.Result) StrategyStats {
 			s.Succeeded++
 		case pipeline.OutcomeRepaired:
 			s.Repaired++
+		case pipeline.OutcomeHeld: // valid, held for review: counted by how it validated
+			if r.ValidAs == pipeline.OutcomeRepaired {
+				s.Repaired++
+			} else {
+				s.Succeeded++
+			}
 		default:
 			s.Failed++
 			if r.Reason() == extracttype.KindPatchInvalid {
