@@ -296,13 +296,25 @@ type Reconciled struct {
 	OnStream int
 	// Republished counts those published again.
 	Republished int
+	// Lost: the stream had lost copies (see ReconcileParams.Grace), so
+	// the pass looked at every queued run at once.
+	Lost bool
 }
 
 // ReconcileParams configures one pass.
 type ReconcileParams struct {
 	// Grace is how long a run's copy must have gone unchecked before the
-	// run is looked for. Required; see Options.ReconcileGrace.
+	// run is looked for. Required; see Options.ReconcileGrace. A pass
+	// that finds the stream lost copies skips it: the stream did not
+	// exist, or its last sequence is below the highest one recorded on a
+	// queued run (a stream recreated, a server that lost its store), or
+	// its first sequence is past that one (a purge: no queued run's copy
+	// is left). Then every queued run checked before Start is looked for.
 	Grace time.Duration
+	// Start is when the reconciler's tick began; default now. The passes
+	// of one tick share it, so a pass that skips the grace does not look
+	// again at the runs an earlier pass of the tick checked.
+	Start time.Time
 	// Limit is the most runs looked for in one pass. Default 500.
 	Limit int
 	// Recreate, if set, is called when the stream does not exist (deleted,
@@ -321,18 +333,40 @@ func (r *Relay) Reconcile(ctx context.Context, p ReconcileParams) (Reconciled, e
 	if p.Grace <= 0 {
 		return rec, errors.New("relay.Reconcile: Grace must be positive")
 	}
-	runs, err := r.cfg.Store.RunListToCheck(ctx, r.cfg.Store.Pool, store.RunListToCheckParams{Grace: p.Grace, Limit: p.Limit})
+	if p.Start.IsZero() {
+		p.Start = time.Now()
+	}
+	// The highest sequence recorded, read before the bounds (see
+	// store.RunQueuedMaxSeq).
+	maxSeq, err := r.cfg.Store.RunQueuedMaxSeq(ctx, r.cfg.Store.Pool)
+	if err != nil {
+		return rec, err
+	}
+	if maxSeq > 0 {
+		first, last, err := r.bounds(ctx, p, &rec)
+		if err != nil {
+			return rec, err
+		}
+		if maxSeq > last || maxSeq < first {
+			rec.Lost = true
+		}
+		if rec.Lost {
+			r.log.Error("the runs stream lost messages of queued runs; looking for every queued run now",
+				zap.Uint64("highest_recorded_seq", maxSeq), zap.Uint64("stream_first_seq", first), zap.Uint64("stream_last_seq", last))
+		}
+	}
+	grace := p.Grace
+	if rec.Lost {
+		// Every queued run checked before this tick began.
+		grace = max(time.Since(p.Start), time.Millisecond)
+	}
+	runs, err := r.cfg.Store.RunListToCheck(ctx, r.cfg.Store.Pool, store.RunListToCheckParams{Grace: grace, Limit: p.Limit})
 	if err != nil || len(runs) == 0 {
 		return rec, err
 	}
-	first, last, err := r.cfg.Lookup.Bounds(ctx)
-	if queue.IsStreamNotFound(err) && p.Recreate != nil {
-		r.log.Error("the runs stream does not exist; creating it again, and its consumers", zap.Error(err))
-		if err := p.Recreate(ctx); err != nil {
-			return rec, err
-		}
-		first, last, err = r.cfg.Lookup.Bounds(ctx)
-	}
+	// Every run listed was recorded before this read, so its copy, if
+	// the stream still holds it, is within these bounds.
+	first, last, err := r.bounds(ctx, p, &rec)
 	if err != nil {
 		return rec, err
 	}
@@ -361,7 +395,7 @@ func (r *Relay) Reconcile(ctx context.Context, p ReconcileParams) (Reconciled, e
 			continue
 		}
 		got, err := r.republish(ctx, run, store.RunRepublishClaimParams{MessageID: run.MessageID, RunNo: run.RunNo,
-			StreamSeq: seq, Grace: p.Grace})
+			StreamSeq: seq, Grace: grace})
 		if err != nil {
 			return rec, err
 		}
@@ -374,6 +408,21 @@ func (r *Relay) Reconcile(ctx context.Context, p ReconcileParams) (Reconciled, e
 			zap.Int("run_no", run.RunNo), zap.Uint64("lost_seq", seq), zap.Uint64("stream_seq", got))
 	}
 	return rec, nil
+}
+
+// bounds returns the stream's first and last sequences, creating the
+// stream again (p.Recreate) if it does not exist; then rec.Lost is set.
+func (r *Relay) bounds(ctx context.Context, p ReconcileParams, rec *Reconciled) (first, last uint64, err error) {
+	first, last, err = r.cfg.Lookup.Bounds(ctx)
+	if queue.IsStreamNotFound(err) && p.Recreate != nil {
+		r.log.Error("the runs stream does not exist; creating it again, and its consumers", zap.Error(err))
+		if err := p.Recreate(ctx); err != nil {
+			return 0, 0, err
+		}
+		rec.Lost = true
+		first, last, err = r.cfg.Lookup.Bounds(ctx)
+	}
+	return first, last, err
 }
 
 // onStream reports whether the stream holds run's copy at seq, with the
@@ -460,11 +509,13 @@ func (r *Relay) Run(ctx context.Context, o Options) {
 			every(ctx, o.ReconcileEvery, func() {
 				// A full pass runs again at once, up to a bound, so a
 				// large backlog is walked through quickly after a loss.
+				start := time.Now()
 				for range maxPassesPerTick {
 					if ctx.Err() != nil {
 						return
 					}
-					rec, err := r.Reconcile(ctx, ReconcileParams{Grace: o.ReconcileGrace, Limit: o.ReconcileLimit, Recreate: o.Recreate})
+					rec, err := r.Reconcile(ctx, ReconcileParams{Grace: o.ReconcileGrace, Limit: o.ReconcileLimit,
+						Recreate: o.Recreate, Start: start})
 					if err != nil && ctx.Err() == nil {
 						r.log.Warn("reconcile pass failed", zap.Error(err), zap.Int("checked", rec.Checked))
 					}

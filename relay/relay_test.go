@@ -1,6 +1,7 @@
 package relay_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -256,6 +257,99 @@ func TestReconcile(t *testing.T) {
 		})
 		if time.Since(start) < ttl/2 {
 			t.Errorf("republished %s after the lease was taken, before it ended", time.Since(start))
+		}
+	})
+}
+
+// TestReconcileLossSkipsGrace: a pass that finds the stream lost the
+// copies of queued runs (purged, or recreated empty and refilled with
+// fewer messages) looks for every queued run at once, whatever the grace;
+// a copy gone while the rest are there (acked in a race, as a requeue
+// leaves for a moment) still waits out the grace.
+func TestReconcileLossSkipsGrace(t *testing.T) {
+	t.Parallel()
+	const grace = time.Hour
+
+	t.Run("Purged", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		runs := b.runs(t, "lostpurged", 10)
+		b.publishAll(t, runs)
+		if rec := b.reconcile(t, grace); rec.Lost || rec.Checked != 0 {
+			t.Fatalf("before the purge: %+v, want nothing looked at", rec)
+		}
+		b.purge(t)
+		rec := b.reconcile(t, grace)
+		if !rec.Lost || rec.Republished != 10 {
+			t.Fatalf("after the purge: %+v, want the loss seen and 10 republished", rec)
+		}
+		if rec := b.reconcile(t, grace); rec.Lost || rec.Checked != 0 {
+			t.Fatalf("a pass after the republish: %+v, want no loss and the grace again", rec)
+		}
+	})
+
+	t.Run("Recreated", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		runs := b.runs(t, "lostrecreated", 6)
+		b.publishAll(t, runs)
+		if err := b.q.JS.DeleteStream(t.Context(), b.q.NATS.Stream); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := queue.EnsureStream(t.Context(), b.q.JS, b.q.NATS); err != nil {
+			t.Fatal(err)
+		}
+		// A new run published on the recreated stream takes sequence 1.
+		fresh := b.runs(t, "lostfresh", 1)
+		b.publishAll(t, fresh)
+		rec := b.reconcile(t, grace)
+		if !rec.Lost || rec.Republished != 6 || rec.OnStream != 1 {
+			t.Fatalf("after the stream was recreated: %+v, want the loss seen, 6 republished, the new run found", rec)
+		}
+		if n := b.q.Messages(t); n != 7 {
+			t.Fatalf("stream holds %d messages, want 7", n)
+		}
+	})
+
+	t.Run("Gone", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		runs := b.runs(t, "lostgone", 4)
+		b.publishAll(t, runs)
+		if err := b.q.JS.DeleteStream(t.Context(), b.q.NATS.Stream); err != nil {
+			t.Fatal(err)
+		}
+		recreated := 0
+		rec, err := b.relay.Reconcile(t.Context(), relay.ReconcileParams{Grace: grace, Recreate: func(ctx context.Context) error {
+			recreated++
+			_, err := queue.EnsureStream(ctx, b.q.JS, b.q.NATS)
+			return err
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if recreated != 1 || !rec.Lost || rec.Republished != 4 {
+			t.Fatalf("stream gone: recreated %d times, %+v, want once, the loss seen and 4 republished", recreated, rec)
+		}
+	})
+
+	t.Run("OneCopyGone", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		runs := b.runs(t, "onegone", 3)
+		b.publishAll(t, runs)
+		s, err := b.q.JS.Stream(t.Context(), b.q.NATS.Stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteMsg(t.Context(), uint64(b.get(t, runs[1]).StreamSeq)); err != nil {
+			t.Fatal(err)
+		}
+		if rec := b.reconcile(t, grace); rec.Lost || rec.Checked != 0 {
+			t.Fatalf("one copy gone, the others there: %+v, want the grace waited out", rec)
+		}
+		if rec := b.reconcile(t, time.Nanosecond); rec.Lost || rec.Republished != 1 {
+			t.Fatalf("past the grace: %+v, want the one run republished", rec)
 		}
 	})
 }

@@ -334,12 +334,11 @@ worker:
   max_deliver: %d
   in_progress_every: %s
 relay:
-  # The relay's loops scaled to a run of minutes (defaults 30s/1m/1m/5m):
-  # a store lost with runs queued must come home within the run's timeout.
-  sweep_every: 5s
-  sweep_age: 10s
+  # The reconciler's tick scaled to a run of a minute or two (default 1m):
+  # the pass after the stream's store is lost republishes the queued runs
+  # at once (it skips reconcile_grace, left at its default), and a tick of
+  # a minute would add up to a minute to the run's tail.
   reconcile_every: 5s
-  reconcile_grace: 15s
 simulator:
   seed: %d
 `, h.o.Concurrency, h.o.AckWait, h.o.MaxDeliver, max(h.o.AckWait/3, 100*time.Millisecond), h.o.Seed)
