@@ -1,8 +1,10 @@
 package relay_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/extractq/extractq/ingest"
+	"github.com/extractq/extractq/internal/tcpproxy"
 	"github.com/extractq/extractq/internal/testsignal"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/queue/queuetest"
@@ -162,6 +165,73 @@ func TestPublish(t *testing.T) {
 	}
 	if n := counter(t, b.reg, "extractq_relay_duplicates_total", "anomaly"); n != 1 {
 		t.Errorf("duplicates{anomaly} = %v, want 1", n)
+	}
+}
+
+// TestPublishOwnRetryDuplicate: a publish whose first attempt the stream
+// stored but whose ack was lost (the connection reset as the message went
+// through) is retried, and the stream answers the retry "duplicate" with
+// the first attempt's sequence: the run is recorded as published at that
+// sequence, once on the stream, not published again and not taken for an
+// anomaly.
+func TestPublishOwnRetryDuplicate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	run := b.runs(t, "ownretry", 1)[0]
+
+	proxy, err := tcpproxy.Listen(strings.TrimPrefix(queuetest.URL(), "nats://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	nc, js, err := queue.Connect(ctx, "nats://"+proxy.Addr(), "relay-own-retry-test", zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	pub := queue.NewPublisher(js, b.q.NATS)
+	pub.AttemptTimeout, pub.InitialInterval = 2*time.Second, 50*time.Millisecond
+	reg := prometheus.NewRegistry()
+	rl, err := relay.New(relay.Config{Store: b.st, Publisher: pub, Lookup: b.pub.Lookup(), Metrics: relay.NewMetrics(reg),
+		Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel+1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The message reaches the server; the connection is reset before
+	// its ack comes back.
+	proxy.LoseReplyAfter(func(chunk []byte) bool { return bytes.Contains(chunk, []byte(run.DedupID)) })
+
+	p, err := rl.Publish(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if proxy.Accepted() < 2 {
+		t.Fatalf("the proxy forwarded %d connections: the first attempt's connection was not reset", proxy.Accepted())
+	}
+	got := b.get(t, run)
+	if !p.Duplicate || p.Anomaly || p.Seq == 0 {
+		t.Fatalf("publish %+v, want the retry's duplicate answer with the first attempt's sequence", p)
+	}
+	if got.PublishedAt == nil || got.StreamSeq != int64(p.Seq) || got.RelayGen != 0 {
+		t.Fatalf("run %+v, want published at %d, never republished", got, p.Seq)
+	}
+	if sr := b.at(t, got.StreamSeq); sr.MsgID != run.DedupID || sr.Envelope.MessageID != run.MessageID {
+		t.Fatalf("stream message %+v, want run %+v", sr, run)
+	}
+	if n := b.q.Messages(t); n != 1 {
+		t.Fatalf("stream holds %d messages, want the one copy", n)
+	}
+	if n := counter(t, reg, "extractq_relay_duplicates_total", "own_retry"); n != 1 {
+		t.Errorf("duplicates{own_retry} = %v, want 1", n)
+	}
+	if n := counter(t, reg, "extractq_relay_duplicates_total", "anomaly"); n != 0 {
+		t.Errorf("duplicates{anomaly} = %v, want 0", n)
+	}
+	// The reconciler finds the copy where the run says it is.
+	if rec := b.reconcile(t, time.Nanosecond); rec.OnStream != 1 || rec.Republished != 0 {
+		t.Fatalf("reconcile after the publish: %+v, want the copy found", rec)
 	}
 }
 
