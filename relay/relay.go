@@ -296,6 +296,11 @@ type Reconciled struct {
 	OnStream int
 	// Republished counts those published again.
 	Republished int
+	// GivenUp counts the runs whose copy the consumer gave up on (it
+	// reached its delivery limit, and the max-deliveries advisory that
+	// would have routed it was lost), handed to ReconcileParams.GivenUp
+	// and removed from the stream.
+	GivenUp int
 	// Lost: the stream had lost copies (see ReconcileParams.Grace), so
 	// the pass looked at every queued run at once.
 	Lost bool
@@ -322,6 +327,15 @@ type ReconcileParams struct {
 	// consumers again (the worker's does). Then every queued run is
 	// looked for, and none is found.
 	Recreate func(ctx context.Context) error
+	// GivenUp, if set, receives a run whose copy is on the stream but
+	// that the consumer gave up on (queue.ConsumerState.GivenUp): it ran
+	// out of deliveries and its max-deliveries advisory never came (lost
+	// in a restart, or the dead-letter stream was missing), so nothing
+	// would ever deliver it again. It should record the run as the
+	// advisory's handler does (the worker's DeliveryFailed: a triage
+	// item of kind delivery); on success the copy is removed. deliveries
+	// is the consumer's MaxDeliver.
+	GivenUp queue.DeadLetterHandler
 }
 
 // Reconcile looks on the stream for the queued runs whose copy was last
@@ -370,6 +384,15 @@ func (r *Relay) Reconcile(ctx context.Context, p ReconcileParams) (Reconciled, e
 	if err != nil {
 		return rec, err
 	}
+	// Read after the listing: a run's copy delivered and given up on by
+	// then is still given up on (the consumer never delivers it again).
+	var cons queue.ConsumerState
+	if p.GivenUp != nil {
+		if cons, err = r.cfg.Lookup.Consumer(ctx); err != nil {
+			r.log.Warn("reading the runs consumer failed; not looking for runs it gave up on this pass", zap.Error(err))
+			cons = queue.ConsumerState{}
+		}
+	}
 	var found []store.RunSeqRef
 	defer func() {
 		if len(found) == 0 {
@@ -387,6 +410,13 @@ func (r *Relay) Reconcile(ctx context.Context, p ReconcileParams) (Reconciled, e
 		on, err := r.onStream(ctx, run, seq, first, last)
 		if err != nil {
 			return rec, err
+		}
+		if on && p.GivenUp != nil && cons.GivenUp(seq) {
+			if err := r.givenUp(ctx, p, run, seq, cons); err != nil {
+				return rec, err
+			}
+			rec.GivenUp++
+			continue
 		}
 		if on {
 			rec.OnStream++
@@ -408,6 +438,19 @@ func (r *Relay) Reconcile(ctx context.Context, p ReconcileParams) (Reconciled, e
 			zap.Int("run_no", run.RunNo), zap.Uint64("lost_seq", seq), zap.Uint64("stream_seq", got))
 	}
 	return rec, nil
+}
+
+// givenUp hands run, whose copy at seq the consumer gave up on, to
+// p.GivenUp and removes the copy.
+func (r *Relay) givenUp(ctx context.Context, p ReconcileParams, run store.Run, seq uint64, cons queue.ConsumerState) error {
+	r.log.Error("the consumer gave up on a queued run's copy and no max-deliveries advisory routed it; routing it now",
+		zap.Int64("message_id", run.MessageID), zap.Int("run_no", run.RunNo), zap.Uint64("stream_seq", seq),
+		zap.Int("max_deliver", cons.MaxDeliver))
+	if err := p.GivenUp(ctx, envelope(run), uint64(max(cons.MaxDeliver, 0))); err != nil {
+		return err
+	}
+	r.cfg.Metrics.reconciled(resultGivenUp)
+	return r.cfg.Lookup.Remove(ctx, seq)
 }
 
 // bounds returns the stream's first and last sequences, creating the
@@ -460,8 +503,9 @@ type Options struct {
 	// ReconcileLimit is the most runs one pass looks for; a pass that
 	// reached it runs again at once (up to 20 passes a tick). Default 500.
 	ReconcileLimit int
-	// Recreate: see ReconcileParams.
+	// Recreate and GivenUp: see ReconcileParams.
 	Recreate func(ctx context.Context) error
+	GivenUp  queue.DeadLetterHandler
 }
 
 func (o Options) withDefaults() Options {
@@ -515,7 +559,7 @@ func (r *Relay) Run(ctx context.Context, o Options) {
 						return
 					}
 					rec, err := r.Reconcile(ctx, ReconcileParams{Grace: o.ReconcileGrace, Limit: o.ReconcileLimit,
-						Recreate: o.Recreate, Start: start})
+						Recreate: o.Recreate, GivenUp: o.GivenUp, Start: start})
 					if err != nil && ctx.Err() == nil {
 						r.log.Warn("reconcile pass failed", zap.Error(err), zap.Int("checked", rec.Checked))
 					}

@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/extractq/extractq/config"
 	"github.com/extractq/extractq/ingest"
 	"github.com/extractq/extractq/internal/tcpproxy"
 	"github.com/extractq/extractq/internal/testsignal"
@@ -422,6 +424,84 @@ func TestReconcileLossSkipsGrace(t *testing.T) {
 			t.Fatalf("past the grace: %+v, want the one run republished", rec)
 		}
 	})
+}
+
+// TestReconcileGivenUp: a run whose copy reached the consumer's delivery
+// limit while its max-deliveries advisory was lost (nothing captured it)
+// stays on the stream, never delivered again; the reconciler finds it once
+// the consumer holds nothing pending, hands it to GivenUp (the worker's
+// DeliveryFailed: a triage item of kind delivery) and removes the copy.
+// Not while a delivery is pending, and not a run never delivered.
+func TestReconcileGivenUp(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	runs := b.runs(t, "givenup", 2)
+	b.publishAll(t, runs[:1])
+	const ackWait = 200 * time.Millisecond
+	cons, err := queue.EnsureConsumer(t.Context(), b.q.JS, b.q.NATS, config.Worker{AckWait: ackWait, MaxDeliver: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handed []queue.Envelope
+	var deliveries uint64
+	reconcile := func() relay.Reconciled {
+		t.Helper()
+		rec, err := b.relay.Reconcile(t.Context(), relay.ReconcileParams{Grace: time.Nanosecond,
+			GivenUp: func(_ context.Context, env queue.Envelope, n uint64) error {
+				handed, deliveries = append(handed, env), n
+				return nil
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	// Two deliveries, neither acked: the worker died on each.
+	for i := range 2 {
+		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for range batch.Messages() {
+			got++
+		}
+		if got != 1 {
+			t.Fatalf("delivery %d: fetched %d messages", i+1, got)
+		}
+		if i == 0 {
+			if rec := reconcile(); rec.GivenUp != 0 || rec.OnStream != 1 {
+				t.Fatalf("with the delivery pending: %+v, want the copy found and left", rec)
+			}
+		}
+	}
+	// The server gives up on a copy when it would deliver it again: to a
+	// pull request waiting, as workers always have one.
+	testsignal.Eventually(t, 10*time.Second, "the consumer gives up on the copy", func() bool {
+		if batch, err := cons.Fetch(1, jetstream.FetchMaxWait(2*ackWait)); err == nil {
+			for m := range batch.Messages() {
+				t.Fatalf("delivered a third time: %v", m.Subject())
+			}
+		}
+		info, err := cons.Info(t.Context())
+		return err == nil && info.NumAckPending == 0 && info.NumRedelivered > 0
+	})
+	// A run published since, not delivered yet.
+	b.publishAll(t, runs[1:])
+
+	rec := reconcile()
+	if rec.GivenUp != 1 || rec.OnStream != 1 || rec.Republished != 0 {
+		t.Fatalf("after the delivery limit: %+v, want one run given up, the other found", rec)
+	}
+	if len(handed) != 1 || handed[0].MessageID != runs[0].MessageID || deliveries != 2 {
+		t.Fatalf("GivenUp got %+v (deliveries %d), want run %d after 2", handed, deliveries, runs[0].MessageID)
+	}
+	if n := b.q.Messages(t); n != 1 {
+		t.Fatalf("stream holds %d messages, want only the run not given up", n)
+	}
+	if n := counter(t, b.reg, "extractq_relay_reconciled_total", "given_up"); n != 1 {
+		t.Errorf("reconciled{given_up} = %v, want 1", n)
+	}
 }
 
 // counter returns the counter name's series with the one label value.
