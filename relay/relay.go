@@ -412,11 +412,14 @@ func (r *Relay) Reconcile(ctx context.Context, p ReconcileParams) (Reconciled, e
 			return rec, err
 		}
 		if on && p.GivenUp != nil && cons.GivenUp(seq) {
-			if err := r.givenUp(ctx, p, run, seq, cons); err != nil {
+			routed, err := r.givenUp(ctx, p, run, seq, cons)
+			if err != nil {
 				return rec, err
 			}
-			rec.GivenUp++
-			continue
+			if routed {
+				rec.GivenUp++
+				continue
+			}
 		}
 		if on {
 			rec.OnStream++
@@ -441,16 +444,23 @@ func (r *Relay) Reconcile(ctx context.Context, p ReconcileParams) (Reconciled, e
 }
 
 // givenUp hands run, whose copy at seq the consumer gave up on, to
-// p.GivenUp and removes the copy.
-func (r *Relay) givenUp(ctx context.Context, p ReconcileParams, run store.Run, seq uint64, cons queue.ConsumerState) error {
+// p.GivenUp and removes the copy. It first checks the run is still idle
+// at seq (store.RunIdleAt): a copy acked since the listing by a worker
+// that leased the run meanwhile (a requeue not yet recorded) is not one
+// given up; then it reports false.
+func (r *Relay) givenUp(ctx context.Context, p ReconcileParams, run store.Run, seq uint64, cons queue.ConsumerState) (bool, error) {
+	idle, err := r.cfg.Store.RunIdleAt(ctx, r.cfg.Store.Pool, run.MessageID, run.RunNo, seq)
+	if err != nil || !idle {
+		return false, err
+	}
 	r.log.Error("the consumer gave up on a queued run's copy and no max-deliveries advisory routed it; routing it now",
 		zap.Int64("message_id", run.MessageID), zap.Int("run_no", run.RunNo), zap.Uint64("stream_seq", seq),
 		zap.Int("max_deliver", cons.MaxDeliver))
 	if err := p.GivenUp(ctx, envelope(run), uint64(max(cons.MaxDeliver, 0))); err != nil {
-		return err
+		return false, err
 	}
 	r.cfg.Metrics.reconciled(resultGivenUp)
-	return r.cfg.Lookup.Remove(ctx, seq)
+	return true, r.cfg.Lookup.Remove(ctx, seq)
 }
 
 // bounds returns the stream's first and last sequences, creating the

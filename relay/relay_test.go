@@ -431,7 +431,8 @@ func TestReconcileLossSkipsGrace(t *testing.T) {
 // stays on the stream, never delivered again; the reconciler finds it once
 // the consumer holds nothing pending, hands it to GivenUp (the worker's
 // DeliveryFailed: a triage item of kind delivery) and removes the copy.
-// Not while a delivery is pending, and not a run never delivered.
+// Not while a delivery is pending, not a run under a live lease, and not a
+// run never delivered.
 func TestReconcileGivenUp(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -488,6 +489,21 @@ func TestReconcileGivenUp(t *testing.T) {
 	})
 	// A run published since, not delivered yet.
 	b.publishAll(t, runs[1:])
+
+	// A run under a live lease (a worker about to record a requeue) is
+	// not routed.
+	lease := store.RunLeaseParams{MessageID: runs[0].MessageID, RunNo: 1, Owner: "requeuing",
+		StreamSeq: uint64(b.get(t, runs[0]).StreamSeq), TTL: time.Hour}
+	if l, err := b.st.RunLeaseTake(t.Context(), b.st.Pool, lease); err != nil || l.State != store.LeaseTaken {
+		t.Fatalf("lease %+v, %v", l, err)
+	}
+	if rec, err := b.relay.Reconcile(t.Context(), relay.ReconcileParams{Grace: time.Nanosecond,
+		GivenUp: func(context.Context, queue.Envelope, uint64) error { t.Fatal("a leased run routed"); return nil }}); err != nil || rec.GivenUp != 0 {
+		t.Fatalf("leased: %+v, %v", rec, err)
+	}
+	if err := b.st.RunLeaseRelease(t.Context(), b.st.Pool, lease); err != nil {
+		t.Fatal(err)
+	}
 
 	rec := reconcile()
 	if rec.GivenUp != 1 || rec.OnStream != 1 || rec.Republished != 0 {

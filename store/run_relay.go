@@ -72,6 +72,22 @@ WHERE status = 'queued' AND published_at IS NOT NULL`).Scan(&seq)
 	return uint64(seq), nil
 }
 
+// RunIdleAt reports whether the run is queued, its recorded copy is at
+// seq, and no worker holds a live lease on it: nothing is working on it
+// nor has replaced that copy. The relay checks it before routing a run
+// whose copy the consumer gave up on.
+func (s *Store) RunIdleAt(ctx context.Context, db DBTX, messageID int64, runNo int, seq uint64) (bool, error) {
+	var idle bool
+	err := db.QueryRow(ctx, `
+SELECT EXISTS (SELECT 1 FROM runs
+WHERE message_id = $1 AND run_no = $2 AND status = 'queued' AND stream_seq = $3
+  AND (leased_until IS NULL OR leased_until <= now()))`, messageID, runNo, int64(seq)).Scan(&idle)
+	if err != nil {
+		return false, fmt.Errorf("store.RunIdleAt(%d, %d): %w", messageID, runNo, err)
+	}
+	return idle, nil
+}
+
 // RunSeqRef names one run and a stream sequence of it.
 type RunSeqRef struct {
 	MessageID int64
