@@ -57,12 +57,15 @@ migrate: ## apply the migrations to DATABASE_URL
 stop: ## stop the worker, the simulator and any service setup started
 	scripts/stop.sh
 
-.PHONY: chaos chaos/short
+.PHONY: chaos chaos/short chaos/cluster-short
 chaos: ## kill, freeze and cut workers and ingest, restart NATS and Postgres, lose the stream's store, a provider outage, during 5,000 messages on private services; check nothing is lost
 	$(GO) run ./devtools/cmd/chaos -store-loss
 
 chaos/short: ## the chaos run CI does: 500 messages, a worker kill, a SIGSTOP, two cuts, an ingest kill, a NATS and a Postgres restart, the stream's store lost
 	$(GO) run ./devtools/cmd/chaos -messages 500 -kills 1 -stops 1 -cuts 2 -ingest-kills 1 -provider-outage 0 -store-loss -timeout 4m
+
+chaos/cluster-short: ## the cluster chaos run CI does: 3 NATS servers, stream replicas 3; the stream leader killed, then the new one; a worker kill, a cut, an ingest kill, a NATS server and Postgres restarted
+	$(GO) run ./devtools/cmd/chaos -cluster -messages 500 -kills 1 -stops 0 -cuts 1 -ingest-kills 1 -provider-outage 0 -timeout 4m
 
 .PHONY: triage
 .PHONY: eval

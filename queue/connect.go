@@ -29,7 +29,8 @@ const ConnectTimeout = 30 * time.Second
 // reconnects forever; disconnects, reconnects, the close and asynchronous
 // errors (such as a slow consumer) are logged on log. Connect also checks
 // that the account has JetStream, so a server without it fails here rather
-// than at the first publish. The caller closes the connection (Drain or
+// than at the first publish (the check is retried while the server does
+// not answer: a cluster electing its meta leader). The caller closes the connection (Drain or
 // Close).
 //
 // extra are added after Connect's own options: the credentials and TLS
@@ -111,12 +112,37 @@ func Connect(ctx context.Context, url, name string, log *zap.Logger, extra ...na
 		nc.Close()
 		return nil, nil, fmt.Errorf("queue.Connect: jetstream: %w", err)
 	}
-	if _, err := js.AccountInfo(ctx); err != nil {
+	// A cluster without its JetStream meta leader (quorum lost while
+	// servers restart) does not answer JetStream requests: the check is
+	// retried, each try bounded, within the same time as the connection.
+	abo := backoff.NewExponentialBackOff()
+	abo.InitialInterval = 250 * time.Millisecond
+	abo.MaxInterval = 5 * time.Second
+	remaining := time.Duration(0) // until ctx's deadline
+	if maxElapsed > 0 {
+		remaining = max(maxElapsed-time.Since(start), time.Second)
+	}
+	_, err = backoff.Retry(ctx, func() (*jetstream.AccountInfo, error) {
+		actx, cancel := context.WithTimeout(ctx, accountCheckTimeout)
+		defer cancel()
+		ai, err := js.AccountInfo(actx)
+		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+			return nil, backoff.Permanent(err)
+		}
+		if err != nil && ctx.Err() == nil {
+			log.Warn("jetstream account check failed; retrying", zap.String("server_url", nc.ConnectedUrlRedacted()), zap.Error(err))
+		}
+		return ai, err
+	}, backoff.WithBackOff(abo), backoff.WithMaxElapsedTime(remaining))
+	if err != nil {
 		nc.Close()
 		return nil, nil, fmt.Errorf("queue.Connect: jetstream account: %w", err)
 	}
 	return nc, js, nil
 }
+
+// accountCheckTimeout bounds one try of Connect's JetStream account check.
+const accountCheckTimeout = 5 * time.Second
 
 // TermReasonSupported reports whether the connected server honours a term
 // with a reason (nats-server 2.10.4 and later). Older servers ignore such a

@@ -65,6 +65,57 @@ func (l *Lookup) handle(ctx context.Context) (jetstream.Stream, error) {
 	return s, nil
 }
 
+// ConsumerState is what the runs consumer (cfg.Consumer) says of the
+// messages it delivered.
+type ConsumerState struct {
+	// Delivered is the highest stream sequence it delivered.
+	Delivered uint64
+	// AckPending counts the messages it delivered that are neither acked
+	// nor given up: in flight, or waiting to be delivered again. A message
+	// that reached MaxDeliver is not counted once the server, about to
+	// deliver it again to a waiting pull request, gives up on it
+	// (nats-server 2.9.10 and 2.15.2 alike): it stays on a work-queue
+	// stream, never delivered again.
+	AckPending int
+	// MaxDeliver is the consumer's delivery limit.
+	MaxDeliver int
+}
+
+// GivenUp reports whether the consumer gave up on the message at seq, a
+// message the stream still holds: it delivered it, and holds no delivered
+// message pending, so that one reached its delivery limit. When messages
+// are pending it cannot tell, and reports false.
+func (c ConsumerState) GivenUp(seq uint64) bool {
+	return seq > 0 && seq <= c.Delivered && c.AckPending == 0
+}
+
+// Consumer reads the runs consumer's state now. A consumer that does not
+// exist returns an error wrapping jetstream.ErrConsumerNotFound.
+func (l *Lookup) Consumer(ctx context.Context) (ConsumerState, error) {
+	c, err := l.js.Consumer(ctx, l.cfg.Stream, l.cfg.Consumer)
+	if err != nil {
+		return ConsumerState{}, fmt.Errorf("queue.Lookup.Consumer(%q, %q): %w", l.cfg.Stream, l.cfg.Consumer, err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return ConsumerState{}, fmt.Errorf("queue.Lookup.Consumer(%q, %q): %w", l.cfg.Stream, l.cfg.Consumer, err)
+	}
+	return ConsumerState{Delivered: info.Delivered.Stream, AckPending: info.NumAckPending, MaxDeliver: info.Config.MaxDeliver}, nil
+}
+
+// Remove deletes the message at seq from the stream; one already gone is
+// no error.
+func (l *Lookup) Remove(ctx context.Context, seq uint64) error {
+	s, err := l.handle(ctx)
+	if err == nil {
+		err = s.DeleteMsg(ctx, seq)
+	}
+	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return fmt.Errorf("queue.Lookup.Remove(%q, %d): %w", l.cfg.Stream, seq, err)
+	}
+	return nil
+}
+
 // StoredRun is one run message read from the stream.
 type StoredRun struct {
 	Seq      uint64

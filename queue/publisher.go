@@ -254,10 +254,25 @@ func (p *Publisher) message(dedupID string, env Envelope) (*nats.Msg, error) {
 
 // transient reports whether a publish error may succeed when tried again.
 func transient(err error) bool {
-	return errors.Is(err, nats.ErrNoResponders) ||
+	return isDuplicateInProcess(err) ||
+		errors.Is(err, nats.ErrNoResponders) ||
 		errors.Is(err, jetstream.ErrNoStreamResponse) ||
 		errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, jetstream.ErrAsyncPublishTimeout) ||
 		errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, nats.ErrConnectionReconnecting)
+}
+
+// errCodeDuplicateInProcess is the server's JSStreamDuplicateMessageConflict,
+// "duplicate message id is in process": a clustered stream still
+// replicating an earlier publish under the same Nats-Msg-Id (this
+// publish's own first attempt, whose ack was lost in a leader change).
+// nats-server's own MQTT bridge retries on it: the retry finds the first
+// copy once committed (a duplicate answer with its sequence), or stores
+// (server/mqtt.go, server/jetstream_batching.go in nats-server 2.15).
+const errCodeDuplicateInProcess jetstream.ErrorCode = 10158
+
+func isDuplicateInProcess(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeDuplicateInProcess
 }

@@ -34,6 +34,7 @@ const (
 const (
 	resultOnStream    = "on_stream"
 	resultRepublished = "republished"
+	resultGivenUp     = "given_up" // the consumer gave up on its copy; routed as a max-deliveries advisory would
 )
 
 // NewMetrics registers the relay's metrics on reg.
@@ -44,7 +45,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		duplicatesC: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "extractq_relay_duplicates_total",
 			Help: "Duplicate answers of the stream to a run's first publish, by kind: own_retry, earlier, gone, unchecked, anomaly (another message under the run's dedup id; the run was published under a fresh key)."}, []string{"kind"}),
 		reconciledC: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "extractq_relay_reconciled_total",
-			Help: "Queued runs the reconciler looked for on the stream, by result: on_stream, republished (the stream no longer held them)."}, []string{"result"}),
+			Help: "Queued runs the reconciler looked for on the stream, by result: on_stream, republished (the stream no longer held them), given_up (the consumer gave up on their copy and no max-deliveries advisory routed them)."}, []string{"result"}),
 	}
 	reg.MustRegister(m.publishedC, m.duplicatesC, m.reconciledC)
 	for _, v := range []string{viaPublish, viaSweep, viaRequeue, viaReconcile} {
@@ -53,7 +54,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, k := range []string{dupOwnRetry, dupEarlier, dupGone, dupUnchecked, dupAnomaly} {
 		m.duplicatesC.WithLabelValues(k)
 	}
-	for _, r := range []string{resultOnStream, resultRepublished} {
+	for _, r := range []string{resultOnStream, resultRepublished, resultGivenUp} {
 		m.reconciledC.WithLabelValues(r)
 	}
 	return m

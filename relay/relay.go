@@ -296,13 +296,30 @@ type Reconciled struct {
 	OnStream int
 	// Republished counts those published again.
 	Republished int
+	// GivenUp counts the runs whose copy the consumer gave up on (it
+	// reached its delivery limit, and the max-deliveries advisory that
+	// would have routed it was lost), handed to ReconcileParams.GivenUp
+	// and removed from the stream.
+	GivenUp int
+	// Lost: the stream had lost copies (see ReconcileParams.Grace), so
+	// the pass looked at every queued run at once.
+	Lost bool
 }
 
 // ReconcileParams configures one pass.
 type ReconcileParams struct {
 	// Grace is how long a run's copy must have gone unchecked before the
-	// run is looked for. Required; see Options.ReconcileGrace.
+	// run is looked for. Required; see Options.ReconcileGrace. A pass
+	// that finds the stream lost copies skips it: the stream did not
+	// exist, or its last sequence is below the highest one recorded on a
+	// queued run (a stream recreated, a server that lost its store), or
+	// its first sequence is past that one (a purge: no queued run's copy
+	// is left). Then every queued run checked before Start is looked for.
 	Grace time.Duration
+	// Start is when the reconciler's tick began; default now. The passes
+	// of one tick share it, so a pass that skips the grace does not look
+	// again at the runs an earlier pass of the tick checked.
+	Start time.Time
 	// Limit is the most runs looked for in one pass. Default 500.
 	Limit int
 	// Recreate, if set, is called when the stream does not exist (deleted,
@@ -310,6 +327,15 @@ type ReconcileParams struct {
 	// consumers again (the worker's does). Then every queued run is
 	// looked for, and none is found.
 	Recreate func(ctx context.Context) error
+	// GivenUp, if set, receives a run whose copy is on the stream but
+	// that the consumer gave up on (queue.ConsumerState.GivenUp): it ran
+	// out of deliveries and its max-deliveries advisory never came (lost
+	// in a restart, or the dead-letter stream was missing), so nothing
+	// would ever deliver it again. It should record the run as the
+	// advisory's handler does (the worker's DeliveryFailed: a triage
+	// item of kind delivery); on success the copy is removed. deliveries
+	// is the consumer's MaxDeliver.
+	GivenUp queue.DeadLetterHandler
 }
 
 // Reconcile looks on the stream for the queued runs whose copy was last
@@ -321,20 +347,51 @@ func (r *Relay) Reconcile(ctx context.Context, p ReconcileParams) (Reconciled, e
 	if p.Grace <= 0 {
 		return rec, errors.New("relay.Reconcile: Grace must be positive")
 	}
-	runs, err := r.cfg.Store.RunListToCheck(ctx, r.cfg.Store.Pool, store.RunListToCheckParams{Grace: p.Grace, Limit: p.Limit})
+	if p.Start.IsZero() {
+		p.Start = time.Now()
+	}
+	// The highest sequence recorded, read before the bounds (see
+	// store.RunQueuedMaxSeq).
+	maxSeq, err := r.cfg.Store.RunQueuedMaxSeq(ctx, r.cfg.Store.Pool)
+	if err != nil {
+		return rec, err
+	}
+	if maxSeq > 0 {
+		first, last, err := r.bounds(ctx, p, &rec)
+		if err != nil {
+			return rec, err
+		}
+		if maxSeq > last || maxSeq < first {
+			rec.Lost = true
+		}
+		if rec.Lost {
+			r.log.Error("the runs stream lost messages of queued runs; looking for every queued run now",
+				zap.Uint64("highest_recorded_seq", maxSeq), zap.Uint64("stream_first_seq", first), zap.Uint64("stream_last_seq", last))
+		}
+	}
+	grace := p.Grace
+	if rec.Lost {
+		// Every queued run checked before this tick began.
+		grace = max(time.Since(p.Start), time.Millisecond)
+	}
+	runs, err := r.cfg.Store.RunListToCheck(ctx, r.cfg.Store.Pool, store.RunListToCheckParams{Grace: grace, Limit: p.Limit})
 	if err != nil || len(runs) == 0 {
 		return rec, err
 	}
-	first, last, err := r.cfg.Lookup.Bounds(ctx)
-	if queue.IsStreamNotFound(err) && p.Recreate != nil {
-		r.log.Error("the runs stream does not exist; creating it again, and its consumers", zap.Error(err))
-		if err := p.Recreate(ctx); err != nil {
-			return rec, err
-		}
-		first, last, err = r.cfg.Lookup.Bounds(ctx)
-	}
+	// Every run listed was recorded before this read, so its copy, if
+	// the stream still holds it, is within these bounds.
+	first, last, err := r.bounds(ctx, p, &rec)
 	if err != nil {
 		return rec, err
+	}
+	// Read after the listing: a run's copy delivered and given up on by
+	// then is still given up on (the consumer never delivers it again).
+	var cons queue.ConsumerState
+	if p.GivenUp != nil {
+		if cons, err = r.cfg.Lookup.Consumer(ctx); err != nil {
+			r.log.Warn("reading the runs consumer failed; not looking for runs it gave up on this pass", zap.Error(err))
+			cons = queue.ConsumerState{}
+		}
 	}
 	var found []store.RunSeqRef
 	defer func() {
@@ -354,6 +411,16 @@ func (r *Relay) Reconcile(ctx context.Context, p ReconcileParams) (Reconciled, e
 		if err != nil {
 			return rec, err
 		}
+		if on && p.GivenUp != nil && cons.GivenUp(seq) {
+			routed, err := r.givenUp(ctx, p, run, seq, cons)
+			if err != nil {
+				return rec, err
+			}
+			if routed {
+				rec.GivenUp++
+				continue
+			}
+		}
 		if on {
 			rec.OnStream++
 			r.cfg.Metrics.reconciled(resultOnStream)
@@ -361,7 +428,7 @@ func (r *Relay) Reconcile(ctx context.Context, p ReconcileParams) (Reconciled, e
 			continue
 		}
 		got, err := r.republish(ctx, run, store.RunRepublishClaimParams{MessageID: run.MessageID, RunNo: run.RunNo,
-			StreamSeq: seq, Grace: p.Grace})
+			StreamSeq: seq, Grace: grace})
 		if err != nil {
 			return rec, err
 		}
@@ -374,6 +441,41 @@ func (r *Relay) Reconcile(ctx context.Context, p ReconcileParams) (Reconciled, e
 			zap.Int("run_no", run.RunNo), zap.Uint64("lost_seq", seq), zap.Uint64("stream_seq", got))
 	}
 	return rec, nil
+}
+
+// givenUp hands run, whose copy at seq the consumer gave up on, to
+// p.GivenUp and removes the copy. It first checks the run is still idle
+// at seq (store.RunIdleAt): a copy acked since the listing by a worker
+// that leased the run meanwhile (a requeue not yet recorded) is not one
+// given up; then it reports false.
+func (r *Relay) givenUp(ctx context.Context, p ReconcileParams, run store.Run, seq uint64, cons queue.ConsumerState) (bool, error) {
+	idle, err := r.cfg.Store.RunIdleAt(ctx, r.cfg.Store.Pool, run.MessageID, run.RunNo, seq)
+	if err != nil || !idle {
+		return false, err
+	}
+	r.log.Error("the consumer gave up on a queued run's copy and no max-deliveries advisory routed it; routing it now",
+		zap.Int64("message_id", run.MessageID), zap.Int("run_no", run.RunNo), zap.Uint64("stream_seq", seq),
+		zap.Int("max_deliver", cons.MaxDeliver))
+	if err := p.GivenUp(ctx, envelope(run), uint64(max(cons.MaxDeliver, 0))); err != nil {
+		return false, err
+	}
+	r.cfg.Metrics.reconciled(resultGivenUp)
+	return true, r.cfg.Lookup.Remove(ctx, seq)
+}
+
+// bounds returns the stream's first and last sequences, creating the
+// stream again (p.Recreate) if it does not exist; then rec.Lost is set.
+func (r *Relay) bounds(ctx context.Context, p ReconcileParams, rec *Reconciled) (first, last uint64, err error) {
+	first, last, err = r.cfg.Lookup.Bounds(ctx)
+	if queue.IsStreamNotFound(err) && p.Recreate != nil {
+		r.log.Error("the runs stream does not exist; creating it again, and its consumers", zap.Error(err))
+		if err := p.Recreate(ctx); err != nil {
+			return 0, 0, err
+		}
+		rec.Lost = true
+		first, last, err = r.cfg.Lookup.Bounds(ctx)
+	}
+	return first, last, err
 }
 
 // onStream reports whether the stream holds run's copy at seq, with the
@@ -411,8 +513,9 @@ type Options struct {
 	// ReconcileLimit is the most runs one pass looks for; a pass that
 	// reached it runs again at once (up to 20 passes a tick). Default 500.
 	ReconcileLimit int
-	// Recreate: see ReconcileParams.
+	// Recreate and GivenUp: see ReconcileParams.
 	Recreate func(ctx context.Context) error
+	GivenUp  queue.DeadLetterHandler
 }
 
 func (o Options) withDefaults() Options {
@@ -460,11 +563,13 @@ func (r *Relay) Run(ctx context.Context, o Options) {
 			every(ctx, o.ReconcileEvery, func() {
 				// A full pass runs again at once, up to a bound, so a
 				// large backlog is walked through quickly after a loss.
+				start := time.Now()
 				for range maxPassesPerTick {
 					if ctx.Err() != nil {
 						return
 					}
-					rec, err := r.Reconcile(ctx, ReconcileParams{Grace: o.ReconcileGrace, Limit: o.ReconcileLimit, Recreate: o.Recreate})
+					rec, err := r.Reconcile(ctx, ReconcileParams{Grace: o.ReconcileGrace, Limit: o.ReconcileLimit,
+						Recreate: o.Recreate, GivenUp: o.GivenUp, Start: start})
 					if err != nil && ctx.Err() == nil {
 						r.log.Warn("reconcile pass failed", zap.Error(err), zap.Int("checked", rec.Checked))
 					}

@@ -1,15 +1,21 @@
 package relay_test
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/extractq/extractq/config"
 	"github.com/extractq/extractq/ingest"
+	"github.com/extractq/extractq/internal/tcpproxy"
 	"github.com/extractq/extractq/internal/testsignal"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/queue/queuetest"
@@ -164,6 +170,73 @@ func TestPublish(t *testing.T) {
 	}
 }
 
+// TestPublishOwnRetryDuplicate: a publish whose first attempt the stream
+// stored but whose ack was lost (the connection reset as the message went
+// through) is retried, and the stream answers the retry "duplicate" with
+// the first attempt's sequence: the run is recorded as published at that
+// sequence, once on the stream, not published again and not taken for an
+// anomaly.
+func TestPublishOwnRetryDuplicate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	run := b.runs(t, "ownretry", 1)[0]
+
+	proxy, err := tcpproxy.Listen(strings.TrimPrefix(queuetest.URL(), "nats://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	nc, js, err := queue.Connect(ctx, "nats://"+proxy.Addr(), "relay-own-retry-test", zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	pub := queue.NewPublisher(js, b.q.NATS)
+	pub.AttemptTimeout, pub.InitialInterval = 2*time.Second, 50*time.Millisecond
+	reg := prometheus.NewRegistry()
+	rl, err := relay.New(relay.Config{Store: b.st, Publisher: pub, Lookup: b.pub.Lookup(), Metrics: relay.NewMetrics(reg),
+		Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel+1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The message reaches the server; the connection is reset before
+	// its ack comes back.
+	proxy.LoseReplyAfter(func(chunk []byte) bool { return bytes.Contains(chunk, []byte(run.DedupID)) })
+
+	p, err := rl.Publish(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if proxy.Accepted() < 2 {
+		t.Fatalf("the proxy forwarded %d connections: the first attempt's connection was not reset", proxy.Accepted())
+	}
+	got := b.get(t, run)
+	if !p.Duplicate || p.Anomaly || p.Seq == 0 {
+		t.Fatalf("publish %+v, want the retry's duplicate answer with the first attempt's sequence", p)
+	}
+	if got.PublishedAt == nil || got.StreamSeq != int64(p.Seq) || got.RelayGen != 0 {
+		t.Fatalf("run %+v, want published at %d, never republished", got, p.Seq)
+	}
+	if sr := b.at(t, got.StreamSeq); sr.MsgID != run.DedupID || sr.Envelope.MessageID != run.MessageID {
+		t.Fatalf("stream message %+v, want run %+v", sr, run)
+	}
+	if n := b.q.Messages(t); n != 1 {
+		t.Fatalf("stream holds %d messages, want the one copy", n)
+	}
+	if n := counter(t, reg, "extractq_relay_duplicates_total", "own_retry"); n != 1 {
+		t.Errorf("duplicates{own_retry} = %v, want 1", n)
+	}
+	if n := counter(t, reg, "extractq_relay_duplicates_total", "anomaly"); n != 0 {
+		t.Errorf("duplicates{anomaly} = %v, want 0", n)
+	}
+	// The reconciler finds the copy where the run says it is.
+	if rec := b.reconcile(t, time.Nanosecond); rec.OnStream != 1 || rec.Republished != 0 {
+		t.Fatalf("reconcile after the publish: %+v, want the copy found", rec)
+	}
+}
+
 // TestReconcile: the reconciler republishes exactly the queued runs the
 // stream no longer holds: purged ones, and ones whose sequence a recreated
 // stream gave to another message; not those on the stream, not those with
@@ -258,6 +331,193 @@ func TestReconcile(t *testing.T) {
 			t.Errorf("republished %s after the lease was taken, before it ended", time.Since(start))
 		}
 	})
+}
+
+// TestReconcileLossSkipsGrace: a pass that finds the stream lost the
+// copies of queued runs (purged, or recreated empty and refilled with
+// fewer messages) looks for every queued run at once, whatever the grace;
+// a copy gone while the rest are there (acked in a race, as a requeue
+// leaves for a moment) still waits out the grace.
+func TestReconcileLossSkipsGrace(t *testing.T) {
+	t.Parallel()
+	const grace = time.Hour
+
+	t.Run("Purged", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		runs := b.runs(t, "lostpurged", 10)
+		b.publishAll(t, runs)
+		if rec := b.reconcile(t, grace); rec.Lost || rec.Checked != 0 {
+			t.Fatalf("before the purge: %+v, want nothing looked at", rec)
+		}
+		b.purge(t)
+		rec := b.reconcile(t, grace)
+		if !rec.Lost || rec.Republished != 10 {
+			t.Fatalf("after the purge: %+v, want the loss seen and 10 republished", rec)
+		}
+		if rec := b.reconcile(t, grace); rec.Lost || rec.Checked != 0 {
+			t.Fatalf("a pass after the republish: %+v, want no loss and the grace again", rec)
+		}
+	})
+
+	t.Run("Recreated", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		runs := b.runs(t, "lostrecreated", 6)
+		b.publishAll(t, runs)
+		if err := b.q.JS.DeleteStream(t.Context(), b.q.NATS.Stream); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := queue.EnsureStream(t.Context(), b.q.JS, b.q.NATS); err != nil {
+			t.Fatal(err)
+		}
+		// A new run published on the recreated stream takes sequence 1.
+		fresh := b.runs(t, "lostfresh", 1)
+		b.publishAll(t, fresh)
+		rec := b.reconcile(t, grace)
+		if !rec.Lost || rec.Republished != 6 || rec.OnStream != 1 {
+			t.Fatalf("after the stream was recreated: %+v, want the loss seen, 6 republished, the new run found", rec)
+		}
+		if n := b.q.Messages(t); n != 7 {
+			t.Fatalf("stream holds %d messages, want 7", n)
+		}
+	})
+
+	t.Run("Gone", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		runs := b.runs(t, "lostgone", 4)
+		b.publishAll(t, runs)
+		if err := b.q.JS.DeleteStream(t.Context(), b.q.NATS.Stream); err != nil {
+			t.Fatal(err)
+		}
+		recreated := 0
+		rec, err := b.relay.Reconcile(t.Context(), relay.ReconcileParams{Grace: grace, Recreate: func(ctx context.Context) error {
+			recreated++
+			_, err := queue.EnsureStream(ctx, b.q.JS, b.q.NATS)
+			return err
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if recreated != 1 || !rec.Lost || rec.Republished != 4 {
+			t.Fatalf("stream gone: recreated %d times, %+v, want once, the loss seen and 4 republished", recreated, rec)
+		}
+	})
+
+	t.Run("OneCopyGone", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		runs := b.runs(t, "onegone", 3)
+		b.publishAll(t, runs)
+		s, err := b.q.JS.Stream(t.Context(), b.q.NATS.Stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteMsg(t.Context(), uint64(b.get(t, runs[1]).StreamSeq)); err != nil {
+			t.Fatal(err)
+		}
+		if rec := b.reconcile(t, grace); rec.Lost || rec.Checked != 0 {
+			t.Fatalf("one copy gone, the others there: %+v, want the grace waited out", rec)
+		}
+		if rec := b.reconcile(t, time.Nanosecond); rec.Lost || rec.Republished != 1 {
+			t.Fatalf("past the grace: %+v, want the one run republished", rec)
+		}
+	})
+}
+
+// TestReconcileGivenUp: a run whose copy reached the consumer's delivery
+// limit while its max-deliveries advisory was lost (nothing captured it)
+// stays on the stream, never delivered again; the reconciler finds it once
+// the consumer holds nothing pending, hands it to GivenUp (the worker's
+// DeliveryFailed: a triage item of kind delivery) and removes the copy.
+// Not while a delivery is pending, not a run under a live lease, and not a
+// run never delivered.
+func TestReconcileGivenUp(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	runs := b.runs(t, "givenup", 2)
+	b.publishAll(t, runs[:1])
+	const ackWait = 200 * time.Millisecond
+	cons, err := queue.EnsureConsumer(t.Context(), b.q.JS, b.q.NATS, config.Worker{AckWait: ackWait, MaxDeliver: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handed []queue.Envelope
+	var deliveries uint64
+	reconcile := func() relay.Reconciled {
+		t.Helper()
+		rec, err := b.relay.Reconcile(t.Context(), relay.ReconcileParams{Grace: time.Nanosecond,
+			GivenUp: func(_ context.Context, env queue.Envelope, n uint64) error {
+				handed, deliveries = append(handed, env), n
+				return nil
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	// Two deliveries, neither acked: the worker died on each.
+	for i := range 2 {
+		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for range batch.Messages() {
+			got++
+		}
+		if got != 1 {
+			t.Fatalf("delivery %d: fetched %d messages", i+1, got)
+		}
+		if i == 0 {
+			if rec := reconcile(); rec.GivenUp != 0 || rec.OnStream != 1 {
+				t.Fatalf("with the delivery pending: %+v, want the copy found and left", rec)
+			}
+		}
+	}
+	// The server gives up on a copy when it would deliver it again: to a
+	// pull request waiting, as workers always have one.
+	testsignal.Eventually(t, 10*time.Second, "the consumer gives up on the copy", func() bool {
+		if batch, err := cons.Fetch(1, jetstream.FetchMaxWait(2*ackWait)); err == nil {
+			for m := range batch.Messages() {
+				t.Fatalf("delivered a third time: %v", m.Subject())
+			}
+		}
+		info, err := cons.Info(t.Context())
+		return err == nil && info.NumAckPending == 0 && info.NumRedelivered > 0
+	})
+	// A run published since, not delivered yet.
+	b.publishAll(t, runs[1:])
+
+	// A run under a live lease (a worker about to record a requeue) is
+	// not routed.
+	lease := store.RunLeaseParams{MessageID: runs[0].MessageID, RunNo: 1, Owner: "requeuing",
+		StreamSeq: uint64(b.get(t, runs[0]).StreamSeq), TTL: time.Hour}
+	if l, err := b.st.RunLeaseTake(t.Context(), b.st.Pool, lease); err != nil || l.State != store.LeaseTaken {
+		t.Fatalf("lease %+v, %v", l, err)
+	}
+	if rec, err := b.relay.Reconcile(t.Context(), relay.ReconcileParams{Grace: time.Nanosecond,
+		GivenUp: func(context.Context, queue.Envelope, uint64) error { t.Fatal("a leased run routed"); return nil }}); err != nil || rec.GivenUp != 0 {
+		t.Fatalf("leased: %+v, %v", rec, err)
+	}
+	if err := b.st.RunLeaseRelease(t.Context(), b.st.Pool, lease); err != nil {
+		t.Fatal(err)
+	}
+
+	rec := reconcile()
+	if rec.GivenUp != 1 || rec.OnStream != 1 || rec.Republished != 0 {
+		t.Fatalf("after the delivery limit: %+v, want one run given up, the other found", rec)
+	}
+	if len(handed) != 1 || handed[0].MessageID != runs[0].MessageID || deliveries != 2 {
+		t.Fatalf("GivenUp got %+v (deliveries %d), want run %d after 2", handed, deliveries, runs[0].MessageID)
+	}
+	if n := b.q.Messages(t); n != 1 {
+		t.Fatalf("stream holds %d messages, want only the run not given up", n)
+	}
+	if n := counter(t, b.reg, "extractq_relay_reconciled_total", "given_up"); n != 1 {
+		t.Errorf("reconciled{given_up} = %v, want 1", n)
+	}
 }
 
 // counter returns the counter name's series with the one label value.

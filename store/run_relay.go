@@ -56,6 +56,38 @@ func (s *Store) RunListToCheck(ctx context.Context, db DBTX, p RunListToCheckPar
 	return runs, nil
 }
 
+// RunQueuedMaxSeq returns the highest stream sequence recorded on a
+// queued, published run; 0 when there is none. The relay reads it before
+// the stream's bounds: every sequence recorded by then was stored by then,
+// so a stream whose last sequence is below it lost messages (it was
+// recreated, or its server lost its store).
+func (s *Store) RunQueuedMaxSeq(ctx context.Context, db DBTX) (uint64, error) {
+	var seq int64
+	err := db.QueryRow(ctx, `
+SELECT coalesce(max(stream_seq), 0) FROM runs
+WHERE status = 'queued' AND published_at IS NOT NULL`).Scan(&seq)
+	if err != nil {
+		return 0, fmt.Errorf("store.RunQueuedMaxSeq: %w", err)
+	}
+	return uint64(seq), nil
+}
+
+// RunIdleAt reports whether the run is queued, its recorded copy is at
+// seq, and no worker holds a live lease on it: nothing is working on it
+// nor has replaced that copy. The relay checks it before routing a run
+// whose copy the consumer gave up on.
+func (s *Store) RunIdleAt(ctx context.Context, db DBTX, messageID int64, runNo int, seq uint64) (bool, error) {
+	var idle bool
+	err := db.QueryRow(ctx, `
+SELECT EXISTS (SELECT 1 FROM runs
+WHERE message_id = $1 AND run_no = $2 AND status = 'queued' AND stream_seq = $3
+  AND (leased_until IS NULL OR leased_until <= now()))`, messageID, runNo, int64(seq)).Scan(&idle)
+	if err != nil {
+		return false, fmt.Errorf("store.RunIdleAt(%d, %d): %w", messageID, runNo, err)
+	}
+	return idle, nil
+}
+
 // RunSeqRef names one run and a stream sequence of it.
 type RunSeqRef struct {
 	MessageID int64
@@ -104,15 +136,18 @@ const runRepublishClaimSQL = `
 UPDATE runs SET relay_gen = relay_gen + 1, relay_checked_at = now()
 WHERE message_id = $1 AND run_no = $2 AND status = 'queued'
   AND coalesce(stream_seq, 0) = $3
-  AND ($5 OR coalesce(relay_checked_at, published_at) < now() - make_interval(secs => $4::float8))
+  AND ($5 OR (coalesce(relay_checked_at, published_at) < now() - make_interval(secs => $4::float8)
+              AND (leased_until IS NULL OR leased_until <= now())))
 RETURNING relay_gen`
 
 // RunRepublishClaim claims the republish of a run the reconciler did not
 // find on the stream, and returns its new RelayGen, whose publish key is
 // the run's DedupID and ".r" RelayGen. It claims only a run still queued,
 // whose recorded sequence is still p.StreamSeq and that nobody checked
-// since the listing: a run that got an outcome, was requeued or was
-// claimed by another reconciler meanwhile returns ok false. A claimed run
+// since the listing, and that no worker leased since: a run that got an
+// outcome, was requeued, was leased or was claimed by another reconciler
+// meanwhile returns ok false (Force claims it whatever its check time and
+// lease). A claimed run
 // counts as checked now, so a reconciler that dies before the publish
 // leaves it to the next pass after the grace period.
 func (s *Store) RunRepublishClaim(ctx context.Context, db DBTX, p RunRepublishClaimParams) (gen int, ok bool, err error) {

@@ -80,3 +80,47 @@ func TestRunLease(t *testing.T) {
 		t.Fatalf("after the outcome: %+v", l)
 	}
 }
+
+// TestRunIdleAt: a queued run is idle at its recorded copy, not at another
+// sequence, not under a live lease, and not once it has an outcome.
+func TestRunIdleAt(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := storetest.NewStore(t)
+	db := st.Pool
+	batch := batchFixture(ctx, t, st, db)
+	r := messageFixture(ctx, t, st, db, batch)
+	if err := st.RunMarkPublished(ctx, db, store.RunMarkPublishedParams{MessageID: r.MessageID, RunNo: 1, StreamSeq: 5}); err != nil {
+		t.Fatal(err)
+	}
+	idle := func(seq uint64) bool {
+		t.Helper()
+		ok, err := st.RunIdleAt(ctx, db, r.MessageID, 1, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if !idle(5) || idle(6) {
+		t.Fatalf("idle at 5: %v, at 6: %v; want true, false", idle(5), idle(6))
+	}
+	lease := store.RunLeaseParams{MessageID: r.MessageID, RunNo: 1, Owner: "w", StreamSeq: 5, TTL: time.Hour}
+	if l, err := st.RunLeaseTake(ctx, db, lease); err != nil || l.State != store.LeaseTaken {
+		t.Fatalf("lease %+v, %v", l, err)
+	}
+	if idle(5) {
+		t.Fatal("idle under a live lease")
+	}
+	if err := st.RunLeaseRelease(ctx, db, lease); err != nil {
+		t.Fatal(err)
+	}
+	if !idle(5) {
+		t.Fatal("not idle once the lease ended")
+	}
+	if _, err := db.Exec(ctx, `UPDATE runs SET status = 'failed' WHERE message_id = $1`, r.MessageID); err != nil {
+		t.Fatal(err)
+	}
+	if idle(5) {
+		t.Fatal("idle with an outcome status")
+	}
+}

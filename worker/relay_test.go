@@ -47,7 +47,8 @@ func (b *testBundle) run1(t *testing.T, ext string) store.Run {
 // stream lost (purged, or the stream gone with its server's store) are
 // found by the worker's reconciler, published again (the stream and the
 // consumer made again first), and all reach an outcome, each with one
-// call.
+// call. The grace is an hour: a pass that sees the loss does not wait it
+// out.
 func TestReconcileLostStream(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -73,7 +74,7 @@ func TestReconcileLostStream(t *testing.T) {
 			t.Parallel()
 			llm := &gatedLLM{script: func(int) (int, string) { return 200, completion(t, record(t, nil)) }}
 			gate := make(chan struct{})
-			b := setup(t, setupOpts{handler: llm, reconcileEvery: 100 * time.Millisecond, reconcileGrace: 300 * time.Millisecond,
+			b := setup(t, setupOpts{handler: llm, reconcileEvery: 100 * time.Millisecond, reconcileGrace: time.Hour,
 				ready: func(ctx context.Context) error {
 					select {
 					case <-gate:

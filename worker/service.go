@@ -142,6 +142,9 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 	if rel := cfg.Relay; rel != nil {
 		o := relay.Options{SweepEvery: cfg.SweepEvery, SweepAge: cfg.SweepAge,
 			ReconcileEvery: cfg.ReconcileEvery, ReconcileGrace: cfg.ReconcileGrace, Recreate: cfg.recreate()}
+		if cfg.Worker != nil {
+			o.GivenUp = cfg.Worker.DeliveryFailed
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

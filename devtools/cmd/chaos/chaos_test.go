@@ -20,6 +20,42 @@ import (
 	"github.com/extractq/extractq/store/storetest"
 )
 
+// TestPlanLeaderKills: the cluster's leader kills fire by the share done,
+// while the batch is under way, on the NATS target; a plan without them
+// draws exactly what it drew before they existed.
+func TestPlanLeaderKills(t *testing.T) {
+	t.Parallel()
+	p := plan{Kills: 1, Cuts: 1, Workers: 2, NATS: true, Postgres: true, Window: 10 * time.Second, AckWait: 10 * time.Second}
+	without := planEvents(rand.New(rand.NewPCG(3, 1)), p)
+	p.LeaderKills = 2
+	with := planEvents(rand.New(rand.NewPCG(3, 1)), p)
+	if len(with) != len(without)+2 {
+		t.Fatalf("%d events with 2 leader kills, %d without", len(with), len(without))
+	}
+	n := 0
+	for _, e := range with {
+		if e.Kind != killNATSLeader {
+			continue
+		}
+		n++
+		if e.Trigger != byDone || e.At < planFrom || e.At >= lossTo || e.target() != "NATS" || e.Down <= 0 {
+			t.Fatalf("leader kill %+v (target %s)", e, e.target())
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d leader kills, want 2", n)
+	}
+	var others []event
+	for _, e := range with {
+		if e.Kind != killNATSLeader {
+			others = append(others, e)
+		}
+	}
+	if !reflect.DeepEqual(others, without) {
+		t.Fatalf("the other faults changed with leader kills planned:\n%+v\nwant\n%+v", others, without)
+	}
+}
+
 func TestPlanEvents(t *testing.T) {
 	t.Parallel()
 	p := plan{Kills: 3, Stops: 1, Cuts: 5, IngestKills: 1, Workers: 2, NATS: true, Postgres: true, StoreLoss: true,

@@ -63,6 +63,11 @@ type options struct {
 	// Window: a fault timed in seconds fires between 1s and Window after
 	// ingest started; 0 means messages/100 seconds, at least 10s.
 	Window time.Duration
+	// Cluster runs NATS as a JetStream cluster of three servers, the
+	// stream with three replicas; LeaderKills counts the kills of the
+	// stream's leader (each followed by the kill of a second server).
+	Cluster     bool
+	LeaderKills int
 }
 
 // harness runs one chaos run. Its fields are set up step by step by run;
@@ -80,8 +85,9 @@ type harness struct {
 	cfg     *config.Config
 	schemas map[string]*pipeline.Schema
 
-	pg      *devstack.Postgres
-	nats    *devstack.NATS
+	pg *devstack.Postgres
+	// nodes are the NATS servers: one, or the cluster's three.
+	nodes   []*devstack.NATS
 	sim     *simulator
 	pool    *pgxpool.Pool
 	ingest  *devstack.Proc
@@ -92,9 +98,11 @@ type harness struct {
 	// worker's to NATS and to Postgres, ingest's to each, and the
 	// workers' to the simulator (the provider outage). The harness's own
 	// connections do not go through them.
-	workerNATS, workerPG []*tcpproxy.Proxy
-	ingestNATS, ingestPG *tcpproxy.Proxy
-	provider             *tcpproxy.Proxy
+	workerNATS []proxySet
+	workerPG   []*tcpproxy.Proxy
+	ingestNATS proxySet
+	ingestPG   *tcpproxy.Proxy
+	provider   *tcpproxy.Proxy
 
 	// ingestStart is when the first ingest started: the zero of the
 	// faults timed in seconds.
@@ -178,11 +186,11 @@ func (h *harness) run(ctx context.Context) (verdict, error) {
 	}
 	evs := planEvents(rand.New(rand.NewPCG(uint64(h.o.Seed), 1)), plan{
 		Kills: h.o.Kills, Stops: h.o.Stops, Cuts: h.o.Cuts, IngestKills: h.o.IngestKills, Workers: h.o.Workers,
-		NATS: h.o.RestartNATS, Postgres: h.o.RestartPostgres, StoreLoss: h.o.StoreLoss,
+		NATS: h.o.RestartNATS, Postgres: h.o.RestartPostgres, StoreLoss: h.o.StoreLoss, LeaderKills: h.o.LeaderKills,
 		Outage: h.o.ProviderOutage, Window: window, AckWait: h.cfg.Worker.AckWait, CutFor: h.o.CutFor,
 	})
 	for i, e := range evs {
-		if h.o.Outage > 0 && (e.Kind == restartNATS || e.Kind == restartPostgres || e.Kind == loseStore) {
+		if h.o.Outage > 0 && (e.Kind == restartNATS || e.Kind == restartPostgres || e.Kind == loseStore || e.Kind == killNATSLeader) {
 			evs[i].Down = h.o.Outage
 		}
 		h.logf("plan %d/%d: %s at %s, down %s", i+1, len(evs), e.what(), e.when(), evs[i].Down.Round(100*time.Millisecond))
@@ -264,7 +272,7 @@ func (h *harness) setup(ctx context.Context) error {
 		return err
 	}
 
-	ports := make([]int, 3+h.o.Workers)
+	ports := make([]int, 3+h.o.Workers+clusterSize-1)
 	for i := range ports {
 		if ports[i], err = devstack.FreePort(); err != nil {
 			return err
@@ -289,11 +297,9 @@ func (h *harness) setup(ctx context.Context) error {
 		return err
 	}
 
-	h.nats = &devstack.NATS{Bin: filepath.Join(h.binDir, "natsd"), Dir: filepath.Join(h.dir, "nats"), Port: ports[1]}
-	if err := h.nats.Start(ctx); err != nil {
+	if err := h.startNATS(ctx, append([]int{ports[1]}, ports[3+h.o.Workers:]...)); err != nil {
 		return err
 	}
-	h.logf("nats (devtools/cmd/natsd, JetStream) on 127.0.0.1:%d", h.nats.Port)
 
 	simCfg := h.cfg.Simulator
 	simCfg.Seed = h.o.Seed
@@ -333,16 +339,17 @@ worker:
   ack_wait: %s
   max_deliver: %d
   in_progress_every: %s
+nats:
+  replicas: %d
 relay:
-  # The relay's loops scaled to a run of minutes (defaults 30s/1m/1m/5m):
-  # a store lost with runs queued must come home within the run's timeout.
-  sweep_every: 5s
-  sweep_age: 10s
+  # The reconciler's tick scaled to a run of a minute or two (default 1m):
+  # the pass after the stream's store is lost republishes the queued runs
+  # at once (it skips reconcile_grace, left at its default), and a tick of
+  # a minute would add up to a minute to the run's tail.
   reconcile_every: 5s
-  reconcile_grace: 15s
 simulator:
   seed: %d
-`, h.o.Concurrency, h.o.AckWait, h.o.MaxDeliver, max(h.o.AckWait/3, 100*time.Millisecond), h.o.Seed)
+`, h.o.Concurrency, h.o.AckWait, h.o.MaxDeliver, max(h.o.AckWait/3, 100*time.Millisecond), h.replicas(), h.o.Seed)
 	if err := os.WriteFile(h.cfgPath, []byte(body), 0o644); err != nil {
 		return err
 	}
@@ -362,23 +369,43 @@ simulator:
 	return nil
 }
 
+// replicas is the runs stream's nats.replicas: 3 on the cluster.
+func (h *harness) replicas() int {
+	if h.o.Cluster {
+		return clusterSize
+	}
+	return 1
+}
+
 // startProxies starts the proxy of every link that can be cut.
 func (h *harness) startProxies() error {
 	start := func(target string) (*tcpproxy.Proxy, error) { return tcpproxy.Listen(target) }
 	var err error
-	pgAddr, natsAddr := devstack.Addr(h.pg.Port), devstack.Addr(h.nats.Port)
+	pgAddr := devstack.Addr(h.pg.Port)
+	natsSet := func() (proxySet, error) {
+		var set proxySet
+		for _, n := range h.nodes {
+			p, err := start(devstack.Addr(n.Port))
+			if err != nil {
+				return set, err
+			}
+			set = append(set, p)
+		}
+		return set, nil
+	}
 	for range h.o.Workers {
-		var n, p *tcpproxy.Proxy
-		if n, err = start(natsAddr); err != nil {
+		n, err := natsSet()
+		h.workerNATS = append(h.workerNATS, n)
+		if err != nil {
 			return err
 		}
-		h.workerNATS = append(h.workerNATS, n)
+		var p *tcpproxy.Proxy
 		if p, err = start(pgAddr); err != nil {
 			return err
 		}
 		h.workerPG = append(h.workerPG, p)
 	}
-	if h.ingestNATS, err = start(natsAddr); err != nil {
+	if h.ingestNATS, err = natsSet(); err != nil {
 		return err
 	}
 	if h.ingestPG, err = start(pgAddr); err != nil {
@@ -390,8 +417,12 @@ func (h *harness) startProxies() error {
 
 // proxies returns every proxy started.
 func (h *harness) proxies() []*tcpproxy.Proxy {
-	ps := append(append([]*tcpproxy.Proxy{}, h.workerNATS...), h.workerPG...)
-	for _, p := range []*tcpproxy.Proxy{h.ingestNATS, h.ingestPG, h.provider} {
+	ps := append([]*tcpproxy.Proxy{}, h.workerPG...)
+	for _, set := range h.workerNATS {
+		ps = append(ps, set...)
+	}
+	ps = append(ps, h.ingestNATS...)
+	for _, p := range []*tcpproxy.Proxy{h.ingestPG, h.provider} {
 		if p != nil {
 			ps = append(ps, p)
 		}
@@ -402,10 +433,10 @@ func (h *harness) proxies() []*tcpproxy.Proxy {
 // env is the environment of every command the harness starts: the private
 // services, reached through the proxies pg and nats and the provider's,
 // and the run's configuration, nothing inherited.
-func (h *harness) env(pg, nats *tcpproxy.Proxy) []string {
+func (h *harness) env(pg *tcpproxy.Proxy, nats proxySet) []string {
 	return []string{
 		"DATABASE_URL=" + fmt.Sprintf("postgres://postgres@%s/extractq?sslmode=disable", pg.Addr()),
-		"NATS_URL=nats://" + nats.Addr(),
+		"NATS_URL=" + nats.url(),
 		"LLM_BASE_URL=http://" + h.provider.Addr() + "/v1",
 		"LLM_API_KEY=simulator",
 		"LLM_MODEL=",
@@ -704,7 +735,7 @@ func (h *harness) inject(ctx context.Context, at string, e event) error {
 		}
 		h.logf("worker %d continued (SIGCONT)", w.index)
 	case cutLink:
-		var p *tcpproxy.Proxy
+		var p cutter
 		what := e.Link.String()
 		switch e.Link {
 		case workerNATS:
@@ -774,17 +805,25 @@ func (h *harness) inject(ctx context.Context, at string, e event) error {
 			h.problem("work did not resume within %s of the provider coming back", took.Round(time.Second))
 		}
 	case restartNATS:
-		h.logf("%s: stopping NATS (SIGTERM)", at)
+		// One server; on the cluster, one drawn from the seed.
+		n := h.nodes[int(h.o.Seed%int64(len(h.nodes)))]
+		what := "NATS"
+		if h.o.Cluster {
+			what = "NATS server " + n.Name
+		}
+		h.logf("%s: stopping %s (SIGTERM)", at, what)
 		t := time.Now()
-		h.nats.Stop()
+		n.Stop()
 		h.count("NATS restart")
 		if err := sleepCtx(ctx, e.Down); err != nil {
 			return err
 		}
-		if err := h.nats.Start(ctx); err != nil {
-			return fmt.Errorf("starting NATS again: %w", err)
+		if err := n.Start(ctx); err != nil {
+			return fmt.Errorf("starting %s again: %w", what, err)
 		}
-		h.logf("NATS back on the same store after %s", time.Since(t).Round(time.Millisecond))
+		h.logf("%s back on the same store after %s", what, time.Since(t).Round(time.Millisecond))
+	case killNATSLeader:
+		return h.killLeader(ctx, at, e)
 	case restartPostgres:
 		h.logf("%s: stopping Postgres (fast shutdown)", at)
 		t := time.Now()
@@ -801,15 +840,16 @@ func (h *harness) inject(ctx context.Context, at string, e event) error {
 		queued := h.stored.Load() - h.done.Load()
 		h.logf("%s: stopping NATS and deleting its store, %d runs queued in Postgres", at, queued)
 		t := time.Now()
-		h.nats.Stop()
-		if err := os.RemoveAll(filepath.Join(h.nats.Dir, "store")); err != nil {
+		n := h.nodes[0]
+		n.Stop()
+		if err := os.RemoveAll(filepath.Join(n.Dir, "store")); err != nil {
 			return fmt.Errorf("deleting the NATS store: %w", err)
 		}
 		h.count("stream store lost")
 		if err := sleepCtx(ctx, e.Down); err != nil {
 			return err
 		}
-		if err := h.nats.Start(ctx); err != nil {
+		if err := n.Start(ctx); err != nil {
 			return fmt.Errorf("starting NATS again: %w", err)
 		}
 		h.logf("NATS back with an empty store after %s: the runs queued in Postgres must be republished", time.Since(t).Round(time.Millisecond))
@@ -824,7 +864,7 @@ func (h *harness) drain(ctx context.Context) {
 	limit := 2*h.cfg.Worker.AckWait + 10*time.Second
 	dctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	nc, err := nats.Connect(h.nats.URL(), nats.Name("extractq-chaos"))
+	nc, err := nats.Connect(h.natsURL(), nats.Name("extractq-chaos"))
 	if err != nil {
 		h.problem("connecting to NATS to drain: %v", err)
 		return
@@ -972,8 +1012,8 @@ func (h *harness) cleanup() {
 	if h.sim != nil {
 		h.sim.close()
 	}
-	if h.nats != nil {
-		h.nats.Stop()
+	for _, n := range h.nodes {
+		n.Stop()
 	}
 	if h.pool != nil {
 		h.pool.Close()

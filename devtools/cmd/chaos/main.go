@@ -68,10 +68,15 @@ func main() {
 	flag.DurationVar(&o.ProviderOutage, "provider-outage", 45*time.Second, "how long the simulator refuses every call, once (0: never); longer than the breaker cooldown (30s) to make workers pause and probe")
 	flag.BoolVar(&o.StoreLoss, "store-loss", false, "stop NATS, delete its store and start it again empty, once, with runs queued (needs the relay's reconciler to bring them home)")
 	flag.DurationVar(&o.Window, "window", 0, "faults timed in seconds fire between 1s and this long after ingest started (default messages/100 seconds, at least 10s)")
+	flag.BoolVar(&o.Cluster, "cluster", false, "run NATS as a JetStream cluster of 3 natsd servers (routes on loopback), the stream with nats.replicas 3")
+	flag.IntVar(&o.LeaderKills, "leader-kills", 1, "with -cluster: times the stream leader is killed (SIGKILL), then the new leader, both started again")
 	flag.Parse()
+	if !o.Cluster {
+		o.LeaderKills = 0
+	}
 	if flag.NArg() > 0 || o.Messages < 1 || o.Workers < 1 || o.Kills < 0 || o.Stops < 0 || o.Cuts < 0 || o.IngestKills < 0 ||
-		o.Concurrency < 1 || o.MaxDeliver < 2 {
-		fmt.Fprintln(os.Stderr, "usage: chaos [flags]; -messages, -workers and -concurrency at least 1, -kills, -stops, -cuts and -ingest-kills at least 0, -max-deliver at least 2")
+		o.Concurrency < 1 || o.MaxDeliver < 2 || o.LeaderKills < 0 || o.Cluster && o.StoreLoss {
+		fmt.Fprintln(os.Stderr, "usage: chaos [flags]; -messages, -workers and -concurrency at least 1, -kills, -stops, -cuts, -ingest-kills and -leader-kills at least 0, -max-deliver at least 2; -store-loss needs one server (not -cluster)")
 		flag.PrintDefaults()
 		os.Exit(2)
 	}

@@ -19,6 +19,7 @@ const (
 	restartNATS                      // stop NATS gracefully, start it again on the same store
 	restartPostgres                  // fast shutdown of Postgres, start it again on the same data
 	loseStore                        // stop NATS, delete its store, start it again empty
+	killNATSLeader                   // SIGKILL the cluster's stream leader, then the new one, start both again
 )
 
 func (k eventKind) String() string {
@@ -39,6 +40,8 @@ func (k eventKind) String() string {
 		return "restart Postgres"
 	case loseStore:
 		return "lose the stream's store"
+	case killNATSLeader:
+		return "SIGKILL the stream leader, then a second NATS server"
 	}
 	return fmt.Sprintf("event(%d)", int(k))
 }
@@ -142,7 +145,7 @@ func (e event) target() string {
 		return "ingest"
 	case providerOutage:
 		return "provider"
-	case restartNATS, loseStore:
+	case restartNATS, loseStore, killNATSLeader:
 		return "NATS"
 	case restartPostgres:
 		return "Postgres"
@@ -169,6 +172,8 @@ type plan struct {
 	Kills, Stops, Cuts, IngestKills int
 	Workers                         int
 	NATS, Postgres, StoreLoss       bool
+	// LeaderKills counts the kills of the cluster's stream leader.
+	LeaderKills int
 	// Outage is how long the provider outage lasts; 0 means none.
 	Outage time.Duration
 	// Window: a bySeconds event fires between 1s and Window after ingest
@@ -251,6 +256,12 @@ func planEvents(rng *rand.Rand, p plan) []event {
 		// By the share done, so that runs are queued when the store goes.
 		e := draw(loseStore)
 		e.Trigger, e.After, e.At = byDone, 0, lossFrom+rng.Float64()*(lossTo-lossFrom)
+		evs = append(evs, e)
+	}
+	for range p.LeaderKills {
+		// By the share done, so that the batch is under way.
+		e := draw(killNATSLeader)
+		e.Trigger, e.After, e.At = byDone, 0, planFrom+rng.Float64()*(lossTo-planFrom)
 		evs = append(evs, e)
 	}
 	sort.SliceStable(evs, func(i, j int) bool {

@@ -4,13 +4,16 @@
 // Usage:
 //
 //	natsd [-addr 127.0.0.1:4222] [-store-dir DIR] [-http ADDR] [-debug]
+//	      [-name N -cluster HOST:PORT -routes nats-route://HOST:PORT,...]
 //
 // JetStream data is kept in -store-dir, by default
 // $XDG_STATE_HOME/extractq/natsd, or extractq-natsd under the system's
 // temporary directory when XDG_STATE_HOME is unset. -http serves the NATS
 // monitoring endpoints (/varz, /jsz), off by default. SIGINT or SIGTERM
-// shuts the server down gracefully. It is not a production server: run a
-// real NATS deployment there.
+// shuts the server down gracefully. With -cluster the server joins a
+// JetStream cluster through -routes (each server a distinct -name); the
+// cluster's addresses are not advertised to clients. It is not a
+// production server: run a real NATS deployment there.
 package main
 
 import (
@@ -20,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"go.uber.org/zap"
@@ -31,7 +35,14 @@ func main() {
 	flag.StringVar(&p.StoreDir, "store-dir", defaultStoreDir(), "JetStream storage directory")
 	flag.StringVar(&p.HTTPAddr, "http", "", "monitoring listen address, host:port; empty turns it off")
 	flag.BoolVar(&p.Debug, "debug", false, "log the server's debug lines")
+	flag.StringVar(&p.Name, "name", "extractq-natsd", "server name (unique in a cluster)")
+	flag.StringVar(&p.ClusterAddr, "cluster", "", "cluster listen address, host:port; empty: no cluster")
+	flag.StringVar(&p.ClusterName, "cluster-name", "extractq", "cluster name (with -cluster)")
+	routes := flag.String("routes", "", "comma-separated route URLs of the cluster's servers, nats-route://host:port (with -cluster)")
 	flag.Parse()
+	if *routes != "" {
+		p.Routes = strings.Split(*routes, ",")
+	}
 
 	logCfg := zap.NewProductionConfig()
 	if p.Debug {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -23,6 +24,17 @@ type params struct {
 	HTTPAddr string
 	// Debug logs the server's debug lines.
 	Debug bool
+	// Name is the server's name, unique in a cluster; default
+	// "extractq-natsd".
+	Name string
+	// ClusterAddr, when set, is the cluster listen address, host:port:
+	// the server joins the JetStream cluster ClusterName through Routes.
+	ClusterAddr string
+	// ClusterName names the cluster; default "extractq".
+	ClusterName string
+	// Routes are the cluster's route URLs (nats-route://host:port), its
+	// own included or not.
+	Routes []string
 	// ReadyTimeout bounds how long the server may take to accept clients.
 	// Default 10s.
 	ReadyTimeout time.Duration
@@ -79,12 +91,28 @@ func serverOptions(p params) (*server.Options, error) {
 		return nil, fmt.Errorf("natsd: -store-dir is empty")
 	}
 	opts := &server.Options{
-		ServerName: "extractq-natsd",
+		ServerName: cmp.Or(p.Name, "extractq-natsd"),
 		Host:       host,
 		Port:       port,
 		JetStream:  true,
 		StoreDir:   p.StoreDir,
 		NoSigs:     true, // run handles signals
+	}
+	if p.ClusterAddr != "" {
+		if opts.Cluster.Host, opts.Cluster.Port, err = splitHostPort(p.ClusterAddr); err != nil {
+			return nil, fmt.Errorf("natsd: -cluster %q: %w", p.ClusterAddr, err)
+		}
+		opts.Cluster.Name = cmp.Or(p.ClusterName, "extractq")
+		// Clients know only the servers they were given (a harness puts
+		// proxies in front of them), not the cluster's own addresses.
+		opts.Cluster.NoAdvertise = true
+		for _, r := range p.Routes {
+			u, err := url.Parse(r)
+			if err != nil || u.Host == "" {
+				return nil, fmt.Errorf("natsd: -routes: bad route URL %q", r)
+			}
+			opts.Routes = append(opts.Routes, u)
+		}
 	}
 	if p.HTTPAddr != "" {
 		if opts.HTTPHost, opts.HTTPPort, err = splitHostPort(p.HTTPAddr); err != nil {

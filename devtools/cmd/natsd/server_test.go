@@ -114,3 +114,30 @@ func TestRun(t *testing.T) {
 		}
 	})
 }
+
+// TestServerOptionsCluster: -cluster, -routes and -name make a cluster
+// member that does not advertise the cluster's addresses to clients; a bad
+// route or cluster address is an error naming the flag.
+func TestServerOptionsCluster(t *testing.T) {
+	t.Parallel()
+	opts, err := serverOptions(params{Addr: "127.0.0.1:4222", StoreDir: "d", Name: "n2", ClusterAddr: "127.0.0.1:6222",
+		Routes: []string{"nats-route://127.0.0.1:6222", "nats-route://127.0.0.1:6223"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.ServerName != "n2" || opts.Cluster.Name != "extractq" || opts.Cluster.Port != 6222 || !opts.Cluster.NoAdvertise ||
+		len(opts.Routes) != 2 || opts.Routes[1].Host != "127.0.0.1:6223" {
+		t.Fatalf("options %+v, cluster %+v, routes %v", opts, opts.Cluster, opts.Routes)
+	}
+	if opts, err := serverOptions(params{Addr: "127.0.0.1:4222", StoreDir: "d"}); err != nil || opts.Cluster.Port != 0 || opts.ServerName != "extractq-natsd" {
+		t.Fatalf("without -cluster: %+v, %v", opts, err)
+	}
+	for _, p := range []params{
+		{Addr: "127.0.0.1:4222", StoreDir: "d", ClusterAddr: "nohost"},
+		{Addr: "127.0.0.1:4222", StoreDir: "d", ClusterAddr: "127.0.0.1:6222", Routes: []string{"::bad"}},
+	} {
+		if _, err := serverOptions(p); err == nil {
+			t.Errorf("%+v: no error", p)
+		}
+	}
+}

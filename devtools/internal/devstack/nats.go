@@ -1,9 +1,11 @@
 package devstack
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -15,6 +17,13 @@ type NATS struct {
 	Dir     string // holds store/ and natsd.log; made if missing
 	Port    int
 	Started int // how many times Start ran
+	// Name, ClusterPort and Routes make the server one of a JetStream
+	// cluster: its name (unique in the cluster), its cluster port, and
+	// the cluster ports of every server (on 127.0.0.1). ClusterPort 0:
+	// no cluster.
+	Name        string
+	ClusterPort int
+	Routes      []int
 
 	proc *Proc
 }
@@ -31,15 +40,29 @@ func (n *NATS) Start(ctx context.Context) error {
 	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 		return err
 	}
-	p, err := Start(Spec{Name: "natsd", LogPath: filepath.Join(n.Dir, "natsd.log"), Dir: n.Dir, Args: []string{
-		n.Bin, "-addr", Addr(n.Port), "-store-dir", filepath.Join(n.Dir, "store"),
-	}})
+	args := []string{n.Bin, "-addr", Addr(n.Port), "-store-dir", filepath.Join(n.Dir, "store")}
+	if n.ClusterPort != 0 {
+		routes := make([]string, len(n.Routes))
+		for i, r := range n.Routes {
+			routes[i] = "nats-route://" + Addr(r)
+		}
+		args = append(args, "-name", n.Name, "-cluster", Addr(n.ClusterPort), "-routes", strings.Join(routes, ","))
+	}
+	p, err := Start(Spec{Name: cmp.Or(n.Name, "natsd"), LogPath: filepath.Join(n.Dir, "natsd.log"), Dir: n.Dir, Args: args})
 	if err != nil {
 		return err
 	}
 	n.proc = p
 	n.Started++
 	return WaitPort(ctx, n.Port, p, 30*time.Second)
+}
+
+// Kill kills natsd (SIGKILL), as a crash of its machine would, and waits
+// for it to exit.
+func (n *NATS) Kill() {
+	if n.proc != nil {
+		n.proc.Kill()
+	}
 }
 
 // Stop shuts natsd down gracefully (SIGTERM), killing it after 20s.
