@@ -229,6 +229,9 @@ func (s *Server) apiCounts(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.authorizeSearch(r, f); err != nil {
+		return err
+	}
 	counts, err := s.st.TriageQueueCounts(ctx, s.st.Pool, f.Store(reviewerFrom(ctx).Login, time.Now()))
 	if err != nil {
 		return err
