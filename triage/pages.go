@@ -36,6 +36,9 @@ type queueView struct {
 	// Notice lists what the queue page left out of its link: filter
 	// values it cannot mean and parameters it does not take.
 	Notice []string
+	// Bulk is the report of the bulk action just done (bulk.go), shown
+	// once; nil otherwise.
+	Bulk *bulkReport
 }
 
 // StatusCounts returns the counts by status in the queue's order.
@@ -106,6 +109,7 @@ func (s *Server) queuePage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	v.Notice = linkNotice(r, "the queue", queuePageParams, problems)
+	v.Bulk = s.popBulkReport(r.Context())
 	return s.render(w, r, http.StatusOK, "queue", "Triage queue", v)
 }
 

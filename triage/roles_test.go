@@ -130,6 +130,22 @@ func TestRouteRoles(t *testing.T) {
 	formOf := func(v url.Values) func(*testing.T, *principal) url.Values {
 		return func(*testing.T, *principal) url.Values { return v }
 	}
+	// The bulk routes name the item setup made in their form or body.
+	var bulkItem int64
+	bulkSetup := func(path, body string) func(t *testing.T, p *principal) (string, string) {
+		return func(t *testing.T, p *principal) (string, string) {
+			bulkItem, _, _ = fresh(t)
+			if body == "" { // a page's: the form names it
+				return path, ""
+			}
+			return path, fmt.Sprintf(body, bulkItem)
+		}
+	}
+	bulkForm := func(action string) func(*testing.T, *principal) url.Values {
+		return func(*testing.T, *principal) url.Values {
+			return url.Values{"action": {action}, "reason": {"roles"}, "id": {fmt.Sprint(bulkItem)}}
+		}
+	}
 	routes := []roleRoute{
 		{pattern: "GET /healthz", setup: static("/healthz")},
 		{pattern: "GET /static/", setup: static("/static/style.css")},
@@ -156,6 +172,8 @@ func TestRouteRoles(t *testing.T) {
 			}
 			return fmt.Sprintf("/items/%d/reopen", id), ""
 		}, form: formOf(url.Values{})},
+		{pattern: "POST /items/bulk", setup: bulkSetup("/items/bulk", ""), form: bulkForm("reject")},
+		{pattern: "POST /items/bulk-rerun", setup: bulkSetup("/items/bulk-rerun", ""), form: bulkForm("rerun")},
 		{pattern: "GET /rerun", setup: bulk("/rerun")},
 		{pattern: "POST /rerun", setup: bulk("/rerun"), form: formOf(url.Values{"confirmed": {"1"}, "note": {"roles"}})},
 		{pattern: "GET /audit", setup: static("/audit")},
@@ -173,6 +191,8 @@ func TestRouteRoles(t *testing.T) {
 		{pattern: "POST /api/v1/items/{id}/approve", api: true, setup: itemBody("/api/v1/items/%d/approve", `{"record":`+fixed+`}`, false)},
 		{pattern: "POST /api/v1/items/{id}/reject", api: true, setup: itemBody("/api/v1/items/%d/reject", `{"reason":"spam"}`, false)},
 		{pattern: "POST /api/v1/items/{id}/rerun", api: true, setup: itemBody("/api/v1/items/%d/rerun", `{"note":"roles"}`, false)},
+		{pattern: "POST /api/v1/items/bulk", api: true, setup: bulkSetup("/api/v1/items/bulk", `{"action":"reject","reason":"roles","ids":[%d]}`)},
+		{pattern: "POST /api/v1/items/bulk-rerun", api: true, setup: bulkSetup("/api/v1/items/bulk-rerun", `{"action":"rerun","note":"roles","ids":[%d]}`)},
 		{pattern: "GET /api/v1/rerun/count", api: true, setup: bulk("/api/v1/rerun/count")},
 		{pattern: "POST /api/v1/rerun", api: true, setup: bulk("/api/v1/rerun")},
 		{pattern: "GET /api/v1/messages/{id}/result", api: true, setup: func(t *testing.T, p *principal) (string, string) {
