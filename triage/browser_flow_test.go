@@ -2,13 +2,17 @@ package triage_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
+	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/store"
 )
 
@@ -25,6 +29,10 @@ func TestBrowserFlow(t *testing.T) {
 	rr, _ := b.failedItem(t, "return_request", rrText, rrReply)
 	staleA := b.staleItem(t, albertText, albertFixed)
 	staleB := b.staleItem(t, albertText, albertFixed)
+	// The name twice, emoji (outside the BMP: two UTF-16 units each)
+	// and a CR LF before the second.
+	emojiText := "🎉🎉 From: Albert Sanders\r\n" + albertText
+	emojiItem, emojiMsg := b.failedItem(t, "customer_message", emojiText, albertFirst, albertNoName)
 	g := newBrowserRig(t, b, 4*time.Minute)
 	alice := g.tab(t)
 	g.login(t, alice, "alice", "correct horse battery")
@@ -54,8 +62,8 @@ func TestBrowserFlow(t *testing.T) {
 		g.step(t, alice, "back to the whole queue", chromedp.Navigate(g.web.URL+"/"), chromedp.WaitVisible(chromedp.ID("items")))
 		var rows int
 		g.eval(t, alice, `document.querySelectorAll('#items tbody tr.row').length`, &rows)
-		if rows != 5 {
-			t.Errorf("whole queue: %d rows, want 5 (items %d, %d, %d, %d, %d)", rows, albert, hostile, rr, staleA, staleB)
+		if rows != 6 {
+			t.Errorf("whole queue: %d rows, want 6 (items %d, %d, %d, %d, %d, %d)", rows, albert, hostile, rr, staleA, staleB, emojiItem)
 		}
 	})
 
@@ -70,7 +78,7 @@ func TestBrowserFlow(t *testing.T) {
 			chromedp.KeyEvent("j"), chromedp.KeyEvent("j"), chromedp.KeyEvent("x"),
 			poll(`document.querySelector('#picked').textContent === '2 selected'`))
 		b.failedItem(t, "customer_message", "my order 4967029823 never came\nAlessandro Phoenix", "{}")
-		g.step(t, alice, "the new item arrives", poll(`document.querySelectorAll('#items tbody tr.row').length === 6`))
+		g.step(t, alice, "the new item arrives", poll(`document.querySelectorAll('#items tbody tr.row').length === 7`))
 		var ticked []string
 		g.eval(t, alice, `Array.from(document.querySelectorAll('input[name=id]:checked')).map(b => b.value)`, &ticked)
 		if want := []string{fmt.Sprint(staleA), fmt.Sprint(staleB)}; fmt.Sprint(ticked) != fmt.Sprint(want) {
@@ -88,7 +96,73 @@ func TestBrowserFlow(t *testing.T) {
 			}
 		}
 		// Select all on the page, then reject them with one reason.
-		g.step(t, alice, "select all with *", chromedp.KeyEvent("*"), poll(`document.querySelector('#picked').textContent === '4 selected'`))
+		g.step(t, alice, "select all with *", chromedp.KeyEvent("*"), poll(`document.querySelector('#picked').textContent === '5 selected'`))
 		g.step(t, alice, "none again", chromedp.Click(chromedp.ID("pick-all")), poll(`document.querySelector('#picked').textContent === 'none selected'`))
+	})
+
+	t.Run("SelectToFill", func(t *testing.T) {
+		// The second "Albert Sanders" of the message, in code points.
+		runes := []rune(emojiText)
+		first := strings.Index(emojiText, "Albert Sanders")
+		second := first + 1 + strings.Index(emojiText[first+1:], "Albert Sanders")
+		start := len([]rune(emojiText[:second]))
+		end := start + len([]rune("Albert Sanders"))
+		if string(runes[start:end]) != "Albert Sanders" || start == len([]rune(emojiText[:first])) {
+			t.Fatalf("bad fixture: %d-%d", start, end)
+		}
+		g.step(t, alice, "open the item", chromedp.Navigate(fmt.Sprintf("%s/items/%d", g.web.URL, emojiItem)),
+			chromedp.WaitVisible(chromedp.ID("claim")), chromedp.KeyEvent("c"), chromedp.WaitVisible(chromedp.CSS(`#lease .badge.mine`)),
+			poll(`document.querySelector('#check-status').textContent.trim() === '1 error'`))
+		// e goes to the field with the error; one drag over the second
+		// occurrence fills it.
+		g.step(t, alice, "e", chromedp.KeyEvent("e"), poll(`document.activeElement && document.activeElement.id === 'f:/full_name'`))
+		var box struct{ X1, Y1, X2, Y2 float64 }
+		g.eval(t, alice, `(() => {
+			const msg = document.querySelector('#msgtext');
+			const walker = document.createTreeWalker(msg, NodeFilter.SHOW_TEXT);
+			let seen = 0, n;
+			while ((n = walker.nextNode())) {
+				const i = n.data.indexOf('Albert Sanders');
+				if (i < 0) continue;
+				if (++seen < 2) continue;
+				const r = document.createRange();
+				r.setStart(n, i); r.setEnd(n, i + 'Albert Sanders'.length);
+				const rs = r.getClientRects(), a = rs[0], z = rs[rs.length - 1];
+				return {x1: a.left + 1, y1: (a.top + a.bottom) / 2, x2: z.right - 1, y2: (z.top + z.bottom) / 2};
+			}
+			return null;
+		})()`, &box)
+		held := func(p *input.DispatchMouseEventParams) { p.Buttons = 1 }
+		g.step(t, alice, "drag over the name",
+			chromedp.MouseEvent(chromedp.MousePressed, box.X1, box.Y1, chromedp.ButtonLeft, chromedp.ClickCount(1)),
+			chromedp.MouseEvent(chromedp.MouseMoved, (box.X1+box.X2)/2, box.Y2, chromedp.ButtonLeft, held),
+			chromedp.MouseEvent(chromedp.MouseMoved, box.X2, box.Y2, chromedp.ButtonLeft, held),
+			chromedp.MouseEvent(chromedp.MouseReleased, box.X2, box.Y2, chromedp.ButtonLeft, chromedp.ClickCount(1)),
+			poll(`document.querySelector('#check-status').textContent.trim() === 'valid'`))
+		var filled struct {
+			Value string `json:"value"`
+			Span  string `json:"span"`
+		}
+		g.eval(t, alice, `({value: document.querySelector('[id="f:/full_name"]').value,
+			span: (document.querySelector('input[name="s:/full_name"]') || {}).value || ''})`, &filled)
+		if want := fmt.Sprintf("%d-%d", start, end); filled.Value != "Albert Sanders" || filled.Span != want {
+			t.Errorf("after the drag: %+v, want Albert Sanders at %s (code points, past the emoji)", filled, want)
+		}
+		g.step(t, alice, "approve with a", chromedp.KeyEvent("a"), chromedp.WaitVisible(chromedp.ID("flash")))
+		cur, err := b.st.CurrentResultGet(context.Background(), b.st.Pool, store.CurrentResultGetParams{MessageID: emojiMsg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev []extracttype.Evidence
+		_ = json.Unmarshal(cur.Evidence, &ev)
+		var got *extracttype.Evidence
+		for i := range ev {
+			if ev[i].Path == "/full_name" {
+				got = &ev[i]
+			}
+		}
+		if got == nil || got.Start != start || got.End != end || got.Normalized {
+			t.Errorf("stored evidence of /full_name = %+v, want %d-%d, the span selected (evidence %s)", got, start, end, cur.Evidence)
+		}
 	})
 }

@@ -242,6 +242,7 @@ func (s *Server) submittedRecord(w http.ResponseWriter, r *http.Request, it *ite
 	if err := r.ParseForm(); err != nil { // capped at MaxRecordBody (Install)
 		return nil, nil, bodyError(r, "form", err)
 	}
+	it.Spans = readSpans(r.PostForm) // select-to-fill (select.go)
 	if r.PostForm.Get("mode") == "raw" {
 		raw := r.PostForm.Get("record")
 		v, err := pipeline.DecodeStrict([]byte(raw))
@@ -309,7 +310,7 @@ func (s *Server) checkPage(w http.ResponseWriter, r *http.Request) error {
 		// escaped) by the same template as the page.
 		segs, _ := highlight(it, errs, ev)
 		var html strings.Builder
-		if err := s.pages["item"].ExecuteTemplate(&html, "segs", segs); err != nil {
+		if err := s.pages["item"].ExecuteTemplate(&html, "msgsegs", segs); err != nil {
 			return err
 		}
 		resp["message_html"] = html.String()

@@ -42,6 +42,9 @@ type itemState struct {
 	// reply that is not valid JSON (lenientObject): the page says so, and
 	// approves it only once the reviewer confirms every field.
 	Lenient bool
+	// Spans are the evidence spans the reviewer selected, by field path,
+	// posted with the record (select.go); nil without any.
+	Spans map[string][2]int
 }
 
 // loadItem reads item id and derives its draft record.
@@ -173,6 +176,7 @@ func (it *itemState) validate(record any) (extracttype.ErrorList, []extracttype.
 	errs, ev := it.Entry.Schema.ValidateMessage(record, m.Body, pipeline.MessageMeta{Source: m.Source, Metadata: m.Metadata, ReceivedAt: m.ReceivedAt})
 	errs = append(errs, pipeline.CheckStrings(record, "")...)
 	errs.Sort()
+	ev, errs = spanEvidence(m.Body, record, it.Spans, ev, errs)
 	return errs, ev
 }
 

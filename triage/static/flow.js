@@ -96,4 +96,95 @@
     sync();
   }
   if (page === "queue") multiSelect();
+
+  // ---- item: select-to-fill -------------------------------------------------
+  // Text selected in the message fills the text field the reviewer was
+  // last in with the selected text, and records where it is: a hidden
+  // "s:<path>" = "<start>-<end>", code-point offsets into the stored text
+  // (End exclusive), as the stored evidence has them. JavaScript strings
+  // count UTF-16 units, so an emoji before the selection would shift
+  // them: every count here is of code points (Array.from). Each segment
+  // of the message says where it starts in the stored text (data-at), a
+  // control marker which control it shows (data-cp), and a CR the page
+  // drops before a line feed is the gap between two segments.
+  function cpLength(s) { return Array.from(s).length; }
+
+  function selectToFill() {
+    var msg = $("#msgtext"), form = $("#editor");
+    if (!msg || !form || msg.dataset.selectFill !== "true") return;
+    var field = null, filling = false;
+    function fillable(el) {
+      return el && el.tagName === "INPUT" && el.type === "text" && el.name.indexOf("v:") === 0;
+    }
+    form.addEventListener("focusin", function (e) {
+      if (fillable(e.target)) field = e.target;
+      else if (e.target.tagName !== "BUTTON") field = null;
+    });
+    // A value typed by hand has no span any more.
+    form.addEventListener("input", function (e) {
+      if (filling || !fillable(e.target)) return;
+      var sp = spanInput(e.target.name.slice(2), false);
+      if (sp) sp.remove();
+    });
+    function spanInput(path, make) {
+      var name = "s:" + path;
+      var el = $$('input[type=hidden]', form).filter(function (i) { return i.name === name; })[0];
+      if (!el && make) {
+        el = document.createElement("input");
+        el.type = "hidden";
+        el.name = name;
+        form.appendChild(el);
+      }
+      return el;
+    }
+    // stored returns the stored text as an array of code points.
+    function stored() {
+      var out = [];
+      $$("[data-at]", msg).forEach(function (seg) {
+        var at = parseInt(seg.dataset.at, 10);
+        while (out.length < at) out.push("\r");
+        if (seg.dataset.cp) out.push(String.fromCodePoint(parseInt(seg.dataset.cp, 16)));
+        else Array.prototype.push.apply(out, Array.from(seg.textContent));
+      });
+      return out;
+    }
+    // offsetOf returns the code-point offset in the stored text of a
+    // point of the page's message: the last segment before the point
+    // (cut there by the range) says where it starts.
+    function offsetOf(node, offset) {
+      var r = document.createRange();
+      r.setStart(msg, 0);
+      r.setEnd(node, offset);
+      var cut = r.cloneContents().querySelectorAll("[data-at]");
+      if (!cut.length) return 0;
+      var last = cut[cut.length - 1], at = parseInt(last.dataset.at, 10);
+      if (last.dataset.cp) {
+        // A marker counts once it is wholly before the point.
+        var whole = $$("[data-at]", msg)[cut.length - 1];
+        return at + (last.textContent.length === whole.textContent.length ? 1 : 0);
+      }
+      return at + cpLength(last.textContent);
+    }
+    function fill() {
+      var sel = window.getSelection();
+      if (!field || !sel || sel.isCollapsed || !sel.rangeCount) return;
+      var r = sel.getRangeAt(0);
+      if (!msg.contains(r.startContainer) || !msg.contains(r.endContainer)) return;
+      var text = stored();
+      var start = offsetOf(r.startContainer, r.startOffset), end = offsetOf(r.endContainer, r.endOffset);
+      // Space at the ends of a selection is not part of the value.
+      while (start < end && /\s/.test(text[start])) start++;
+      while (end > start && /\s/.test(text[end - 1])) end--;
+      if (start >= end || field.disabled) return;
+      filling = true;
+      field.value = text.slice(start, end).join("");
+      spanInput(field.name.slice(2), true).value = start + "-" + end;
+      field.dispatchEvent(new Event("input", { bubbles: true }));
+      filling = false;
+      field.classList.add("filled");
+      sel.removeAllRanges();
+    }
+    msg.addEventListener("mouseup", function () { setTimeout(fill, 0); });
+  }
+  if (page === "item") selectToFill();
 })();
