@@ -184,7 +184,10 @@
       field.classList.add("filled");
       sel.removeAllRanges();
     }
-    msg.addEventListener("mouseup", function () { setTimeout(fill, 0); });
+    // At the mouse's release the selection is final (a drag, or the
+    // double click's word): fill at once, so a key pressed right after
+    // (a) sees the filled field.
+    msg.addEventListener("mouseup", fill);
   }
   if (page === "item") selectToFill();
 })();
