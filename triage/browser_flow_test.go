@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -18,9 +19,10 @@ import (
 
 // TestBrowserFlow drives the reviewer's flow of issue 16 in chromium,
 // one part after another in one browser: the queue's text search,
-// multi-select for bulk decisions, and select-to-fill on the item page.
+// multi-select for bulk decisions, select-to-fill on the item page, and
+// the item page live across two replicas.
 func TestBrowserFlow(t *testing.T) {
-	b := newBundle(t, bundleOpts{})
+	b := newBundle(t, bundleOpts{live: true})
 	chromiumPath(t)
 	t.Parallel()
 	b.reviewer(t, "alice", "correct horse battery")
@@ -163,6 +165,36 @@ func TestBrowserFlow(t *testing.T) {
 		}
 		if got == nil || got.Start != start || got.End != end || got.Normalized {
 			t.Errorf("stored evidence of /full_name = %+v, want %d-%d, the span selected (evidence %s)", got, start, end, cur.Evidence)
+		}
+	})
+
+	t.Run("LiveAcrossReplicas", func(t *testing.T) {
+		// Alice reads an item on replica A; bob rejects it on replica B;
+		// alice's page says so and stops its forms, without a reload.
+		g.step(t, alice, "open the item", chromedp.Navigate(fmt.Sprintf("%s/items/%d", g.web.URL, hostile)),
+			chromedp.WaitVisible(chromedp.ID("claim")), poll(`document.querySelector('#item').dataset.liveState === 'on'`))
+		rb := b.replica(t)
+		tok := newToken(t, b, "bob")
+		req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/api/v1/items/%d/reject", rb.URL, hostile), strings.NewReader(`{"reason":"spam"}`))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := rb.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("bob's rejection on replica B: %d", resp.StatusCode)
+		}
+		g.step(t, alice, "the page learns it", chromedp.WaitVisible(chromedp.ID("live-decided")))
+		var page struct {
+			Text     string `json:"text"`
+			Disabled bool   `json:"disabled"`
+		}
+		g.eval(t, alice, `({text: document.querySelector('#live-decided').textContent,
+			disabled: Array.from(document.querySelectorAll('#item fieldset')).every(f => f.disabled)})`, &page)
+		if !strings.Contains(page.Text, fmt.Sprintf("Item %d was rejected by bob", hostile)) || !page.Disabled {
+			t.Errorf("alice's page after bob's rejection: %+v", page)
 		}
 	})
 }

@@ -177,6 +177,7 @@ func (s *Server) itemPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	v.Live = s.live != nil && v.Open
 	return s.render(w, r, http.StatusOK, "item", fmt.Sprintf("Item %d", id), v)
 }
 
@@ -417,6 +418,7 @@ func (s *Server) reopenPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.reopened(ctx, id)
 	s.setFlash(ctx, fmt.Sprintf("Reopened item %d: your decision is undone, and the item is yours to decide again.", id), false)
 	http.Redirect(w, r, itemURL(id, s.filterOf(r)), http.StatusSeeOther)
 	return nil

@@ -58,7 +58,7 @@ type roleRoute struct {
 func TestRouteRoles(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := newBundle(t, bundleOpts{logins: 1000})
+	b := newBundle(t, bundleOpts{logins: 1000, live: true})
 
 	var ps []*principal
 	ps = append(ps, &principal{name: "none"})
@@ -157,6 +157,7 @@ func TestRouteRoles(t *testing.T) {
 		{pattern: "GET /events", setup: static("/events"), stream: true},
 		{pattern: "POST /claim-next", setup: item("/claim-next#%d"), form: formOf(url.Values{})},
 		{pattern: "GET /items/{id}", setup: item("/items/%d")},
+		{pattern: "GET /items/{id}/events", setup: item("/items/%d/events"), stream: true},
 		{pattern: "POST /items/{id}/claim", setup: item("/items/%d/claim"), form: formOf(url.Values{})},
 		{pattern: "POST /items/{id}/release", setup: itemBody("/items/%d/release", "", true), form: formOf(url.Values{})},
 		{pattern: "POST /items/{id}/check", setup: item("/items/%d/check"), form: func(*testing.T, *principal) url.Values { return albertForm("7149958247") }},
@@ -301,7 +302,7 @@ func askAs(t *testing.T, b *bundle, rt roleRoute, p *principal, forbidden func()
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.status = resp.StatusCode
+		r.status, r.location = resp.StatusCode, resp.Header.Get("Location")
 		if resp.StatusCode != http.StatusOK {
 			bb, _ := io.ReadAll(resp.Body)
 			r.body = string(bb)

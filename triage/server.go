@@ -17,10 +17,12 @@ import (
 
 	"github.com/alexedwards/scs/pgxstore"
 	"github.com/alexedwards/scs/v2"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
+	"github.com/extractq/extractq/config"
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/relay"
@@ -90,6 +92,13 @@ type Config struct {
 	// Registry, when set, gets the server's metrics (requests by route,
 	// decisions, open items); the caller serves it.
 	Registry *prometheus.Registry
+	// Events, when set, makes item pages live across replicas (live.go):
+	// each decision is published on it, after its commit, on
+	// queue.TriageItemSubject of EventsNATS (its SubjectPrefix), and each
+	// open item page hears its item's events from every replica. Nil:
+	// item pages are not live.
+	Events     *nats.Conn
+	EventsNATS config.NATS
 }
 
 func (c Config) withDefaults() Config {
@@ -157,6 +166,7 @@ type Server struct {
 	hub      *hub
 	metrics  *metrics     // nil without Config.Registry
 	relay    *relay.Relay // publishes re-runs; nil without Config.Publisher
+	live     *itemLive    // item events; nil without Config.Events
 
 	publicOrigin *origin // Config.PublicURL's; nil without it
 
@@ -247,6 +257,9 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("triage.New: %w", err)
 		}
 		s.relay = r
+	}
+	if cfg.Events != nil {
+		s.live = newItemLive(cfg.Events, cfg.EventsNATS, s.log)
 	}
 	if cfg.PublicURL != "" {
 		o, _ := parsePublicURL(cfg.PublicURL) // checked by validate
@@ -348,6 +361,7 @@ func (s *Server) Install(outer *http.ServeMux) {
 	mux.Handle("GET /events", s.page(reviewers, s.events))
 	mux.Handle("POST /claim-next", s.page(reviewers, s.claimNextPage))
 	mux.Handle("GET /items/{id}", s.page(reviewers, s.itemPage))
+	mux.Handle("GET /items/{id}/events", s.page(reviewers, s.itemEvents))
 	mux.Handle("POST /items/{id}/claim", s.page(reviewers, s.claimPage))
 	mux.Handle("POST /items/{id}/release", s.page(reviewers, s.releasePage))
 	mux.handleLimit("POST /items/{id}/check", MaxRecordBody, s.page(reviewers, s.checkPage))

@@ -266,6 +266,7 @@ func (s *Server) approve(ctx context.Context, it *itemState, record any, parseEr
 		return ap, err
 	}
 	s.metrics.decided(store.TriageApproved, viaFrom(ctx), 1)
+	s.decided(ctx, ap.ItemID, store.TriageApproved)
 	s.log.Info("triage item approved", zap.Int64("item_id", ap.ItemID), zap.Int64("message_id", ap.MessageID),
 		zap.String("reviewer", rv.Login), zap.Int("overridden_errors", len(errs)))
 	return ap, nil
@@ -297,6 +298,7 @@ func (s *Server) reject(ctx context.Context, id int64, reason string) error {
 		return err
 	}
 	s.metrics.decided(store.TriageRejected, viaFrom(ctx), 1)
+	s.decided(ctx, id, store.TriageRejected)
 	s.log.Info("triage item rejected", zap.Int64("item_id", id), zap.String("reviewer", rv.Login))
 	return nil
 }
@@ -320,6 +322,7 @@ func (s *Server) rerun(ctx context.Context, id int64, note string) (store.Run, b
 	}
 	n := s.publish(ctx, []store.Run{run})
 	s.metrics.decided(store.TriageRerun, viaFrom(ctx), 1)
+	s.decided(ctx, id, store.TriageRerun)
 	s.log.Info("triage item re-run", zap.Int64("item_id", id), zap.Int64("message_id", run.MessageID),
 		zap.Int("run_no", run.RunNo), zap.String("reviewer", rv.Login), zap.Bool("published", n == 1))
 	return run, n == 1, nil

@@ -190,4 +190,30 @@
     msg.addEventListener("mouseup", fill);
   }
   if (page === "item") selectToFill();
+
+  // ---- item: live across replicas -----------------------------------------
+  // Another reviewer's decision on this item, made on any replica,
+  // reaches the page (GET /items/{id}/events, fed by NATS): the page says
+  // who decided what, and its forms stop, since a post would be refused.
+  function liveItem() {
+    var item = $("#item");
+    if (!item || item.dataset.live !== "true" || !window.EventSource) return;
+    var es = new EventSource("/items/" + item.dataset.item + "/events");
+    es.addEventListener("live", function () { item.dataset.liveState = "on"; });
+    es.addEventListener("item", function (e) {
+      var ev;
+      try { ev = JSON.parse(e.data); } catch (err) { return; }
+      var box = $("#live-decided");
+      if (!box) return;
+      var what = ev.event === "reopened" ? "reopened" : ev.status;
+      box.textContent = "Item " + ev.item_id + " was " + what + " by " + ev.by + " at " +
+        new Date(ev.at).toLocaleTimeString() + ". This page shows it as it was: reload it.";
+      box.hidden = false;
+      if (ev.event === "decided") {
+        $$("#item fieldset").forEach(function (f) { f.disabled = true; });
+      }
+      item.dataset.liveState = ev.event;
+    });
+  }
+  if (page === "item") liveItem();
 })();
