@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/extractq/extractq/erasure"
+	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/store"
 	"github.com/extractq/extractq/store/storetest"
 )
@@ -85,6 +86,10 @@ func TestErase(t *testing.T) {
 		return keys
 	}
 	req := erasure.Request{Keys: mail("m-1", "q-1", "m-1", "m-404"), Actor: "dpo", Via: store.ViaCLI, Reason: "request 118"}
+	failed(t, st, "b-erase", "m-1", "Zanzibar")
+	if got := searchQueue(t, st, "zanzibar"); len(got) != 1 {
+		t.Fatalf("search before the erasure finds items %v, want m-1's", got)
+	}
 
 	// A dry run: the statuses it would have, a key given twice once.
 	dry := req
@@ -110,6 +115,11 @@ func TestErase(t *testing.T) {
 	}
 	if got := erased(t, st); !slices.Equal(got, []string{"m-1"}) {
 		t.Errorf("erased %q, want m-1", got)
+	}
+	// The queue's search index (migration 000019) is of the erased
+	// text: the search finds the message no more.
+	if got := searchQueue(t, st, "Zanzibar"); len(got) != 0 {
+		t.Errorf("search for an erased word finds items %v", got)
 	}
 	var via, actor, reason string
 	if err := st.Pool.QueryRow(ctx, `SELECT via, actor, coalesce(reason, '') FROM audit_log WHERE action = 'erase' LIMIT 1`).Scan(&via, &actor, &reason); err != nil ||
@@ -215,4 +225,41 @@ func TestPurge(t *testing.T) {
 		reason != "received before "+cutoff.UTC().Format(time.RFC3339) {
 		t.Errorf("purge reason %q (%v)", reason, err)
 	}
+}
+
+// failed records the latest run of message id (source mail) as failed,
+// with a triage item, and appends word to the message's text.
+func failed(t *testing.T, st *store.Store, batch, id, word string) {
+	t.Helper()
+	ctx := t.Context()
+	var msg int64
+	if err := st.Pool.QueryRow(ctx, `UPDATE messages SET body = body || ' ' || $3 WHERE source = 'mail' AND external_id = $1 AND batch_id = $2 RETURNING id`,
+		id, batch, word).Scan(&msg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Pool.Exec(ctx, `UPDATE runs SET status = 'queued', finished_at = NULL WHERE message_id = $1`, msg); err != nil {
+		t.Fatal(err)
+	}
+	errs := extracttype.ErrorList{{Kind: extracttype.KindSchema, Path: "/order_id", Keyword: "required", Message: "required property is missing"}}
+	if err := st.RunOutcomeInsert(ctx, st.Pool, store.RunOutcomeParams{MessageID: msg, RunNo: 1, SchemaID: "customer_message", SchemaVersion: "1",
+		Status: store.RunFailed, Calls: []store.LLMCall{{Attempt: 1, Model: "m", PromptVersion: "p", RequestMode: "response_format", Reply: "{}", ErrorCount: 1}},
+		Triage: &store.TriageParams{Reason: "schema", Errors: errs, LastReply: "{}"}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// searchQueue returns the triage items, in any status, whose message
+// text the queue's search finds q in.
+func searchQueue(t *testing.T, st *store.Store, q string) []int64 {
+	t.Helper()
+	items, err := st.TriageQueueList(t.Context(), st.Pool, store.TriageQueueListParams{
+		Filter: store.TriageFilter{Status: store.TriageAnyStatus, Search: q}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int64
+	for _, it := range items {
+		out = append(out, it.ID)
+	}
+	return out
 }

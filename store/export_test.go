@@ -18,3 +18,7 @@ var MigrationLockKey = migrationLockKey
 func NewMigrationLocker(pool *pgxpool.Pool, key int64) *xactLocker {
 	return &xactLocker{pool: pool, key: key, poll: 100 * time.Millisecond, timeout: 2 * time.Second}
 }
+
+// TriageSearchSQL exposes triageSearchSQL, the search's condition on m
+// with one %s for its query.
+const TriageSearchSQL = triageSearchSQL

@@ -39,6 +39,10 @@ type TriageFilter struct {
 	OlderThan time.Time `json:"older_than,omitzero"`
 	// ClaimedBy keeps items under a live lease of this reviewer.
 	ClaimedBy string `json:"claimed_by,omitempty"`
+	// Search keeps items whose message text matches this search query
+	// (triage_search.go); it is customer text, so no log or audit entry
+	// holds it.
+	Search string `json:"-"`
 }
 
 // sqlArgs numbers the arguments of a query built piece by piece.
@@ -92,6 +96,9 @@ func (f TriageFilter) where(a *sqlArgs) string {
 	}
 	if f.ClaimedBy != "" {
 		conds = append(conds, "(t.claimed_by = "+a.add(f.ClaimedBy)+" AND t.claim_expires > now())")
+	}
+	if c := f.searchCond(a); c != "" {
+		conds = append(conds, c)
 	}
 	if len(conds) == 0 {
 		return "true"

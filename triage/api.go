@@ -229,6 +229,9 @@ func (s *Server) apiCounts(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.authorizeSearch(r, f); err != nil {
+		return err
+	}
 	counts, err := s.st.TriageQueueCounts(ctx, s.st.Pool, f.Store(reviewerFrom(ctx).Login, time.Now()))
 	if err != nil {
 		return err
@@ -293,6 +296,9 @@ func (s *Server) apiItem(w http.ResponseWriter, r *http.Request) error {
 		"draft_source": it.DraftSource,
 		"draft_errors": errs,
 		"evidence":     ev,
+		// The digest of the draft as the item page validates it and a
+		// bulk approve takes it (bulk.go: pin it in "digests").
+		"draft_digest": recordDigest(s.pageRecord(it)),
 	}
 	if d.Current != nil {
 		out["current_result"] = resultOf(*d.Current)

@@ -273,7 +273,9 @@ func (s *Server) page(a access, h handlerFunc) http.Handler {
 			return
 		}
 		if rv == nil {
-			if r.Method == http.MethodGet && r.URL.Path != "/events" && r.URL.Path != "/queue/live" {
+			// A page's own fetches and streams (the queue's and an item's
+			// events, the queue's live part) get 401, not a login page.
+			if r.Method == http.MethodGet && !strings.HasSuffix(r.URL.Path, "/events") && r.URL.Path != "/queue/live" {
 				http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 				return
 			}

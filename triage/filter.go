@@ -28,6 +28,10 @@ type Filter struct {
 	// Sort is "" (oldest first) or "newest"; the query value "oldest"
 	// reads as "".
 	Sort string
+	// Search (query parameter q) keeps items whose message text matches
+	// a web-search-style query (store.TriageFilter.Search); customer
+	// text, so only roles that read it may search.
+	Search string
 }
 
 // Statuses, kinds and ages the filter form offers, and the only ones
@@ -49,7 +53,7 @@ var (
 
 // filterParams are the query parameters of the queue filter, in the
 // order errors list them.
-var filterParams = []string{"status", "schema", "kind", "path", "batch", "age", "sort"}
+var filterParams = []string{"status", "schema", "kind", "path", "batch", "age", "sort", "q"}
 
 // maxFilterValue bounds a filter value, in bytes.
 const maxFilterValue = 500
@@ -138,6 +142,7 @@ func readFilter(q url.Values, schemas []string) (Filter, []string) {
 			}
 			return ""
 		}),
+		Search: get("q", nil),
 	}
 	if f.Status == store.TriageOpen {
 		f.Status = ""
@@ -197,7 +202,7 @@ func ageBounds(age string) (time.Duration, bool) {
 
 // Store returns the store filter for reviewer me at time now.
 func (f Filter) Store(me string, now time.Time) store.TriageFilter {
-	sf := store.TriageFilter{Status: f.Status, SchemaID: f.Schema, Kind: f.Kind, Path: f.Path, BatchID: f.Batch}
+	sf := store.TriageFilter{Status: f.Status, SchemaID: f.Schema, Kind: f.Kind, Path: f.Path, BatchID: f.Batch, Search: f.Search}
 	if f.Status == "mine" {
 		sf.Status, sf.ClaimedBy = store.TriageOpen, me
 	}
@@ -213,7 +218,7 @@ func (f Filter) Store(me string, now time.Time) store.TriageFilter {
 func (f Filter) Values() url.Values {
 	q := url.Values{}
 	for k, v := range map[string]string{"status": f.Status, "schema": f.Schema, "kind": f.Kind, "path": f.Path,
-		"batch": f.Batch, "age": f.Age, "sort": f.Sort} {
+		"batch": f.Batch, "age": f.Age, "sort": f.Sort, "q": f.Search} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -225,7 +230,7 @@ func (f Filter) Values() url.Values {
 // of filterParams, as key "value" ("status \"open\"" for none).
 func (f Filter) String() string {
 	var parts []string
-	for i, v := range []string{f.Status, f.Schema, f.Kind, f.Path, f.Batch, f.Age, f.Sort} {
+	for i, v := range []string{f.Status, f.Schema, f.Kind, f.Path, f.Batch, f.Age, f.Sort, f.Search} {
 		if v != "" {
 			parts = append(parts, filterParams[i]+" "+quoteValue(v))
 		}

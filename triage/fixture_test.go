@@ -81,6 +81,7 @@ type bundleOpts struct {
 	logins   int                  // Config.LoginsPerMinute; 0 for the default
 	plain    bool                 // serve plain HTTP (and InsecureCookies), not TLS
 	public   string               // Config.PublicURL
+	live     bool                 // Config.Events: item events on a private subject prefix (with a stream)
 }
 
 func loadSchemas(t testing.TB) map[string]triage.SchemaEntry {
@@ -103,9 +104,12 @@ func newBundle(t testing.TB, o bundleOpts) *bundle {
 	cfg := triage.Config{Store: b.st, Schemas: b.schemas, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
 		LocalOnly: o.local, LocalCheckEvery: 100e6, PollInterval: 200e6, Registry: o.registry, LoginsPerMinute: o.logins,
 		InsecureCookies: o.plain, PublicURL: o.public}
-	if o.stream {
+	if o.stream || o.live {
 		b.q = queuetest.NewStream(t)
 		cfg.Publisher = queue.NewPublisher(b.q.JS, b.q.NATS)
+	}
+	if o.live {
+		cfg.Events, cfg.EventsNATS = b.q.Conn, b.q.NATS
 	}
 	srv, err := triage.New(cfg)
 	if err != nil {

@@ -26,6 +26,9 @@ type itemView struct {
 	CanReopen    bool
 	UndoUntil    time.Time
 	LeaseSeconds int
+	// Live: the page hears other replicas' decisions on the item
+	// (live.go).
+	Live bool
 
 	Segments         []Segment
 	MsgControls, RTL bool

@@ -36,6 +36,9 @@ type queueView struct {
 	// Notice lists what the queue page left out of its link: filter
 	// values it cannot mean and parameters it does not take.
 	Notice []string
+	// Bulk is the report of the bulk action just done (bulk.go), shown
+	// once; nil otherwise.
+	Bulk *bulkReport
 }
 
 // StatusCounts returns the counts by status in the queue's order.
@@ -106,6 +109,7 @@ func (s *Server) queuePage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	v.Notice = linkNotice(r, "the queue", queuePageParams, problems)
+	v.Bulk = s.popBulkReport(r.Context())
 	return s.render(w, r, http.StatusOK, "queue", "Triage queue", v)
 }
 
@@ -173,6 +177,7 @@ func (s *Server) itemPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	v.Live = s.live != nil && v.Open
 	return s.render(w, r, http.StatusOK, "item", fmt.Sprintf("Item %d", id), v)
 }
 
@@ -238,6 +243,7 @@ func (s *Server) submittedRecord(w http.ResponseWriter, r *http.Request, it *ite
 	if err := r.ParseForm(); err != nil { // capped at MaxRecordBody (Install)
 		return nil, nil, bodyError(r, "form", err)
 	}
+	it.Spans = readSpans(r.PostForm) // select-to-fill (select.go)
 	if r.PostForm.Get("mode") == "raw" {
 		raw := r.PostForm.Get("record")
 		v, err := pipeline.DecodeStrict([]byte(raw))
@@ -305,7 +311,7 @@ func (s *Server) checkPage(w http.ResponseWriter, r *http.Request) error {
 		// escaped) by the same template as the page.
 		segs, _ := highlight(it, errs, ev)
 		var html strings.Builder
-		if err := s.pages["item"].ExecuteTemplate(&html, "segs", segs); err != nil {
+		if err := s.pages["item"].ExecuteTemplate(&html, "msgsegs", segs); err != nil {
 			return err
 		}
 		resp["message_html"] = html.String()
@@ -412,6 +418,7 @@ func (s *Server) reopenPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.reopened(ctx, id)
 	s.setFlash(ctx, fmt.Sprintf("Reopened item %d: your decision is undone, and the item is yours to decide again.", id), false)
 	http.Redirect(w, r, itemURL(id, s.filterOf(r)), http.StatusSeeOther)
 	return nil

@@ -58,7 +58,7 @@ type roleRoute struct {
 func TestRouteRoles(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := newBundle(t, bundleOpts{logins: 1000})
+	b := newBundle(t, bundleOpts{logins: 1000, live: true})
 
 	var ps []*principal
 	ps = append(ps, &principal{name: "none"})
@@ -130,6 +130,22 @@ func TestRouteRoles(t *testing.T) {
 	formOf := func(v url.Values) func(*testing.T, *principal) url.Values {
 		return func(*testing.T, *principal) url.Values { return v }
 	}
+	// The bulk routes name the item setup made in their form or body.
+	var bulkItem int64
+	bulkSetup := func(path, body string) func(t *testing.T, p *principal) (string, string) {
+		return func(t *testing.T, p *principal) (string, string) {
+			bulkItem, _, _ = fresh(t)
+			if body == "" { // a page's: the form names it
+				return path, ""
+			}
+			return path, fmt.Sprintf(body, bulkItem)
+		}
+	}
+	bulkForm := func(action string) func(*testing.T, *principal) url.Values {
+		return func(*testing.T, *principal) url.Values {
+			return url.Values{"action": {action}, "reason": {"roles"}, "id": {fmt.Sprint(bulkItem)}}
+		}
+	}
 	routes := []roleRoute{
 		{pattern: "GET /healthz", setup: static("/healthz")},
 		{pattern: "GET /static/", setup: static("/static/style.css")},
@@ -141,6 +157,7 @@ func TestRouteRoles(t *testing.T) {
 		{pattern: "GET /events", setup: static("/events"), stream: true},
 		{pattern: "POST /claim-next", setup: item("/claim-next#%d"), form: formOf(url.Values{})},
 		{pattern: "GET /items/{id}", setup: item("/items/%d")},
+		{pattern: "GET /items/{id}/events", setup: item("/items/%d/events"), stream: true},
 		{pattern: "POST /items/{id}/claim", setup: item("/items/%d/claim"), form: formOf(url.Values{})},
 		{pattern: "POST /items/{id}/release", setup: itemBody("/items/%d/release", "", true), form: formOf(url.Values{})},
 		{pattern: "POST /items/{id}/check", setup: item("/items/%d/check"), form: func(*testing.T, *principal) url.Values { return albertForm("7149958247") }},
@@ -156,6 +173,8 @@ func TestRouteRoles(t *testing.T) {
 			}
 			return fmt.Sprintf("/items/%d/reopen", id), ""
 		}, form: formOf(url.Values{})},
+		{pattern: "POST /items/bulk", setup: bulkSetup("/items/bulk", ""), form: bulkForm("reject")},
+		{pattern: "POST /items/bulk-rerun", setup: bulkSetup("/items/bulk-rerun", ""), form: bulkForm("rerun")},
 		{pattern: "GET /rerun", setup: bulk("/rerun")},
 		{pattern: "POST /rerun", setup: bulk("/rerun"), form: formOf(url.Values{"confirmed": {"1"}, "note": {"roles"}})},
 		{pattern: "GET /audit", setup: static("/audit")},
@@ -173,6 +192,8 @@ func TestRouteRoles(t *testing.T) {
 		{pattern: "POST /api/v1/items/{id}/approve", api: true, setup: itemBody("/api/v1/items/%d/approve", `{"record":`+fixed+`}`, false)},
 		{pattern: "POST /api/v1/items/{id}/reject", api: true, setup: itemBody("/api/v1/items/%d/reject", `{"reason":"spam"}`, false)},
 		{pattern: "POST /api/v1/items/{id}/rerun", api: true, setup: itemBody("/api/v1/items/%d/rerun", `{"note":"roles"}`, false)},
+		{pattern: "POST /api/v1/items/bulk", api: true, setup: bulkSetup("/api/v1/items/bulk", `{"action":"reject","reason":"roles","ids":[%d]}`)},
+		{pattern: "POST /api/v1/items/bulk-rerun", api: true, setup: bulkSetup("/api/v1/items/bulk-rerun", `{"action":"rerun","note":"roles","ids":[%d]}`)},
 		{pattern: "GET /api/v1/rerun/count", api: true, setup: bulk("/api/v1/rerun/count")},
 		{pattern: "POST /api/v1/rerun", api: true, setup: bulk("/api/v1/rerun")},
 		{pattern: "GET /api/v1/messages/{id}/result", api: true, setup: func(t *testing.T, p *principal) (string, string) {
@@ -281,7 +302,7 @@ func askAs(t *testing.T, b *bundle, rt roleRoute, p *principal, forbidden func()
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.status = resp.StatusCode
+		r.status, r.location = resp.StatusCode, resp.Header.Get("Location")
 		if resp.StatusCode != http.StatusOK {
 			bb, _ := io.ReadAll(resp.Body)
 			r.body = string(bb)

@@ -17,10 +17,12 @@ import (
 
 	"github.com/alexedwards/scs/pgxstore"
 	"github.com/alexedwards/scs/v2"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
+	"github.com/extractq/extractq/config"
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/relay"
@@ -90,6 +92,13 @@ type Config struct {
 	// Registry, when set, gets the server's metrics (requests by route,
 	// decisions, open items); the caller serves it.
 	Registry *prometheus.Registry
+	// Events, when set, makes item pages live across replicas (live.go):
+	// each decision is published on it, after its commit, on
+	// queue.TriageItemSubject of EventsNATS (its SubjectPrefix), and each
+	// open item page hears its item's events from every replica. Nil:
+	// item pages are not live.
+	Events     *nats.Conn
+	EventsNATS config.NATS
 }
 
 func (c Config) withDefaults() Config {
@@ -157,6 +166,7 @@ type Server struct {
 	hub      *hub
 	metrics  *metrics     // nil without Config.Registry
 	relay    *relay.Relay // publishes re-runs; nil without Config.Publisher
+	live     *itemLive    // item events; nil without Config.Events
 
 	publicOrigin *origin // Config.PublicURL's; nil without it
 
@@ -247,6 +257,9 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("triage.New: %w", err)
 		}
 		s.relay = r
+	}
+	if cfg.Events != nil {
+		s.live = newItemLive(cfg.Events, cfg.EventsNATS, s.log)
 	}
 	if cfg.PublicURL != "" {
 		o, _ := parsePublicURL(cfg.PublicURL) // checked by validate
@@ -348,6 +361,7 @@ func (s *Server) Install(outer *http.ServeMux) {
 	mux.Handle("GET /events", s.page(reviewers, s.events))
 	mux.Handle("POST /claim-next", s.page(reviewers, s.claimNextPage))
 	mux.Handle("GET /items/{id}", s.page(reviewers, s.itemPage))
+	mux.Handle("GET /items/{id}/events", s.page(reviewers, s.itemEvents))
 	mux.Handle("POST /items/{id}/claim", s.page(reviewers, s.claimPage))
 	mux.Handle("POST /items/{id}/release", s.page(reviewers, s.releasePage))
 	mux.handleLimit("POST /items/{id}/check", MaxRecordBody, s.page(reviewers, s.checkPage))
@@ -355,6 +369,8 @@ func (s *Server) Install(outer *http.ServeMux) {
 	mux.Handle("POST /items/{id}/reject", s.page(reviewers, s.rejectPage))
 	mux.Handle("POST /items/{id}/rerun", s.page(reviewers, s.rerunPage))
 	mux.Handle("POST /items/{id}/reopen", s.page(reviewers, s.reopenPage))
+	mux.Handle("POST /items/bulk", s.page(reviewers, s.bulkPage(bulkApprove, bulkReject)))
+	mux.Handle("POST /items/bulk-rerun", s.page(admins, s.bulkPage(bulkRerun)))
 	mux.Handle("GET /rerun", s.page(admins, s.bulkRerunPage))
 	mux.Handle("POST /rerun", s.page(admins, s.bulkRerunPost))
 	mux.Handle("GET /audit", s.page(admins, s.auditPage))
@@ -379,6 +395,8 @@ func (s *Server) Install(outer *http.ServeMux) {
 	apiRecord("POST /api/v1/items/{id}/approve", reviewers, nil, s.apiApprove)
 	api("POST /api/v1/items/{id}/reject", reviewers, nil, s.apiReject)
 	api("POST /api/v1/items/{id}/rerun", reviewers, nil, s.apiRerun)
+	api("POST /api/v1/items/bulk", reviewers, nil, s.apiBulk(bulkApprove, bulkReject))
+	api("POST /api/v1/items/bulk-rerun", admins, nil, s.apiBulk(bulkRerun))
 	api("GET /api/v1/rerun/count", admins, filterParams, s.apiBulkCount)
 	api("POST /api/v1/rerun", admins, filterParams, s.apiBulkRerun)
 	api("GET /api/v1/messages/{id}/result", reviewers, resultParams, s.apiResult)

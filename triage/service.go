@@ -42,6 +42,9 @@ type itemState struct {
 	// reply that is not valid JSON (lenientObject): the page says so, and
 	// approves it only once the reviewer confirms every field.
 	Lenient bool
+	// Spans are the evidence spans the reviewer selected, by field path,
+	// posted with the record (select.go); nil without any.
+	Spans map[string][2]int
 }
 
 // loadItem reads item id and derives its draft record.
@@ -180,6 +183,7 @@ func (it *itemState) validate(record any) (extracttype.ErrorList, []extracttype.
 	errs, ev := it.Entry.Schema.ValidateMessage(record, m.Body, pipeline.MessageMeta{Source: m.Source, Metadata: m.Metadata, ReceivedAt: m.ReceivedAt})
 	errs = append(errs, pipeline.CheckStrings(record, "")...)
 	errs.Sort()
+	ev, errs = spanEvidence(m.Body, record, it.Spans, ev, errs)
 	return errs, ev
 }
 
@@ -269,6 +273,7 @@ func (s *Server) approve(ctx context.Context, it *itemState, record any, parseEr
 		return ap, err
 	}
 	s.metrics.decided(store.TriageApproved, viaFrom(ctx), 1)
+	s.decided(ctx, ap.ItemID, store.TriageApproved)
 	s.log.Info("triage item approved", zap.Int64("item_id", ap.ItemID), zap.Int64("message_id", ap.MessageID),
 		zap.String("reviewer", rv.Login), zap.Int("overridden_errors", len(errs)))
 	return ap, nil
@@ -300,6 +305,7 @@ func (s *Server) reject(ctx context.Context, id int64, reason string) error {
 		return err
 	}
 	s.metrics.decided(store.TriageRejected, viaFrom(ctx), 1)
+	s.decided(ctx, id, store.TriageRejected)
 	s.log.Info("triage item rejected", zap.Int64("item_id", id), zap.String("reviewer", rv.Login))
 	return nil
 }
@@ -323,6 +329,7 @@ func (s *Server) rerun(ctx context.Context, id int64, note string) (store.Run, b
 	}
 	n := s.publish(ctx, []store.Run{run})
 	s.metrics.decided(store.TriageRerun, viaFrom(ctx), 1)
+	s.decided(ctx, id, store.TriageRerun)
 	s.log.Info("triage item re-run", zap.Int64("item_id", id), zap.Int64("message_id", run.MessageID),
 		zap.Int("run_no", run.RunNo), zap.String("reviewer", rv.Login), zap.Bool("published", n == 1))
 	return run, n == 1, nil

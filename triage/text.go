@@ -21,8 +21,10 @@ type Segment struct {
 	// Text is the segment's text; empty for a control marker.
 	Text string
 	// Ctl is the marker shown for a control character ("RLO", "U+200B"),
-	// and CtlTitle its description; both empty for plain text.
+	// and CtlTitle its description; both empty for plain text. CtlRune
+	// is the control itself.
 	Ctl, CtlTitle string
+	CtlRune       rune
 	// Mark is "" (plain), "found" (a grounded value the model found) or
 	// "failing" (a found value whose field has an error).
 	Mark string
@@ -31,6 +33,12 @@ type Segment struct {
 	// Anchor is the id of the first segment of a highlight ("ev-3"), so
 	// the editor can link to it; empty otherwise.
 	Anchor string
+	// At is the code-point offset in the stored text of the segment's
+	// first character (of the control a marker shows). A segment's Text
+	// is the stored text from At on, character for character: a dropped
+	// CR ends a segment, so the page can turn a selection back into
+	// stored offsets (select-to-fill, select.go).
+	At int
 }
 
 // controlNames are the short names of the control characters customers'
@@ -167,17 +175,22 @@ func Segments(text string, spans []Span) []Segment {
 			flush()
 			cur = state(started)
 		}
+		if buf.Len() == 0 {
+			cur.At = i
+		}
 		if i == len(runes) {
 			break
 		}
 		r := runes[i]
 		if r == '\r' && i+1 < len(runes) && runes[i+1] == '\n' {
+			flush()
 			continue
 		}
 		if isShownControl(r) {
 			flush()
 			m := cur
 			m.Text = ""
+			m.At, m.CtlRune = i, r
 			m.Ctl, m.CtlTitle = controlMarker(r)
 			out = append(out, m)
 			cur.Anchor = ""

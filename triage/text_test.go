@@ -93,3 +93,29 @@ func TestLineDiff(t *testing.T) {
 		t.Error("a too long text was diffed")
 	}
 }
+
+// TestSegmentsAt: each segment's At is the code-point offset of its text
+// in the stored text, which its text then follows character for
+// character (a dropped CR ends a segment), with emoji (outside the BMP)
+// and markers before it.
+func TestSegmentsAt(t *testing.T) {
+	t.Parallel()
+	text := "🎉 a\u202Eb\r\nc 😀 Ann Lee\rx"
+	runes := []rune(text)
+	segs := Segments(text, []Span{{Path: "/full_name", Start: 11, End: 18}})
+	for _, s := range segs {
+		if s.Ctl != "" {
+			if !isShownControl(runes[s.At]) {
+				t.Errorf("marker %s at %d: %q is not a control", s.Ctl, s.At, runes[s.At])
+			}
+			continue
+		}
+		got := []rune(s.Text)
+		if s.At+len(got) > len(runes) || string(runes[s.At:s.At+len(got)]) != s.Text {
+			t.Errorf("segment %q at %d is not the stored text there", s.Text, s.At)
+		}
+		if s.Mark != "" && (s.At != 11 || s.Text != "Ann Lee") {
+			t.Errorf("highlight %q at %d, want Ann Lee at 11", s.Text, s.At)
+		}
+	}
+}

@@ -118,7 +118,8 @@ func serve(args []string) int {
 	nc, js, err := cmdconfig.ConnectNATS(ctx, env, cfg.NATS, "extractq-triage", log, 10*time.Second)
 	if err != nil {
 		_, err := cmdconfig.Step(err)
-		log.Warn("NATS unreachable: re-runs are left for the worker's sweeper to publish", zap.Error(err))
+		log.Warn("NATS unreachable: re-runs are left for the worker's sweeper to publish, and item pages are not live", zap.Error(err))
+		nc = nil
 	} else {
 		defer nc.Close()
 		pub = queue.NewPublisher(js, cfg.NATS)
@@ -140,7 +141,7 @@ func serve(args []string) int {
 	}
 	err = triage.Run(ctx, *addr, triage.Config{
 		Store: st, Schemas: schemas, Publisher: pub, Logger: log, PublicURL: *publicURL, InsecureCookies: *insecure, Lease: *lease,
-		Registry: reg,
+		Registry: reg, Events: nc, EventsNATS: cfg.NATS,
 	})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		cmdconfig.Fatal(log, "triage stopped", err)

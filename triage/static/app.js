@@ -13,6 +13,8 @@
   function typing(el) {
     if (!el) return false;
     var t = el.tagName;
+    // A focused checkbox takes no letters: the keys stay shortcuts.
+    if (t === "INPUT" && (el.type === "checkbox" || el.type === "radio")) return false;
     return t === "INPUT" || t === "TEXTAREA" || t === "SELECT" || el.isContentEditable;
   }
 

@@ -1,0 +1,129 @@
+package triage_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+)
+
+// browserRig is one headless chromium and the triage server it drives,
+// for the flow tests (browser_flow_test.go): each reviewer gets a tab in
+// a browser context of their own (own cookies).
+type browserRig struct {
+	b       *bundle
+	web     *httptest.Server
+	browser context.Context
+}
+
+// newBrowserRig starts chromium (skipping the test without it, as
+// chromiumPath does) against a plain-HTTP server of b, stopped at the
+// test's end; past limit every step fails at once instead of hanging.
+func newBrowserRig(t *testing.T, b *bundle, limit time.Duration) *browserRig {
+	t.Helper()
+	chrome := chromiumPath(t)
+	// Plain HTTP on 127.0.0.1: the browser keeps the Secure session
+	// cookie there, as it does for any localhost origin.
+	web := httptest.NewServer(b.srv.Handler())
+	t.Cleanup(web.Close)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chrome),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("no-default-browser-check", true),
+		chromedp.Flag("hide-scrollbars", true),
+		chromedp.Flag("lang", "en-US"),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1440, 1000),
+	)
+	t.Cleanup(cancelAlloc)
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	t.Cleanup(cancelBrowser)
+	watchdog := time.AfterFunc(limit, cancelBrowser)
+	t.Cleanup(func() { watchdog.Stop() })
+	if err := chromedp.Do(browser); err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	return &browserRig{b: b, web: web, browser: browser}
+}
+
+// tab opens a tab in a new browser context; a JavaScript dialog it opens
+// fails the test.
+func (g *browserRig) tab(t *testing.T) context.Context {
+	t.Helper()
+	tab, cancel := chromedp.NewContext(g.browser, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
+	if err := chromedp.Do(tab); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var dialogs []string
+	_ = chromedp.Listen(tab, func(ev any) {
+		if d, ok := ev.(*page.EventJavascriptDialogOpening); ok {
+			mu.Lock()
+			dialogs = append(dialogs, d.Message)
+			mu.Unlock()
+		}
+	})
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(dialogs) > 0 {
+			t.Errorf("the page opened dialogs: %q", dialogs)
+		}
+	})
+	return tab
+}
+
+// step runs actions within 20s, naming the step on failure.
+func (g *browserRig) step(t *testing.T, tab context.Context, name string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(tab, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(sctx, actions...); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+}
+
+// eval evaluates expr (awaiting a promise) into out.
+func (g *browserRig) eval(t *testing.T, tab context.Context, expr string, out any) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(tab, 20*time.Second)
+	defer cancel()
+	raw, err := chromedp.Run(sctx, chromedp.Evaluate[[]byte](expr, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		t.Fatalf("evaluate %s: %s: %v", expr, raw, err)
+	}
+}
+
+// login logs in through the login page and waits for the queue.
+func (g *browserRig) login(t *testing.T, tab context.Context, user, password string) {
+	t.Helper()
+	g.step(t, tab, "log in as "+user,
+		chromedp.Navigate(g.web.URL+"/"),
+		chromedp.WaitVisible(chromedp.ID("login")),
+		chromedp.SendKeys(chromedp.ID("login"), user),
+		chromedp.SendKeys(chromedp.ID("password"), password),
+		chromedp.Click(chromedp.ID("login-submit")),
+		chromedp.WaitVisible(chromedp.ID("items")),
+	)
+}
+
+// poll waits up to 10s for expr to be true.
+func poll(expr string) chromedp.Action[chromedp.Void] {
+	return discard(chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(10*time.Second)))
+}
