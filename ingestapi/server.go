@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/extractq/extractq/export"
 	"mime"
 	"net"
 	"net/http"
@@ -138,6 +139,10 @@ type ServerConfig struct {
 	// Registry, when set, gets the server's metrics, and GET /metrics
 	// serves what it gathers (Prometheus text format, no token needed).
 	Registry *prometheus.Registry
+	// ResultColumns are the CSV columns of each schema's results
+	// (export.SchemaColumns), for GET /v1/batches/{id}/results?format=csv;
+	// a schema missing here is answered 422 for CSV.
+	ResultColumns map[string][]export.Column
 	// ResultsPage is how many messages GET /v1/batches/{id}/results reads
 	// from Postgres at a time. Default 1000.
 	ResultsPage int

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -120,4 +121,20 @@ func (s *Store) BatchDeleteEmpty(ctx context.Context, db DBTX, id string) (bool,
 		return false, fmt.Errorf("store.BatchDeleteEmpty(%q): %w", id, interpretError(err))
 	}
 	return tag.RowsAffected() == 1, nil
+}
+
+const batchSchemaIDSQL = `SELECT schema_id FROM batches WHERE id = $1`
+
+// BatchSchemaID returns the id of the schema batch id's messages are
+// extracted with; ErrNotFound when there is no such batch.
+func (s *Store) BatchSchemaID(ctx context.Context, db DBTX, id string) (string, error) {
+	var schemaID string
+	err := db.QueryRow(ctx, batchSchemaIDSQL, id).Scan(&schemaID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("store.BatchSchemaID(%s): %w", id, err)
+	}
+	return schemaID, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/extractq/extractq/export"
 	"io"
 	"net"
 	"os"
@@ -163,8 +164,14 @@ func serveCommand(ctx context.Context, o serveOptions, env startup.Env, log *zap
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	columns := map[string][]export.Column{}
+	for _, id := range ids {
+		if columns[id], err = export.SchemaColumns(cfg, id); err != nil {
+			return fail(exitError, "%v", err)
+		}
+	}
 	srv, err := ingestapi.NewServer(ingestapi.ServerConfig{
-		Store: svc.st, Publisher: queue.NewPublisher(svc.js, cfg.NATS), Conn: svc.nc, Schemas: ids,
+		Store: svc.st, Publisher: queue.NewPublisher(svc.js, cfg.NATS), Conn: svc.nc, Schemas: ids, ResultColumns: columns,
 		MaxTextBytes: cfg.Ingest.MaxTextBytes, MaxErrors: cfg.Ingest.MaxErrors, NATSRetryTime: cfg.NATS.RetryTime,
 		MaxBodyBytes: o.MaxBodyBytes, Token: token, APITokens: o.APITokens,
 		Parallel: o.Parallel, MaxRequests: o.MaxRequests, RequestTimeout: o.RequestTimeout, Logger: log,

@@ -3,6 +3,8 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/json"
+	"github.com/extractq/extractq/export"
+	"github.com/extractq/extractq/internal/startup"
 	"strings"
 	"testing"
 
@@ -57,7 +59,7 @@ func TestReportHeld(t *testing.T) {
 	}
 
 	var lines strings.Builder
-	if _, err := writeResults(ctx, &lines, st, batch); err != nil {
+	if _, err := writeResults(ctx, &lines, st, batch, export.FormatJSONL, "", startup.Env{}); err != nil {
 		t.Fatal(err)
 	}
 	var line struct {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/extractq/extractq/export"
+	"github.com/extractq/extractq/internal/startup"
 	"github.com/extractq/extractq/store"
 	"github.com/extractq/extractq/store/storetest"
 )
@@ -41,7 +43,7 @@ func TestWriteResults(t *testing.T) {
 	}
 
 	var out strings.Builder
-	got, err := writeResults(ctx, &out, st, batch)
+	got, err := writeResults(ctx, &out, st, batch, export.FormatJSONL, "", startup.Env{})
 	if err != nil || got != n {
 		t.Fatalf("writeResults = %d, %v; want %d", got, err, n)
 	}
@@ -68,7 +70,56 @@ func TestWriteResults(t *testing.T) {
 	if len(seen) != n {
 		t.Errorf("%d distinct messages in %d lines", len(seen), n)
 	}
-	if _, err := writeResults(ctx, &out, st, "no-such-batch"); err == nil || !strings.Contains(err.Error(), `there is no batch "no-such-batch"`) {
+	if _, err := writeResults(ctx, &out, st, "no-such-batch", export.FormatJSONL, "", startup.Env{}); err == nil || !strings.Contains(err.Error(), `there is no batch "no-such-batch"`) {
 		t.Errorf("unknown batch: %v", err)
+	}
+}
+
+// TestWriteResultsCSV: -format csv writes the batch as CSV with the
+// bundled schema's columns, a quoted multi-line value intact.
+func TestWriteResultsCSV(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := storetest.NewStore(t)
+	const batch = "b-csv"
+	if err := st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: batch, SchemaID: "customer_message"}); err != nil {
+		t.Fatal(err)
+	}
+	for i, data := range []string{`{"intent":"refund","order_id":"A-1","full_name":"Ann \"Jo\", Lee","product_names":["mug","tea"]}`, ""} {
+		text := fmt.Sprintf("message %d", i)
+		h := sha256.Sum256([]byte(text))
+		res, err := st.MessageIngest(ctx, st.Pool, store.MessageIngestParams{Source: "s", ExternalID: fmt.Sprintf("c-%d", i),
+			Body: text, ContentHash: h[:], BatchID: batch, SchemaID: "customer_message"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data == "" {
+			continue
+		}
+		if err := st.RunOutcomeInsert(ctx, st.Pool, store.RunOutcomeParams{MessageID: res.Run.MessageID, RunNo: 1, SchemaID: "customer_message",
+			SchemaVersion: "1", Status: store.RunSucceeded,
+			Calls:      []store.LLMCall{{Attempt: 1, Model: "sim", PromptTokens: 10, CompletionTokens: 5, FinishReason: "stop", Reply: `{}`, Valid: true}},
+			Extraction: &store.ExtractionParams{Data: []byte(data)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out strings.Builder
+	if n, err := writeResults(ctx, &out, st, batch, export.FormatCSV, "", startup.Env{}); err != nil || n != 2 {
+		t.Fatalf("writeResults = %d, %v", n, err)
+	}
+	lines := strings.Split(out.String(), "\r\n")
+	if len(lines) != 4 || lines[3] != "" {
+		t.Fatalf("want a header, 2 rows and a final CRLF:\n%q", out.String())
+	}
+	if !strings.HasPrefix(lines[0], "_message_id,_id,_source,_status,_triage,_run_no,_schema_version,_outcome,_created_by,_created_at,_erased_at,intent,flow,") ||
+		!strings.HasSuffix(lines[0], ",product_names") {
+		t.Errorf("header %q", lines[0])
+	}
+	if !strings.Contains(lines[1], `,c-0,s,succeeded,,1,1,succeeded,model,`) || !strings.Contains(lines[1], `,refund,,"Ann ""Jo"", Lee",`) ||
+		!strings.HasSuffix(lines[1], `"[""mug"",""tea""]"`) {
+		t.Errorf("row 1 %q", lines[1])
+	}
+	if !strings.Contains(lines[2], ",c-1,s,queued,,1,,,,,,") {
+		t.Errorf("row 2 %q", lines[2])
 	}
 }
