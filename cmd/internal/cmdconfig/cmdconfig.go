@@ -44,6 +44,10 @@ const (
 type StartError struct {
 	Step string // one of the Step constants
 	Err  error
+	// Setting says the failure is a wrong setting (a bad NATS security
+	// file, credentials or TLS the server refused), not a service that is
+	// down: waiting or going on without the service will not mend it.
+	Setting bool
 }
 
 func (e *StartError) Error() string { return e.Step + ": " + e.Err.Error() }
@@ -56,6 +60,14 @@ func Step(err error) (string, error) {
 		return se.Step, se.Err
 	}
 	return "", err
+}
+
+// IsSetting reports whether err is a *StartError of a wrong setting
+// (StartError.Setting): a command that would go on without the service
+// stops at start-up instead.
+func IsSetting(err error) bool {
+	se, ok := errors.AsType[*StartError](err)
+	return ok && se.Setting
 }
 
 // StoreOptions say how OpenStore opens the store.
@@ -108,11 +120,13 @@ func OpenStore(ctx context.Context, env startup.Env, log *zap.Logger, o StoreOpt
 // nats.Connect, which tries them in turn and reconnects to any. n's
 // credentials file or NKey seed and TLS files (nats.credentials_file,
 // nats.nkey_seed_file, nats.tls; see queue.SecurityOptions) are checked
-// before connecting. The error is a *StartError of StepConnectNATS.
+// before connecting. The error is a *StartError of StepConnectNATS, with
+// Setting set for a bad file and for a connection the server or this
+// client refused (queue.IsRefused).
 func ConnectNATS(ctx context.Context, env startup.Env, n config.NATS, name string, log *zap.Logger, wait time.Duration) (*nats.Conn, jetstream.JetStream, error) {
 	opts, err := queue.SecurityOptions(n)
 	if err != nil {
-		return nil, nil, &StartError{Step: StepConnectNATS, Err: err}
+		return nil, nil, &StartError{Step: StepConnectNATS, Err: err, Setting: true}
 	}
 	if wait > 0 {
 		var cancel context.CancelFunc
@@ -121,7 +135,7 @@ func ConnectNATS(ctx context.Context, env startup.Env, n config.NATS, name strin
 	}
 	nc, js, err := queue.Connect(ctx, env.NATSURL, name, log, opts...)
 	if err != nil {
-		return nil, nil, &StartError{Step: StepConnectNATS, Err: err}
+		return nil, nil, &StartError{Step: StepConnectNATS, Err: err, Setting: queue.IsRefused(err)}
 	}
 	return nc, js, nil
 }
