@@ -126,7 +126,7 @@ func OpenStore(ctx context.Context, env startup.Env, log *zap.Logger, o StoreOpt
 func ConnectNATS(ctx context.Context, env startup.Env, n config.NATS, name string, log *zap.Logger, wait time.Duration) (*nats.Conn, jetstream.JetStream, error) {
 	opts, err := queue.SecurityOptions(n)
 	if err != nil {
-		return nil, nil, &StartError{Step: StepConnectNATS, Err: err, Setting: true}
+		return nil, nil, &StartError{Step: StepConnectNATS, Err: namedByEnv(err, env), Setting: true}
 	}
 	if wait > 0 {
 		var cancel context.CancelFunc
@@ -139,6 +139,46 @@ func ConnectNATS(ctx context.Context, env startup.Env, n config.NATS, name strin
 	}
 	return nc, js, nil
 }
+
+// natsFileVars are the NATS security keys and the variables that set
+// them (startup.LoadConfig), for errors.
+var natsFileVars = []struct {
+	key, name string
+	value     func(startup.Env) string
+}{
+	{"nats.credentials_file", "NATS_CREDS", func(e startup.Env) string { return e.NATSCreds }},
+	{"nats.nkey_seed_file", "NATS_NKEY", func(e startup.Env) string { return e.NATSNKey }},
+	{"nats.tls.ca_file", "NATS_CA", func(e startup.Env) string { return e.NATSCA }},
+	{"nats.tls.cert_file", "NATS_CERT", func(e startup.Env) string { return e.NATSCert }},
+	{"nats.tls.key_file", "NATS_KEY", func(e startup.Env) string { return e.NATSKey }},
+}
+
+// namedByEnv returns err (of queue.SecurityOptions, naming a key and its
+// file: "nats.credentials_file a.creds: no such file") with the variable
+// that set the key named beside it when the environment set it
+// ("nats.credentials_file (set by NATS_CREDS) a.creds: ..."), so the
+// operator knows where to fix it. err stays wrapped.
+func namedByEnv(err error, env startup.Env) error {
+	msg := err.Error()
+	for _, v := range natsFileVars {
+		if path := v.value(env); path != "" {
+			msg = strings.ReplaceAll(msg, v.key+" "+path, v.key+" (set by "+v.name+") "+path)
+		}
+	}
+	if msg == err.Error() {
+		return err
+	}
+	return &envNamedError{msg: msg, err: err}
+}
+
+// envNamedError is an error with the variables that set its keys named.
+type envNamedError struct {
+	msg string
+	err error
+}
+
+func (e *envNamedError) Error() string { return e.msg }
+func (e *envNamedError) Unwrap() error { return e.err }
 
 // EnsureStream creates the stream of n, or checks it, retrying as
 // RetryStartup does. The error is a *StartError of StepStream.
