@@ -394,10 +394,9 @@ func ParseLine(line []byte, maxText int) (Input, error) {
 // The checks below are every format's: a JSONL line's fields and a CSV
 // record's cells pass the same ones, with the same reasons.
 
-// CheckID checks a message id as ingest does for every line: not empty
-// or white space only, no NUL, no other control character, no format
-// character (Unicode category Cf: U+200B ZERO WIDTH SPACE, U+FEFF, U+200E
-// LEFT-TO-RIGHT MARK...), invisible yet another id, no white space
+// CheckID checks a message id as ingest has always checked every line:
+// not empty or white space only, no NUL, no other control character, no
+// white space
 // at its start or end (an id is kept and compared byte for byte, so "a-1 "
 // would be another message than "a-1"). The error names what is wrong,
 // as a line's rejection does.
@@ -412,11 +411,6 @@ func CheckID(id string) error {
 		r, _ := utf8.DecodeRuneInString(id[i:])
 		return fmt.Errorf(`"id" contains a control character, %U at byte %d: %s`, r, i+1, quoteShort(id))
 	}
-	if i := strings.IndexFunc(id, isFormat); i >= 0 {
-		r, _ := utf8.DecodeRuneInString(id[i:])
-		return fmt.Errorf(`"id" contains an invisible format character, %U at byte %d: %s; an id is compared byte for byte, `+
-			`so it would be another message than the id without it`, r, i+1, quoteShort(id))
-	}
 	if strings.TrimFunc(id, unicode.IsSpace) != id {
 		return fmt.Errorf(`"id" starts or ends with white space: %s`, quoteShort(id))
 	}
@@ -426,10 +420,19 @@ func CheckID(id string) error {
 // isFormat reports whether r is a format character (Unicode category Cf).
 func isFormat(r rune) bool { return unicode.Is(unicode.Cf, r) }
 
-// setID checks a message id (CheckID) and sets it.
+// setID checks a new message id and sets it: CheckID, and no format
+// character (Unicode category Cf: U+200B ZERO WIDTH SPACE, U+FEFF, U+200E
+// LEFT-TO-RIGHT MARK...), invisible yet making another id. The format
+// check is for new ids only, not in CheckID: ids stored before it was made
+// must still be named to erase them.
 func (in *Input) setID(id string) error {
 	if err := CheckID(id); err != nil {
 		return err
+	}
+	if i := strings.IndexFunc(id, isFormat); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(id[i:])
+		return fmt.Errorf(`"id" contains an invisible format character, %U at byte %d: %s; an id is compared byte for byte, `+
+			`so it would be another message than the id without it`, r, i+1, quoteShort(id))
 	}
 	in.ID = id
 	return nil
