@@ -1,10 +1,13 @@
 package eval
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/big"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -46,6 +49,11 @@ type Field struct {
 	// {"normalize": [...]} on the property, replaced by the spec file's
 	// when it names the field.
 	Normalize []string
+
+	// What the schema allows, for checking labels (checkLabel): the
+	// property's "type" and "enum", and its "items"' for an array.
+	types, itemTypes []string
+	enum, itemEnum   []any
 }
 
 // Spec is an eval spec file (YAML or JSON): per-field normalisation that
@@ -58,23 +66,112 @@ type Spec struct {
 	Fields map[string]struct {
 		Normalize []string `yaml:"normalize" json:"normalize"`
 	} `yaml:"fields" json:"fields"`
+
+	// name is the file read ("eval spec" when unnamed) and lines each
+	// field's line in it, for errors.
+	name  string
+	lines map[string]int
 }
 
-// ReadSpec reads an eval spec file. Unknown keys and unknown
-// normalisations are errors naming them.
+// ReadSpec reads an eval spec file. Unknown keys, values of the wrong
+// type and unknown normalisations are errors naming their line, the key
+// and what is expected.
 func ReadSpec(r io.Reader) (Spec, error) {
-	var s Spec
-	d := yaml.NewDecoder(r)
-	d.KnownFields(true)
-	if err := d.Decode(&s); err != nil && err != io.EOF {
-		return Spec{}, fmt.Errorf("eval spec: %w", err)
+	return readSpec(r, "eval spec")
+}
+
+// ReadSpecFile reads the eval spec file at path, as ReadSpec does, its
+// errors (and those of Fields about it) naming the file.
+func ReadSpecFile(path string) (Spec, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Spec{}, err
 	}
-	for name, f := range s.Fields {
-		if err := checkNorms(f.Normalize); err != nil {
-			return Spec{}, fmt.Errorf("eval spec: fields.%s.normalize: %w", name, err)
+	defer f.Close()
+	return readSpec(f, path)
+}
+
+func readSpec(r io.Reader, name string) (Spec, error) {
+	s := Spec{name: name, lines: map[string]int{}}
+	var doc yaml.Node
+	if err := yaml.NewDecoder(r).Decode(&doc); err != nil {
+		if err == io.EOF {
+			return s, nil // an empty file: no field replaced
+		}
+		return Spec{}, fmt.Errorf("%s: not valid YAML: %w", name, err)
+	}
+	at := func(n *yaml.Node, format string, a ...any) error {
+		return fmt.Errorf("%s line %d: %s", name, n.Line, fmt.Sprintf(format, a...))
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return Spec{}, at(root, "the file is %s, want a mapping with the key fields", yamlKind(root))
+	}
+	for i := 0; i < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if k.Value != "fields" {
+			return Spec{}, at(k, "unknown key %q: the only key is fields", k.Value)
+		}
+		if v.Tag == "!!null" {
+			continue
+		}
+		if v.Kind != yaml.MappingNode {
+			return Spec{}, at(v, "fields is %s, want a mapping of field names to {normalize: [...]}", yamlKind(v))
+		}
+		s.Fields = map[string]struct {
+			Normalize []string `yaml:"normalize" json:"normalize"`
+		}{}
+		for j := 0; j < len(v.Content); j += 2 {
+			fk, fv := v.Content[j], v.Content[j+1]
+			field := fk.Value
+			if prev, ok := s.lines[field]; ok {
+				return Spec{}, at(fk, "fields.%s is given twice (line %d too)", field, prev)
+			}
+			if fv.Kind != yaml.MappingNode && fv.Tag != "!!null" {
+				return Spec{}, at(fv, "fields.%s is %s, want a mapping with the key normalize", field, yamlKind(fv))
+			}
+			var norms []string
+			for m := 0; m < len(fv.Content); m += 2 {
+				nk, nv := fv.Content[m], fv.Content[m+1]
+				if nk.Value != "normalize" {
+					return Spec{}, at(nk, "fields.%s: unknown key %q: the only key is normalize", field, nk.Value)
+				}
+				if nv.Kind != yaml.SequenceNode {
+					return Spec{}, at(nv, "fields.%s.normalize is %s, want a list of %s", field, yamlKind(nv), strings.Join(normNames, ", "))
+				}
+				for _, e := range nv.Content {
+					if e.Kind != yaml.ScalarNode {
+						return Spec{}, at(e, "fields.%s.normalize: an item is %s, want one of %s", field, yamlKind(e), strings.Join(normNames, ", "))
+					}
+					if err := checkNorms([]string{e.Value}); err != nil {
+						return Spec{}, at(e, "fields.%s.normalize: %v", field, err)
+					}
+					norms = append(norms, e.Value)
+				}
+			}
+			s.Fields[field] = struct {
+				Normalize []string `yaml:"normalize" json:"normalize"`
+			}{norms}
+			s.lines[field] = fk.Line
 		}
 	}
 	return s, nil
+}
+
+// yamlKind names a YAML node's kind for errors.
+func yamlKind(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	if n.Tag == "!!null" {
+		return "empty"
+	}
+	return fmt.Sprintf("the value %q", n.Value)
 }
 
 func checkNorms(ns []string) error {
@@ -97,6 +194,12 @@ func Fields(schema *pipeline.Schema, spec Spec) ([]Field, error) {
 			Eval     *struct {
 				Normalize []string `json:"normalize"`
 			} `json:"x-eval"`
+			Type  typeList `json:"type"`
+			Enum  []any    `json:"enum"`
+			Items *struct {
+				Type typeList `json:"type"`
+				Enum []any    `json:"enum"`
+			} `json:"items"`
 		} `json:"properties"`
 	}
 	if err := json.Unmarshal(schema.Raw, &doc); err != nil {
@@ -104,7 +207,10 @@ func Fields(schema *pipeline.Schema, spec Spec) ([]Field, error) {
 	}
 	var out []Field
 	for name, p := range doc.Properties {
-		f := Field{Name: name, Grounded: p.Grounded}
+		f := Field{Name: name, Grounded: p.Grounded, types: p.Type, enum: p.Enum}
+		if p.Items != nil {
+			f.itemTypes, f.itemEnum = p.Items.Type, p.Items.Enum
+		}
 		if p.Eval != nil {
 			if err := checkNorms(p.Eval.Normalize); err != nil {
 				return nil, fmt.Errorf("eval: schema %s: properties.%s.x-eval.normalize: %w", schema.ID, name, err)
@@ -118,7 +224,12 @@ func Fields(schema *pipeline.Schema, spec Spec) ([]Field, error) {
 	}
 	for name := range spec.Fields {
 		if _, ok := doc.Properties[name]; !ok {
-			return nil, fmt.Errorf("eval spec: field %q is not a property of schema %s", name, schema.ID)
+			where := cmp.Or(spec.name, "eval spec")
+			if line := spec.lines[name]; line > 0 {
+				where = fmt.Sprintf("%s line %d", where, line)
+			}
+			props := slices.Sorted(maps.Keys(doc.Properties))
+			return nil, fmt.Errorf("%s: field %q is not a property of schema %s (its properties: %s)", where, name, schema.ID, strings.Join(props, ", "))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -31,56 +31,34 @@ type Label struct {
 	Line int
 }
 
-type labelLine struct {
-	ID             string          `json:"id"`
-	Source         string          `json:"source"`
-	Text           string          `json:"text"`
-	Expected       json.RawMessage `json:"expected"`
-	ExpectedInText *[]string       `json:"expected_in_text"`
-}
-
 // maxLabelLine is the longest labels line read, in bytes.
 const maxLabelLine = 16 << 20
 
 // ReadLabels reads a labels file (JSON Lines, blank lines skipped). The
-// error names the line and what is wrong with it: not a JSON object, no
-// "id", no "expected" object, an id (with its source) given twice.
+// error names the line and what is wrong with it: not valid JSON (with
+// the byte of the line where it goes wrong), a line that is not an
+// object, no "id", a key of the wrong type ("expected" not an object,
+// "expected_in_text" not an array of the expected keys), an id (with its
+// source) given twice.
 func ReadLabels(r io.Reader) ([]Label, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLabelLine)
 	var out []Label
 	seen := map[[2]string]int{}
 	for n := 1; sc.Scan(); n++ {
-		b := bytes.TrimSpace(sc.Bytes())
-		if len(b) == 0 {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
 			continue
 		}
-		var l labelLine
-		if err := json.Unmarshal(b, &l); err != nil {
-			return nil, fmt.Errorf("labels line %d: not a JSON object: %w", n, err)
-		}
-		if l.ID == "" {
-			return nil, fmt.Errorf("labels line %d: no \"id\"", n)
-		}
-		var exp map[string]any
-		d := json.NewDecoder(bytes.NewReader(l.Expected))
-		d.UseNumber()
-		if len(l.Expected) == 0 || d.Decode(&exp) != nil || exp == nil {
-			return nil, fmt.Errorf("labels line %d (id %q): \"expected\" is not a JSON object", n, l.ID)
+		l, err := parseLabelLine(n, sc.Bytes())
+		if err != nil {
+			return nil, err
 		}
 		key := [2]string{l.Source, l.ID}
 		if prev, ok := seen[key]; ok {
 			return nil, fmt.Errorf("labels line %d: id %q (source %q) is labelled on line %d too", n, l.ID, l.Source, prev)
 		}
 		seen[key] = n
-		lab := Label{ID: l.ID, Source: l.Source, Text: l.Text, Expected: exp, Line: n}
-		if l.ExpectedInText != nil {
-			lab.InText = map[string]bool{}
-			for _, k := range *l.ExpectedInText {
-				lab.InText[k] = true
-			}
-		}
-		out = append(out, lab)
+		out = append(out, l)
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
@@ -92,4 +70,98 @@ func ReadLabels(r io.Reader) ([]Label, error) {
 		return nil, errors.New("labels: no labelled line")
 	}
 	return out, nil
+}
+
+// parseLabelLine reads line n of a labels file, line (not blank).
+func parseLabelLine(n int, line []byte) (Label, error) {
+	d := json.NewDecoder(bytes.NewReader(line))
+	d.UseNumber()
+	var v any
+	err := d.Decode(&v)
+	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
+		return Label{}, fmt.Errorf("labels line %d, byte %d: not valid JSON: %s", n, se.Offset, se.Error())
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return Label{}, fmt.Errorf("labels line %d, byte %d: the line ends before its JSON object does (is it cut off?)", n, len(line))
+	}
+	if err != nil {
+		return Label{}, fmt.Errorf("labels line %d: not valid JSON: %w", n, err)
+	}
+	if rest := line[d.InputOffset():]; len(bytes.TrimSpace(rest)) > 0 {
+		at := int(d.InputOffset()) + len(rest) - len(bytes.TrimLeft(rest, " \t\r")) + 1
+		return Label{}, fmt.Errorf("labels line %d, byte %d: more follows the line's JSON object: one object per line", n, at)
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return Label{}, fmt.Errorf("labels line %d: %s, not a JSON object: each line is one object with \"id\" and \"expected\"", n, kindOf(v))
+	}
+	str := func(key string) (string, error) {
+		x, ok := obj[key]
+		if !ok || x == nil {
+			return "", nil
+		}
+		s, ok := x.(string)
+		if !ok {
+			return "", fmt.Errorf("labels line %d: %q is %s, want a string", n, key, kindOf(x))
+		}
+		return s, nil
+	}
+	var l Label
+	l.Line = n
+	if l.ID, err = str("id"); err != nil {
+		return Label{}, err
+	}
+	if l.ID == "" {
+		return Label{}, fmt.Errorf("labels line %d: no \"id\"", n)
+	}
+	if l.Source, err = str("source"); err != nil {
+		return Label{}, err
+	}
+	if l.Text, err = str("text"); err != nil {
+		return Label{}, err
+	}
+	if l.Expected, ok = obj["expected"].(map[string]any); !ok {
+		what := "missing"
+		if x, has := obj["expected"]; has {
+			what = kindOf(x)
+		}
+		return Label{}, fmt.Errorf("labels line %d (id %q): \"expected\" is not a JSON object (%s): want the expected record, an object", n, l.ID, what)
+	}
+	if x, has := obj["expected_in_text"]; has && x != nil {
+		keys, ok := x.([]any)
+		if !ok {
+			return Label{}, fmt.Errorf("labels line %d (id %q): \"expected_in_text\" is %s, want an array of the \"expected\" keys whose value is in the text", n, l.ID, kindOf(x))
+		}
+		l.InText = map[string]bool{}
+		for i, k := range keys {
+			ks, ok := k.(string)
+			if !ok {
+				return Label{}, fmt.Errorf("labels line %d (id %q): \"expected_in_text\" item %d is %s, want a key of \"expected\" (a string)", n, l.ID, i, kindOf(k))
+			}
+			if _, ok := l.Expected[ks]; !ok {
+				return Label{}, fmt.Errorf("labels line %d (id %q): \"expected_in_text\" names %q, which is not a key of \"expected\"", n, l.ID, ks)
+			}
+			l.InText[ks] = true
+		}
+	}
+	return l, nil
+}
+
+// kindOf names the JSON type of v (decoded with UseNumber), for errors.
+func kindOf(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case json.Number:
+		return "a number (" + v.String() + ")"
+	case bool:
+		return "true or false"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
 }

@@ -20,13 +20,20 @@ func LoadBatch(ctx context.Context, st *store.Store, db store.DBTX, batchID stri
 	if err != nil {
 		return Batch{}, nil, err
 	}
-	b := Batch{ID: batchID, SchemaID: v.SchemaID, SchemaVersions: v.SchemaVersions, PromptVersions: v.PromptVersions, Models: v.Models}
-	b.SetSimulated()
+	b := BatchOf(batchID, v)
 	preds := make([]Prediction, len(recs))
 	for i, r := range recs {
 		preds[i] = Prediction{ExternalID: r.ExternalID, Source: r.Source, Status: r.Status, Record: r.Record, Text: r.Text}
 	}
 	return b, preds, nil
+}
+
+// BatchOf returns batch batchID as it ran with v
+// (store.EvalBatchVersions), Simulated set.
+func BatchOf(batchID string, v store.EvalVersions) Batch {
+	b := Batch{ID: batchID, SchemaID: v.SchemaID, SchemaVersions: v.SchemaVersions, PromptVersions: v.PromptVersions, Models: v.Models}
+	b.SetSimulated()
+	return b
 }
 
 // SaveParams name the labels an evaluation used.

@@ -72,7 +72,13 @@ type Scored struct {
 // matches the prediction with its id as external id and, when the line
 // gives a source, that source. schema grounds values for label lines
 // without "expected_in_text" (the line's text, else the stored text).
+// A labelled value the schema makes impossible (a type or an enum value
+// no valid record holds), or an id matching two messages, is a
+// *LabelError.
 func Score(schema *pipeline.Schema, fields []Field, labels []Label, preds []Prediction, opt Options) (*Scored, error) {
+	if err := checkLabels(fields, labels); err != nil {
+		return nil, err
+	}
 	byID := map[string][]int{}
 	for i, p := range preds {
 		byID[p.ExternalID] = append(byID[p.ExternalID], i)
@@ -93,7 +99,7 @@ func Score(schema *pipeline.Schema, fields []Field, labels []Label, preds []Pred
 		for _, i := range byID[l.ID] {
 			if l.Source == "" || opt.IgnoreSource || preds[i].Source == l.Source {
 				if pi >= 0 {
-					return nil, fmt.Errorf("eval: labels line %d: id %q matches more than one message of the batch (give its source)", l.Line, l.ID)
+					return nil, &LabelError{Line: l.Line, ID: l.ID, Msg: "the id matches more than one message of the batch (give the line a source)"}
 				}
 				pi = i
 			}

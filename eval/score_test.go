@@ -3,6 +3,8 @@ package eval
 import (
 	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -160,27 +162,125 @@ func TestScoreSemantics(t *testing.T) {
 	}
 }
 
+// goInternals are words of Go's decoders that no error of eval's inputs
+// may show.
+var goInternals = []string{"Go value", "Go struct", "labelLine", "unmarshal", "struct {", "json:", "yaml:"}
+
+func checkNoGoInternals(t *testing.T, what string, err error) {
+	t.Helper()
+	for _, w := range goInternals {
+		if strings.Contains(err.Error(), w) {
+			t.Errorf("%s: the error shows Go's %q: %v", what, w, err)
+		}
+	}
+}
+
+// TestLabelErrors: each bad labels line is an error naming the line, the
+// byte where the JSON goes wrong or the key, and what was expected, in
+// the product's words.
 func TestLabelErrors(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		`{"expected":{}}`: `line 1: no "id"`,
-		`{"id":"a"}`:      `"expected" is not a JSON object`,
+		`{"id":"a"}`:      `line 1 (id "a"): "expected" is not a JSON object (missing): want the expected record`,
 		"{\"id\":\"a\",\"expected\":{}}\n\n{\"id\":\"a\",\"expected\":{}}": "line 3: id \"a\" (source \"\") is labelled on line 1 too",
-		`nope`: "line 1: not a JSON object",
-		``:     "no labelled line",
+		`nope`:  "line 1, byte 2: not valid JSON",
+		``:      "no labelled line",
+		`[1,2]`: `line 1: an array, not a JSON object: each line is one object with "id" and "expected"`,
+		`{"id":"a","expected":{},"expected_in_text":"full_name"}`:               `line 1 (id "a"): "expected_in_text" is a string, want an array of the "expected" keys`,
+		`{"id":"a","expected":{},"expected_in_text":[1]}`:                       `"expected_in_text" item 0 is a number (1), want a key of "expected"`,
+		`{"id":"a","expected":{},"expected_in_text":["nosuchkey"]}`:             `"expected_in_text" names "nosuchkey", which is not a key of "expected"`,
+		"{\"id\":\"a\",\"expected\":{}}\n" + `{"id":"b","expected":{"name":"x"`: "line 2, byte 32: the line ends before its JSON object does",
+		`{"id":"a","expected":{}} {}`:                                           "line 1, byte 26: more follows the line's JSON object",
+		`{"id":5,"expected":{}}`:                                                `line 1: "id" is a number (5), want a string`,
 	} {
 		_, err := ReadLabels(strings.NewReader(in))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ReadLabels(%q) = %v, want an error with %q", in, err, want)
+			continue
+		}
+		checkNoGoInternals(t, in, err)
+	}
+
+	s, _ := pipeline.CompileSchema("eval_test", []byte(testSchema))
+	for in, want := range map[string]string{
+		"fields:\n  a: {normalize: [upper]}\n":      `eval spec line 2: fields.a.normalize: "upper" is not one of`,
+		"fields:\n  name:\n    normalise: [case]\n": `eval spec line 3: fields.name: unknown key "normalise": the only key is normalize`,
+		"field: {}\n":                                        `eval spec line 1: unknown key "field": the only key is fields`,
+		"fields:\n  name: {normalize: case}\n":               `eval spec line 2: fields.name.normalize is the value "case", want a list of case, space`,
+		"fields:\n  name: {}\n  name: {}\n":                  "eval spec line 3: fields.name is given twice (line 2 too)",
+		"fields:\n  name: {}\n  nope: {normalize: [case]}\n": `eval spec line 3: field "nope" is not a property of schema eval_test (its properties: amount, intent, name, order_id, products)`,
+	} {
+		sp, err := ReadSpec(strings.NewReader(in))
+		if err == nil {
+			_, err = Fields(s, sp)
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("spec %q: %v, want an error with %q", in, err, want)
+			continue
+		}
+		checkNoGoInternals(t, in, err)
+	}
+	// A spec file is named in its errors, a field's too.
+	path := filepath.Join(t.TempDir(), "spec.yaml")
+	if err := os.WriteFile(path, []byte("fields:\n  nope: {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sp, err := ReadSpecFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Fields(s, sp); err == nil || !strings.Contains(err.Error(), path+` line 2: field "nope" is not a property`) {
+		t.Errorf("a spec file naming no property: %v, want its name and line", err)
+	}
+}
+
+// TestImpossibleLabels: a labelled value no valid record can hold (the
+// wrong type, null for a field never null, outside an enum) is refused
+// with its line and key; values normalisation makes valid are not.
+func TestImpossibleLabels(t *testing.T) {
+	t.Parallel()
+	const enumSchema = `{"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "https://extractq.dev/schemas/enum_test/v1.json", "x-version": "1", "type": "object",
+	  "properties": {"intent": {"type": "string", "enum": ["refund", "cancel"]},
+	    "level": {"type": ["string", "null"], "enum": ["gold", "silver", null], "x-eval": {"normalize": ["case"]}},
+	    "amount": {"type": ["number", "null"], "x-eval": {"normalize": ["number"]}},
+	    "count": {"type": "integer"},
+	    "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}}}}`
+	s, err := pipeline.CompileSchema("enum_test", []byte(enumSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields, err := Fields(s, Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for in, want := range map[string]string{
+		`{"intent": 5}`:        `labels line 1 (id "x"): expected "intent" is a number (5): the schema wants a string, one of "refund", "cancel" for intent`,
+		`{"intent": null}`:     `expected "intent" is null: the schema wants a string`,
+		`{"intent": "nosuch"}`: `expected "intent" is a string: the schema wants a string, one of "refund", "cancel" for intent`,
+		`{"level": "bronze"}`:  `expected "level" is a string: the schema wants a string or null, one of "gold", "silver" for level`,
+		`{"count": 1.5}`:       `expected "count" is a number (1.5): the schema wants an integer for count`,
+		`{"tags": ["a", "c"]}`: `expected "tags" item 1 is a string: the schema wants a string, one of "a", "b" for each item of tags`,
+		`{"tags": "a"}`:        `expected "tags" is a string: the schema wants an array for tags`,
+	} {
+		labels, err := ReadLabels(strings.NewReader(`{"id": "x", "expected": ` + in + `}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Score(s, fields, labels, nil, Options{})
+		if _, ok := err.(*LabelError); !ok || !strings.Contains(err.Error(), want) {
+			t.Errorf("label %s: %v, want a *LabelError with %q", in, err, want)
 		}
 	}
-	if _, err := ReadSpec(strings.NewReader("fields:\n  a: {normalize: [upper]}\n")); err == nil || !strings.Contains(err.Error(), `"upper" is not one of`) {
-		t.Errorf("bad normalisation: %v", err)
-	}
-	s, _ := pipeline.CompileSchema("eval_test", []byte(testSchema))
-	if _, err := Fields(s, Spec{Fields: map[string]struct {
-		Normalize []string `yaml:"normalize" json:"normalize"`
-	}{"nope": {}}}); err == nil || !strings.Contains(err.Error(), `field "nope" is not a property`) {
-		t.Errorf("spec naming no property: %v", err)
+	for _, in := range []string{`{"intent": "refund", "level": "Gold", "amount": "$1,200.50", "count": 3, "tags": ["b"], "other": 5}`,
+		`{"level": null, "amount": null, "count": 2.0}`} {
+		labels, err := ReadLabels(strings.NewReader(`{"id": "x", "expected": ` + in + `}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Score(s, fields, labels, nil, Options{}); err != nil {
+			t.Errorf("label %s: %v, want it taken", in, err)
+		}
 	}
 }
 

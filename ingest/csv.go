@@ -277,6 +277,11 @@ func parseHeader(names []string) (csvHeader, error) {
 			return h, fmt.Errorf("CSV header: no %q column (the columns are %s); id and text are required%s", c.name, quoteList(names), columnLike(names, c.name))
 		}
 	}
+	for _, name := range names {
+		if err := checkKeyCase("column", name); err != nil {
+			return h, fmt.Errorf("CSV header: %w", err)
+		}
+	}
 	return h, nil
 }
 

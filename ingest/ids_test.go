@@ -9,9 +9,10 @@ import (
 	"github.com/extractq/extractq/ingest/ingesttest"
 )
 
-// An id is stored and compared byte for byte: one with a control
-// character or white space around it is rejected, saying which; a key
-// that differs from "id" or "text" only by case is named.
+// An id is stored and compared byte for byte: one with a control or an
+// invisible format character or white space around it is rejected, saying
+// which; a key that differs from "id", "text" or "source" only by case is
+// named, and refused when the key itself is there too.
 func TestParseLineIDs(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("x", 70) + "\n"
@@ -32,6 +33,16 @@ func TestParseLineIDs(t *testing.T) {
 		{"Text for text", `{"id":"x","Text":"y"}`, `missing "text" (the line has "Text"; keys are case-sensitive)`},
 		{"TEXT for text", `{"id":"x","TEXT":"y"}`, `missing "text" (the line has "TEXT"; keys are case-sensitive)`},
 		{"nothing like it", `{"id":"x","body":"y"}`, `missing "text"`},
+		{"Source for source", `{"id":"x","text":"y","Source":"crm"}`,
+			`key "Source" differs from "source" only by case; keys are case-sensitive: name it "source", or give it another name to keep it as metadata`},
+		{"ID beside id", `{"id":"x","ID":"y","text":"z"}`,
+			`key "ID" differs from "id" only by case; keys are case-sensitive: name it "id", or give it another name to keep it as metadata`},
+		{"zero-width space at the end", `{"id":"bt-32\u200b","text":"x"}`,
+			`"id" contains an invisible format character, U+200B at byte 6: "bt-32\u200b"; an id is compared byte for byte, so it would be another message than the id without it`},
+		{"byte order mark at the start", `{"id":"\ufeffbt-33","text":"x"}`,
+			`"id" contains an invisible format character, U+FEFF at byte 1: "\ufeffbt-33"; an id is compared byte for byte, so it would be another message than the id without it`},
+		{"left-to-right mark inside", `{"id":"bt\u200e-34","text":"x"}`,
+			`"id" contains an invisible format character, U+200E at byte 3: "bt\u200e-34"; an id is compared byte for byte, so it would be another message than the id without it`},
 	}
 	for _, tt := range tests {
 		_, err := ingest.ParseLine([]byte(tt.line), 64)
@@ -40,7 +51,7 @@ func TestParseLineIDs(t *testing.T) {
 		}
 	}
 	// Still taken: white space and other characters inside an id.
-	for _, id := range []string{"a b", "a\u00a0b", "order #48213", "\u200bzero-width"} {
+	for _, id := range []string{"a b", "a\u00a0b", "order #48213", "café", "注文-48213"} {
 		line := `{"id":"` + id + `","text":"x"}`
 		if in, err := ingest.ParseLine([]byte(line), 64); err != nil || in.ID != id {
 			t.Errorf("ParseLine(%s) = %q, %v; want id %q", line, in.ID, err, id)
@@ -70,6 +81,7 @@ func TestRunCSVIDs(t *testing.T) {
 		{"ID,Text\n1,x\n", `CSV header: no "id" column (the columns are "ID", "Text"); id and text are required (column "ID" differs only by case; names are case-sensitive)`},
 		{"id, text\n1,x\n", `CSV header: no "text" column (the columns are "id", " text"); id and text are required (column " text" has white space around its name; names are matched exactly)`},
 		{"id,body\n1,x\n", `CSV header: no "text" column (the columns are "id", "body"); id and text are required`},
+		{"id,text,Source\n1,x,crm\n", `CSV header: column "Source" differs from "source" only by case; columns are case-sensitive: name it "source", or give it another name to keep it as metadata`},
 	} {
 		_, err := e.Ingest(t, strings.NewReader(tt.in), csv)
 		if err == nil || !strings.HasSuffix(err.Error(), tt.want) {

@@ -380,6 +380,11 @@ func ParseLine(line []byte, maxText int) (Input, error) {
 	if err := in.setText(text, maxText); err != nil {
 		return in, err
 	}
+	for k := range obj {
+		if err := checkKeyCase("key", k); err != nil {
+			return in, err
+		}
+	}
 	delete(obj, "id")
 	delete(obj, "text")
 	delete(obj, "source")
@@ -389,8 +394,9 @@ func ParseLine(line []byte, maxText int) (Input, error) {
 // The checks below are every format's: a JSONL line's fields and a CSV
 // record's cells pass the same ones, with the same reasons.
 
-// CheckID checks a message id as ingest does for every line: not empty
-// or white space only, no NUL, no other control character, no white space
+// CheckID checks a message id as ingest has always checked every line:
+// not empty or white space only, no NUL, no other control character, no
+// white space
 // at its start or end (an id is kept and compared byte for byte, so "a-1 "
 // would be another message than "a-1"). The error names what is wrong,
 // as a line's rejection does.
@@ -411,10 +417,22 @@ func CheckID(id string) error {
 	return nil
 }
 
-// setID checks a message id (CheckID) and sets it.
+// isFormat reports whether r is a format character (Unicode category Cf).
+func isFormat(r rune) bool { return unicode.Is(unicode.Cf, r) }
+
+// setID checks a new message id and sets it: CheckID, and no format
+// character (Unicode category Cf: U+200B ZERO WIDTH SPACE, U+FEFF, U+200E
+// LEFT-TO-RIGHT MARK...), invisible yet making another id. The format
+// check is for new ids only, not in CheckID: ids stored before it was made
+// must still be named to erase them.
 func (in *Input) setID(id string) error {
 	if err := CheckID(id); err != nil {
 		return err
+	}
+	if i := strings.IndexFunc(id, isFormat); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(id[i:])
+		return fmt.Errorf(`"id" contains an invisible format character, %U at byte %d: %s; an id is compared byte for byte, `+
+			`so it would be another message than the id without it`, r, i+1, quoteShort(id))
 	}
 	in.ID = id
 	return nil
@@ -452,6 +470,24 @@ func missingKey(obj map[string]json.RawMessage, key string) error {
 	return fmt.Errorf("missing %q (the line has %s; keys are case-sensitive)", key, strings.Join(like, " and "))
 }
 
+// reservedKeys are the keys of a line (the columns of a CSV record) that
+// are not metadata.
+var reservedKeys = []string{"id", "text", "source"}
+
+// checkKeyCase refuses a key (what: "key", or "column" for CSV) that is
+// one of reservedKeys but for case ("Source"): it would be kept as
+// metadata while the line looks as if it named the field, so it is
+// refused as a missing "id" or "text" is.
+func checkKeyCase(what, k string) error {
+	for _, r := range reservedKeys {
+		if k != r && strings.EqualFold(k, r) {
+			return fmt.Errorf("%s %q differs from %q only by case; %ss are case-sensitive: name it %q, or give it another name to keep it as metadata",
+				what, k, r, what, r)
+		}
+	}
+	return nil
+}
+
 // setSource checks a source (no NUL; empty means none) and sets it.
 func (in *Input) setSource(source string) error {
 	if strings.ContainsRune(source, 0) {
@@ -478,7 +514,7 @@ func (in *Input) setText(text string, maxText int) error {
 
 // setMetadata encodes meta (a map) as the message's metadata: keys
 // sorted, compact, and <, >, & kept as they are (not \u003c...). A NUL
-// anywhere in it is refused, and so is a number Postgres jsonb cannot
+// anywhere in it is refused, naming its path, and so is a number Postgres jsonb cannot
 // hold (checkNumbers).
 func (in *Input) setMetadata(meta any) error {
 	var mb bytes.Buffer
@@ -489,7 +525,7 @@ func (in *Input) setMetadata(meta any) error {
 	}
 	doc := bytes.TrimSuffix(mb.Bytes(), []byte("\n"))
 	if hasNULEscape(doc) {
-		return errors.New("metadata contains a NUL character")
+		return nulError(meta)
 	}
 	if err := checkNumbers(doc); err != nil {
 		return err

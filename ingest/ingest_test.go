@@ -115,11 +115,11 @@ func TestParseLine(t *testing.T) {
 			wantErr: `"text" is 18 bytes; the limit is 16`, want: ingest.Input{ID: "t"}},
 		{name: "NUL in text", line: `{"id":"t","text":"before\u0000after"}`, wantErr: `"text" contains a NUL character`,
 			want: ingest.Input{ID: "t"}},
-		{name: "NUL in metadata value", line: `{"id":"t","text":"x","note":"a\u0000"}`, wantErr: "metadata contains a NUL character",
+		{name: "NUL in metadata value", line: `{"id":"t","text":"x","note":"a\u0000"}`, wantErr: `metadata "note": the string contains a NUL character (U+0000), which the database cannot store`,
 			want: ingest.Input{ID: "t"}},
-		{name: "NUL in metadata key", line: `{"id":"t","text":"x","k\u0000":1}`, wantErr: "metadata contains a NUL character",
+		{name: "NUL in metadata key", line: `{"id":"t","text":"x","k\u0000":1}`, wantErr: `metadata key "k\x00" contains a NUL character (U+0000), which the database cannot store`,
 			want: ingest.Input{ID: "t"}},
-		{name: "NUL in nested metadata", line: `{"id":"t","text":"x","a":[{"b":"\u0000"}]}`, wantErr: "metadata contains a NUL character",
+		{name: "NUL in nested metadata", line: `{"id":"t","text":"x","a":[{"b":"\u0000"}]}`, wantErr: `metadata "a[0].b": the string contains a NUL character (U+0000), which the database cannot store`,
 			want: ingest.Input{ID: "t"}},
 
 		// Not a JSON object.

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/extractq/extractq/eval"
 	"github.com/extractq/extractq/store"
 )
 
@@ -25,6 +26,11 @@ type Report struct {
 	PromptTokens     int     `json:"prompt_tokens"`
 	CompletionTokens int     `json:"completion_tokens"`
 	CostUSD          float64 `json:"cost_usd"`
+	// Simulated says the batch's LLM calls all named the LLM simulator's
+	// model (eval.IsSimulator): its calls, tokens and cost describe the
+	// simulator, not a model, as Note (eval.SimulatorNote) says.
+	Simulated bool   `json:"simulated,omitempty"`
+	Note      string `json:"note,omitempty"`
 	// QueuedDuplicates counts duplicates whose earlier run is still queued;
 	// they are in Queued and a wait covers them.
 	QueuedDuplicates int `json:"queued_duplicates,omitempty"`
@@ -58,7 +64,8 @@ func NewReport(sum Summary) Report {
 
 // AddOutcomes reads where sum's batch stands into rep: queued (with the
 // duplicates of sum whose earlier run is still queued), succeeded,
-// repaired, held, failed and the LLM calls, tokens and cost; only the queued
+// repaired, held, failed and the LLM calls, tokens and cost, with
+// Simulated and Note when the calls were the simulator's; only the queued
 // duplicates when no batch was recorded (sum.BatchID ""). A lost connection
 // is retried for up to 10s within ctx; the error is the last one.
 func AddOutcomes(ctx context.Context, st *store.Store, sum Summary, rep *Report) error {
@@ -70,9 +77,13 @@ func AddOutcomes(ctx context.Context, st *store.Store, sum Summary, rep *Report)
 		return err
 	}
 	var bs store.BatchSummary
+	var v store.EvalVersions
 	err := store.Retry(ctx, 10*time.Second, func() error {
 		var err error
-		bs, err = st.BatchSummary(ctx, st.Pool, sum.BatchID)
+		if bs, err = st.BatchSummary(ctx, st.Pool, sum.BatchID); err != nil {
+			return err
+		}
+		v, err = st.EvalBatchVersions(ctx, st.Pool, sum.BatchID)
 		return err
 	})
 	if err != nil {
@@ -82,6 +93,9 @@ func AddOutcomes(ctx context.Context, st *store.Store, sum Summary, rep *Report)
 	rep.Queued, rep.Succeeded, rep.Repaired, rep.Held, rep.Failed = bs.Queued+waiting, bs.Succeeded, bs.Repaired, bs.Held, bs.Failed
 	rep.QueuedDuplicates = waiting
 	rep.LLMCalls, rep.PromptTokens, rep.CompletionTokens, rep.CostUSD = bs.LLMCalls, bs.PromptTokens, bs.CompletionTokens, bs.CostUSD
+	if rep.Simulated = eval.BatchOf(sum.BatchID, v).Simulated; rep.Simulated {
+		rep.Note = eval.SimulatorNote
+	}
 	return nil
 }
 

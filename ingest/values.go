@@ -3,7 +3,9 @@ package ingest
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -138,6 +140,55 @@ func unfitNumber(v any, prefix string) (path, num string, found bool) {
 		}
 	}
 	return "", "", false
+}
+
+// nulError is the error of metadata meta (a map of raw JSON values, or
+// of CSV cells) holding a NUL character, naming where: the path of the
+// first string or key (keys in sorted order) with one.
+func nulError(meta any) error {
+	var v any
+	b, _ := json.Marshal(meta)
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if dec.Decode(&v) == nil {
+		if path, isKey, ok := nulPath(v, ""); ok {
+			if isKey {
+				return fmt.Errorf("metadata key %q contains a NUL character (U+0000), which the database cannot store", path)
+			}
+			return fmt.Errorf("metadata %q: the string contains a NUL character (U+0000), which the database cannot store", path)
+		}
+	}
+	return errors.New("metadata contains a NUL character (U+0000), which the database cannot store")
+}
+
+// nulPath finds the first string of v (keys in sorted order) holding a
+// NUL, and its path below prefix ("a.b[2]"); isKey says the NUL is in the
+// last key of the path.
+func nulPath(v any, prefix string) (path string, isKey, found bool) {
+	switch v := v.(type) {
+	case string:
+		return prefix, false, strings.ContainsRune(v, 0)
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			p := k
+			if prefix != "" {
+				p = prefix + "." + k
+			}
+			if strings.ContainsRune(k, 0) {
+				return p, true, true
+			}
+			if path, isKey, found := nulPath(v[k], p); found {
+				return path, isKey, true
+			}
+		}
+	case []any:
+		for i, e := range v {
+			if path, isKey, found := nulPath(e, fmt.Sprintf("%s[%d]", prefix, i)); found {
+				return path, isKey, true
+			}
+		}
+	}
+	return "", false, false
 }
 
 // checkKeyRaw refuses a key part (field "id" or "source") whose raw

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -356,6 +357,12 @@ func jsonToLines(body []byte) ([]byte, error) {
 	if err != nil {
 		if se, ok := errors.AsType[*json.SyntaxError](err); ok {
 			return nil, fmt.Errorf("invalid JSON at byte %d: %s", int(se.Offset)+off, strings.TrimPrefix(se.Error(), "json: "))
+		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			// As a JSONL line cut off says (encoding/json's message, at
+			// the body's last byte).
+			return nil, fmt.Errorf("invalid JSON at byte %d: unexpected end of JSON input (the body ends before its JSON value does)",
+				len(bytes.TrimRight(body, " \t\r\n")))
 		}
 		return nil, fmt.Errorf("invalid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}

@@ -508,8 +508,9 @@ func checkQuery(raw, route string, allowed []string) (url.Values, error) {
 
 // bodyFormat returns the format of a body with header's Content-Type
 // (JSONL for application/json too, which isJSON marks: jsonToLines turns
-// it into JSONL). A charset other than UTF-8, and a Content-Encoding, are
-// refused; the error names the supported types.
+// it into JSONL). A charset other than UTF-8 (or US-ASCII, its subset),
+// and a Content-Encoding, are refused; the error names the supported
+// types.
 func bodyFormat(h http.Header) (format ingest.Format, isJSON bool, err error) {
 	ct := h.Get("Content-Type")
 	if ct == "" {
@@ -519,6 +520,9 @@ func bodyFormat(h http.Header) (format ingest.Format, isJSON bool, err error) {
 	if err != nil {
 		return "", false, fmt.Errorf("Content-Type %q does not parse: %v; send %s", ct, err, supportedTypes)
 	}
+	// US-ASCII is taken on purpose: it is a subset of UTF-8 (RFC 3629,
+	// section 1), and the default charset of text/* types (RFC 2046,
+	// section 4.1.2) that some clients send.
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "us-ascii") {
 		return "", false, fmt.Errorf("charset %q: only UTF-8 is read; convert the body (iconv -f %s -t utf-8)", cs, cs)
 	}

@@ -349,6 +349,8 @@ func TestServeJSON(t *testing.T) {
 			"invalid JSON at byte 26: more after the first JSON value; send one object or an array, or JSONL with Content-Type: application/x-ndjson"},
 		{"a string", `"hello"`, "invalid", "one JSON object or an array of objects"},
 		{"empty array", ` [ ] `, "invalid", "empty JSON array"},
+		{"cut off", "{\"id\":\n", "invalid", "invalid JSON at byte 6: unexpected end of JSON input (the body ends before its JSON value does)"},
+		{"array cut off", `[{"id": "a", "text": "x"}, {"id"`, "invalid", "invalid JSON at byte 32: unexpected end of JSON input"},
 	} {
 		r := se.post(t, "", "application/json", tt.body)
 		wantError(t, tt.name, r, http.StatusBadRequest, tt.code, tt.msg)

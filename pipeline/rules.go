@@ -101,8 +101,9 @@ var ruleName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 var reservedRuleNames = map[string]bool{"grounded": true, "nul": true, "surrogate": true}
 
 // RuleError is a rule that stops the start: the schema file is named by
-// the caller (LoadSchema), Rule by its name (or its index when it has
-// none), Reason says what is wrong.
+// the caller (LoadSchema), Rule by its name (or its index, #0 the first,
+// when it has none; both when the entry cannot be read; empty when the
+// list itself is wrong), Reason says what is wrong.
 type RuleError struct {
 	Pointer string // JSON Pointer of the "x-rules" or "x-review" list in the schema
 	Rule    string
@@ -113,6 +114,9 @@ func (e *RuleError) Error() string {
 	kw := KeywordRules
 	if strings.HasSuffix(e.Pointer, "/"+KeywordReview) {
 		kw = KeywordReview
+	}
+	if e.Rule == "" {
+		return fmt.Sprintf("%s at %s: %s", kw, cmpOr(e.Pointer, "/"), e.Reason)
 	}
 	return fmt.Sprintf("%s at %s: rule %s: %s", kw, cmpOr(e.Pointer, "/"), e.Rule, e.Reason)
 }
@@ -183,18 +187,9 @@ func (rc *ruleCompiler) walk(node any, ptr string, depth int, errs *[]error) {
 // KeywordReview) of the object schema sm, at pointer ptr.
 func (rc *ruleCompiler) compileSite(sm map[string]any, ptr, kw string) ([]compiledRule, []error) {
 	at := ptr + "/" + kw
-	raw, err := json.Marshal(sm[kw])
-	if err == nil && string(raw) == "null" {
-		err = errors.New(kw + " is null")
-	}
-	if err != nil {
-		return nil, []error{&RuleError{Pointer: at, Rule: "?", Reason: err.Error()}}
-	}
-	var rules []Rule
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&rules); err != nil {
-		return nil, []error{&RuleError{Pointer: at, Rule: "?", Reason: "not a list of {name, rule, message, field}: " + err.Error()}}
+	rules, errs := decodeRules(sm[kw], at, kw)
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	// Each object with rules has its own types: self is a different
 	// struct at each.
@@ -206,14 +201,13 @@ func (rc *ruleCompiler) compileSite(sm map[string]any, ptr, kw string) ([]compil
 	rc.sizes = map[string]uint64{}
 	selfType := rc.celType(sm, "self", 0)
 	if selfType.Kind() != types.StructKind {
-		return nil, []error{&RuleError{Pointer: at, Rule: "?", Reason: kw + " sits on a schema that is not an object with properties"}}
+		return nil, []error{&RuleError{Pointer: at, Reason: kw + " sits on a schema that is not an object with properties"}}
 	}
 	env, err := rc.env(selfType)
 	if err != nil {
-		return nil, []error{&RuleError{Pointer: at, Rule: "?", Reason: err.Error()}}
+		return nil, []error{&RuleError{Pointer: at, Reason: err.Error()}}
 	}
 	out := []compiledRule{}
-	var errs []error
 	for i, r := range rules {
 		label := r.Name
 		if label == "" {
@@ -227,6 +221,89 @@ func (rc *ruleCompiler) compileSite(sm map[string]any, ptr, kw string) ([]compil
 		out = append(out, cr)
 	}
 	return out, errs
+}
+
+// ruleKeys are the keys of an "x-rules" entry, each a string.
+var ruleKeys = []string{"name", "rule", "message", "field"}
+
+// decodeRules reads an "x-rules" or "x-review" value (keyword kw, at
+// pointer at) as a list of rules. Each error is a *RuleError naming the entry by its index and
+// name, the key and what was expected: a list that is not one, an entry
+// that is not an object, an unknown key, a value that is not a string.
+func decodeRules(v any, at, kw string) ([]Rule, []error) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, []error{&RuleError{Pointer: at, Reason: kw + " is " + ruleValueKind(v) +
+			", want a list of rules, each an object {name, rule, message, field}"}}
+	}
+	var rules []Rule
+	var errs []error
+	for i, e := range list {
+		obj, ok := e.(map[string]any)
+		if !ok {
+			errs = append(errs, &RuleError{Pointer: at, Rule: fmt.Sprintf("#%d", i),
+				Reason: "is " + ruleValueKind(e) + ", want an object {name, rule, message, field}"})
+			continue
+		}
+		label := fmt.Sprintf("#%d", i)
+		if name, ok := obj["name"].(string); ok && name != "" {
+			label += " (" + name + ")"
+		}
+		var r Rule
+		fields := map[string]*string{"name": &r.Name, "rule": &r.Rule, "message": &r.Message, "field": &r.Field}
+		bad := false
+		for _, k := range sortedKeys(obj) {
+			dst, known := fields[k]
+			if !known {
+				errs = append(errs, &RuleError{Pointer: at, Rule: label,
+					Reason: fmt.Sprintf("unknown key %q: the keys of a rule are %s", k, strings.Join(ruleKeys, ", "))})
+				bad = true
+				continue
+			}
+			str, ok := obj[k].(string)
+			if !ok {
+				errs = append(errs, &RuleError{Pointer: at, Rule: label,
+					Reason: fmt.Sprintf("%q is %s, want a string (%s)", k, ruleValueKind(obj[k]), ruleKeyMeaning[k])})
+				bad = true
+				continue
+			}
+			*dst = str
+		}
+		if !bad {
+			rules = append(rules, r)
+		}
+	}
+	return rules, errs
+}
+
+// ruleKeyMeaning says what each key of a rule holds, for errors.
+var ruleKeyMeaning = map[string]string{
+	"name":    "the rule's keyword in errors",
+	"rule":    "the CEL expression",
+	"message": "the error's fixed text",
+	"field":   "a JSON Pointer to the field the error is at",
+}
+
+// ruleValueKind names the JSON type of a decoded value, with an article,
+// for errors.
+func ruleValueKind(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case json.Number:
+		return "a number (" + v.String() + ")"
+	case float64:
+		return fmt.Sprintf("a number (%v)", v)
+	case bool:
+		return "true or false"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "an object"
+	}
+	return "a value of another kind"
 }
 
 func (rc *ruleCompiler) compileRule(env *cel.Env, sm map[string]any, r Rule) (compiledRule, string) {

@@ -62,7 +62,16 @@ func TestRuleStartErrors(t *testing.T) {
 		{"BadName", `[{"name": "Bad Name", "rule": "true", "message": "m"}]`, "rule Bad Name: name must be"},
 		{"ReservedName", `[{"name": "grounded", "rule": "true", "message": "m"}]`, "rule grounded: name grounded is a built-in rule's"},
 		{"DuplicateName", `[{"name": "qty_positive", "rule": "true", "message": "m"}]`, "name is used by another rule"},
-		{"UnknownKey", `[{"name": "bad", "rule": "true", "message": "m", "messageExpression": "x"}]`, "unknown field"},
+		{"UnknownKey", `[{"name": "bad", "rule": "true", "message": "m", "messageExpression": "x"}]`,
+			`rule #0 (bad): unknown key "messageExpression": the keys of a rule are name, rule, message, field`},
+		{"MisspeltKey", `[{"name": "ok", "rule": "true", "message": "m"}, {"name": "bad", "rule": "true", "mesage": "m"}]`,
+			`x-rules at /x-rules: rule #1 (bad): unknown key "mesage": the keys of a rule are name, rule, message, field`},
+		{"RuleNotString", `[{"name": "bad", "rule": 5, "message": "m"}]`,
+			`x-rules at /x-rules: rule #0 (bad): "rule" is a number (5), want a string (the CEL expression)`},
+		{"EntryNotObject", `["self.kind == 'refund'"]`, `x-rules at /x-rules: rule #0: is a string, want an object {name, rule, message, field}`},
+		{"NotAList", `{"name": "bad", "rule": "true", "message": "m"}`,
+			`x-rules at /x-rules: x-rules is an object, want a list of rules, each an object {name, rule, message, field}`},
+		{"Null", `null`, `x-rules at /x-rules: x-rules is null, want a list of rules`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -73,7 +82,12 @@ func TestRuleStartErrors(t *testing.T) {
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error = %q, want it to contain %q", err, tt.want)
 			}
-			if tt.name != "UnknownKey" && tt.name != "DuplicateName" {
+			for _, internal := range []string{"Go struct", "Go value", "pipeline.Rule", "json:", "rule ?"} {
+				if strings.Contains(err.Error(), internal) {
+					t.Errorf("error = %q shows Go's %q", err, internal)
+				}
+			}
+			if tt.name != "DuplicateName" {
 				var re *RuleError
 				if !errors.As(err, &re) || re.Pointer != "/x-rules" {
 					t.Errorf("error %v is not a *RuleError at /x-rules", err)

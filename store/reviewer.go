@@ -154,6 +154,20 @@ SELECT EXISTS (SELECT FROM p), coalesce((SELECT role FROM p), ''), (SELECT count
 	return before, tokensRevoked, nil
 }
 
+// ReviewerLockAdmins locks the enabled admin accounts (FOR UPDATE) until
+// db's transaction ends and returns how many there are, so a change that
+// could leave none (triage admin set-role, disable) counts them again
+// after itself with no other change of them in between: a concurrent one
+// waits, then counts without the account this one changed.
+func (s *Store) ReviewerLockAdmins(ctx context.Context, db DBTX) (int, error) {
+	var n int
+	err := db.QueryRow(ctx, `SELECT count(*) FROM (SELECT id FROM reviewers WHERE role = 'admin' AND disabled_at IS NULL FOR UPDATE) a`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("store.ReviewerLockAdmins: %w", err)
+	}
+	return n, nil
+}
+
 // ReviewerCountByRole returns how many accounts of role may log in (not
 // disabled).
 func (s *Store) ReviewerCountByRole(ctx context.Context, db DBTX, role Role) (int, error) {

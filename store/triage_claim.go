@@ -221,8 +221,11 @@ type TriageItemReleaseParams struct {
 }
 
 // TriageItemRelease ends the reviewer's lease on the item so others may
-// claim it, and records it in the audit log. Releasing an item the
-// reviewer does not hold changes nothing and returns false.
+// claim it, and records it in the audit log. An item under another
+// reviewer's live lease is an *ItemClaimedError, as a decision on it is;
+// an unknown item wraps ErrNotFound. Releasing an item nobody holds (or
+// whose lease ran out, or that is decided) changes nothing and returns
+// false.
 func (s *Store) TriageItemRelease(ctx context.Context, db DBTX, p TriageItemReleaseParams) (bool, error) {
 	var released bool
 	err := inTx(ctx, db, func(tx DBTX) error {
@@ -233,6 +236,18 @@ UPDATE triage_items SET claimed_by = NULL, claim_expires = NULL, updated_at = no
 WHERE id = $1 AND claimed_by = $2 AND status = 'open'
 RETURNING message_id, run_no`, p.ItemID, p.Reviewer).Scan(&msgID, &runNo)
 		if errors.Is(err, pgx.ErrNoRows) {
+			var by *string
+			var until *time.Time
+			var live bool
+			err := tx.QueryRow(ctx, `
+SELECT claimed_by, claim_expires, status = 'open' AND coalesce(claim_expires > now(), false)
+FROM triage_items WHERE id = $1`, p.ItemID).Scan(&by, &until, &live)
+			if err != nil {
+				return interpretError(err)
+			}
+			if live && by != nil && *by != p.Reviewer {
+				return &ItemClaimedError{ItemID: p.ItemID, By: *by, Until: *until}
+			}
 			return nil
 		}
 		if err != nil {

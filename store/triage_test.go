@@ -172,8 +172,8 @@ func TestTriageQueue(t *testing.T) {
 			t.Fatalf("bob's claim after expiry = %+v, %v", c, err)
 		}
 		released, err := b.st.TriageItemRelease(ctx, b.db, store.TriageItemReleaseParams{ItemID: id, Reviewer: "alice", Via: store.ViaUI})
-		if err != nil || released {
-			t.Fatalf("alice releases bob's item: %v, %v", released, err)
+		if ce, ok := errors.AsType[*store.ItemClaimedError](err); !ok || ce.By != "bob" || released {
+			t.Fatalf("alice releases bob's item: %v, %v; want an *ItemClaimedError naming bob", released, err)
 		}
 		released, err = b.st.TriageItemRelease(ctx, b.db, store.TriageItemReleaseParams{ItemID: id, Reviewer: "bob", Via: store.ViaUI})
 		if err != nil || !released {

@@ -41,7 +41,8 @@ and all a reviewer may), reviewer (works the queue), analyst (reports
 only, no customer text). add-reviewer makes a reviewer, or an admin when
 no account exists yet (the first account bootstraps the server).
 set-role takes effect at the account's next request, and revokes its
-tokens the new role does not cover.
+tokens the new role does not cover. The last enabled admin can be neither
+given another role nor disabled: make another account admin first.
 
 A token acts with its role: the account's unless -role names a narrower
 one (an admin's token may be of any role; a reviewer's, reviewer or
@@ -243,8 +244,12 @@ func (a admin) setRole(args []string) error {
 	var before store.Role
 	var revoked int64
 	err = a.st.InTx(a.ctx, func(tx store.DBTX) error {
-		var err error
-		if before, revoked, err = a.st.ReviewerSetRole(a.ctx, tx, *login, role); err != nil {
+		err := a.keepAnAdmin(tx, *login, "its role "+string(role), func() error {
+			var err error
+			before, revoked, err = a.st.ReviewerSetRole(a.ctx, tx, *login, role)
+			return err
+		})
+		if err != nil {
 			return err
 		}
 		return a.audit(tx, store.AuditRoleSet, "", map[string]any{"login": *login, "role": role, "role_before": before,
@@ -313,8 +318,12 @@ func (a admin) setDisabled(cmd string, args []string) error {
 	disabled := cmd == "disable"
 	var revoked int64
 	err := a.st.InTx(a.ctx, func(tx store.DBTX) error {
-		var err error
-		if revoked, err = a.st.ReviewerSetDisabled(a.ctx, tx, *login, disabled); err != nil {
+		err := a.keepAnAdmin(tx, *login, "disabling it", func() error {
+			var err error
+			revoked, err = a.st.ReviewerSetDisabled(a.ctx, tx, *login, disabled)
+			return err
+		})
+		if err != nil {
 			return err
 		}
 		after := map[string]any{"login": *login, "disabled": disabled, "tokens_revoked": revoked}
@@ -333,6 +342,32 @@ func (a admin) setDisabled(cmd string, args []string) error {
 		fmt.Fprintf(a.io.Out, "reviewer %s disabled; %s\n", *login, signInsEnded(revoked))
 	} else {
 		fmt.Fprintf(a.io.Out, "reviewer %s enabled; sessions and API tokens ended before stay ended (log in again, token create)\n", *login)
+	}
+	return nil
+}
+
+// keepAnAdmin runs change (of the account login, described by what) in
+// tx and refuses it, rolling it back, when it leaves no enabled admin
+// where there was one: the last admin cannot lose the role or be
+// disabled, or no account could read the audit log or re-run in bulk.
+// The admins are locked first (store.ReviewerLockAdmins), so two changes
+// at once cannot each leave the other's admin the last and both go.
+func (a admin) keepAnAdmin(tx store.DBTX, login, what string, change func() error) error {
+	before, err := a.st.ReviewerLockAdmins(a.ctx, tx)
+	if err != nil {
+		return err
+	}
+	if err := change(); err != nil {
+		return err
+	}
+	after, err := a.st.ReviewerCountByRole(a.ctx, tx, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	if before > 0 && after == 0 {
+		return fmt.Errorf("refused: %s is the last enabled admin, and %s would leave none "+
+			"(an admin reads the audit log and re-runs in bulk): make another account admin first "+
+			"(triage admin set-role -login NAME -role admin)", login, what)
 	}
 	return nil
 }

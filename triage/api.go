@@ -77,6 +77,8 @@ func checkParams(r *http.Request, params []string) error {
 }
 
 // decodeBody reads a JSON body into v; an empty body leaves v as it is.
+// An unknown field, or a key of the body's object given twice, is an
+// invalid request naming it.
 // The body is capped by its route's limit (limitBody); one over it is
 // ErrTooLarge.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
@@ -94,6 +96,14 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 			return invalidf("body: unknown field %s: %s %s takes %s", quoteValue(name), r.Method, r.URL.Path, bodyFields(v))
 		}
 		return invalidf("body: %s", shortJSONError(err))
+	}
+	// encoding/json keeps the last of a key given twice: refuse it, as
+	// the record's own keys are (readRecord). Keys inside a value are that
+	// value's reader's to refuse, with its own path.
+	if _, err := pipeline.DecodeStrict(b); err != nil {
+		if dk, ok := errors.AsType[*pipeline.DuplicateKeyError](err); ok && strings.Count(dk.Path, "/") == 1 {
+			return invalidf("body: key %s occurs twice: %s %s takes each key once", quoteValue(strings.TrimPrefix(dk.Path, "/")), r.Method, r.URL.Path)
+		}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package triage_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/extractq/extractq/internal/httperr"
 	"github.com/extractq/extractq/internal/httperr/httperrtest"
+	"github.com/extractq/extractq/store"
 )
 
 // Every route of the JSON API through its error cases: each answer has
@@ -95,5 +97,38 @@ func TestAPIErrorAnswers(t *testing.T) {
 		if !seen[c] {
 			t.Errorf("no case answers %q", c)
 		}
+	}
+}
+
+// TestAPIBodyKeyTwice: a key given twice at the top of an API body is
+// refused (400) naming it, as one given twice inside the record is,
+// never last-wins.
+func TestAPIBodyKeyTwice(t *testing.T) {
+	t.Parallel()
+	b, _ := newAliceBundle(t)
+	tok := newToken(t, b, "robot")
+	id, _ := b.failedItem(t, "customer_message", albertText, albertFirst, albertRepair)
+	if r := b.api(t, tok, "POST", fmt.Sprintf("/api/v1/items/%d/claim", id), ""); r.status != http.StatusOK {
+		t.Fatalf("claim: %d %s", r.status, r.body)
+	}
+	good := strings.Replace(albertRepair, "7149958241", "7149958247", 1)
+	for _, c := range []struct{ path, body, want string }{
+		{"validate", `{"record":{"intent":"nope"},"record":` + good + `}`, `body: key "record" occurs twice`},
+		{"approve", `{"record":{"intent":"nope"},"record":` + good + `}`, `body: key "record" occurs twice`},
+		{"reject", `{"reason":"spam","reason":"not spam"}`, `body: key "reason" occurs twice`},
+		{"rerun", `{"note":"a","note":"b"}`, `body: key "note" occurs twice`},
+		{"validate", `{"record":{"intent":"x","intent":"y"}}`, "record: "},
+	} {
+		r := b.api(t, tok, "POST", fmt.Sprintf("/api/v1/items/%d/%s", id, c.path), c.body)
+		var e struct {
+			Error struct{ Code, Message string }
+		}
+		if err := json.Unmarshal([]byte(r.body), &e); err != nil || r.status != http.StatusBadRequest ||
+			e.Error.Code != string(httperr.Invalid) || !strings.Contains(e.Error.Message, c.want) {
+			t.Errorf("%s %s: %d %s, want 400 invalid saying %q", c.path, c.body, r.status, r.body, c.want)
+		}
+	}
+	if d, _ := b.st.TriageItemGet(t.Context(), b.st.Pool, id); d.Item.Status != store.TriageOpen {
+		t.Errorf("after the refused bodies the item is %s, want open", d.Item.Status)
 	}
 }

@@ -540,6 +540,9 @@ func TestAdmin(t *testing.T) {
 	if r := c.login("carol", "another long password"); r.status != http.StatusSeeOther {
 		t.Errorf("login with the new password: %d", r.status)
 	}
+	// carol, the first account, is an admin: another one lets her be
+	// disabled (the last enabled admin cannot be: TestAdminKeepsAnAdmin).
+	b.reviewer(t, "dave", "a long enough password")
 	if _, err := run("", "disable", "-login", "carol"); err != nil {
 		t.Fatal(err)
 	}

@@ -106,6 +106,7 @@ func TestChangesEndSignIns(t *testing.T) {
 			t.Parallel()
 			b := newBundle(t, bundleOpts{})
 			tok := newToken(t, b, "robot")
+			b.reviewer(t, "keeper", "a long enough password") // another admin, so robot may be disabled
 			// Two sessions: one to open a page with, one to call the API
 			// with (the first refused request ends a session's row).
 			pages, api := b.client(t), b.client(t)

@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -266,13 +268,54 @@ func (c *client) get(path string) response {
 	return c.do(req)
 }
 
+// approvePath is the item page's Approve (not the API's).
+var approvePath = regexp.MustCompile(`^/items/\d+/approve(\?|$)`)
+
 // post posts a form with the session's CSRF token (unless the form has
-// one), as a page of this site would.
+// one), as a page of this site would. An approve from the item page's
+// form without a validated digest gets the one the page would carry: the
+// form is checked first, as the page's script does before it approves.
+// (TestPageApproveWithoutDigest posts one without.)
 func (c *client) post(path string, form url.Values) response {
 	c.t.Helper()
 	if form == nil {
 		form = url.Values{}
 	}
+	if _, ok := form["csrf_token"]; !ok {
+		form.Set("csrf_token", c.csrf)
+	}
+	if _, ok := form["validated"]; !ok && approvePath.MatchString(path) {
+		if d, ok := c.checkedDigest(strings.Replace(path, "/approve", "/check", 1), form); ok {
+			form = maps.Clone(form) // the caller's form may be posted again, changed
+			form.Set("validated", d)
+		}
+	}
+	return c.postForm(path, form)
+}
+
+// checkedDigest posts form to the item's check path as the page's script
+// does and returns the digest of the record it checked; false when the
+// check is refused (the approve is then refused alike).
+func (c *client) checkedDigest(path string, form url.Values) (string, bool) {
+	c.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, c.b.ts.URL+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Origin", c.b.origin)
+	r := c.do(req)
+	var body struct {
+		Digest string `json:"digest"`
+	}
+	if r.status != http.StatusOK || json.Unmarshal([]byte(r.body), &body) != nil || body.Digest == "" {
+		return "", false
+	}
+	return body.Digest, true
+}
+
+// postForm posts form as it is, with the session's CSRF token unless
+// the form has one.
+func (c *client) postForm(path string, form url.Values) response {
+	c.t.Helper()
 	if _, ok := form["csrf_token"]; !ok {
 		form.Set("csrf_token", c.csrf)
 	}

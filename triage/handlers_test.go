@@ -168,8 +168,8 @@ func TestSessionsAndSafety(t *testing.T) {
 		req, _ = http.NewRequest(http.MethodPost, b.ts.URL+fmt.Sprintf("/api/v1/items/%d/release", id), nil)
 		req.Header.Set("Authorization", "Bearer "+tok)
 		req.Header.Set("Referer", "http://evil.example/x")
-		if r := b.client(t).do(req); r.status != http.StatusOK {
-			t.Errorf("token release with a foreign Referer: %d %s", r.status, r.body)
+		if r := b.client(t).do(req); r.status != http.StatusConflict { // alice's claim: not the token's to release
+			t.Errorf("token release with a foreign Referer: %d %s, want 409", r.status, r.body)
 		}
 	})
 

@@ -358,14 +358,21 @@ func (s *Server) approvePage(w http.ResponseWriter, r *http.Request) error {
 		}
 		return s.render(w, r, http.StatusUnprocessableEntity, "item", fmt.Sprintf("Item %d", it.D.Item.ID), v)
 	}
-	// The page's form carries the digest of the record it validated; a
-	// form without one (a script's) is checked by approve alone.
-	if got, ok := r.PostForm["validated"]; ok && (len(got) != 1 || got[0] != recordDigest(rec)) {
+	// The page's form always carries the digest of the record it
+	// validated, and approves no other. A form without one approves
+	// nothing either: scripts approve through the API
+	// (POST /api/v1/items/{id}/approve), which has its own rules.
+	if got, ok := r.PostForm["validated"]; !ok || len(got) != 1 || got[0] != recordDigest(rec) {
 		// The page validated another record than this one (an edit not
 		// checked yet, or a page of before): show this one's errors, and
 		// approve nothing until the reviewer has seen them.
+		msg := "Not approved: the record changed after it was last checked. Here it is, checked; approve again if it is right."
+		if !ok {
+			msg = "Not approved: the form did not say which record was last checked (its validated field, which the item page sends). " +
+				"Here it is, checked; approve again from this page if it is right, or approve through the API (POST /api/v1/items/{id}/approve)."
+		}
 		v, verr := s.itemViewOf(ctx, it, s.filterOf(r), viewOpts{record: rec, parseErrs: perrs, reason: reason,
-			message: "Not approved: the record changed after it was last checked. Here it is, checked; approve again if it is right.", messageErr: true})
+			message: msg, messageErr: true})
 		if verr != nil {
 			return verr
 		}

@@ -273,6 +273,13 @@ func askAs(t *testing.T, b *bundle, rt roleRoute, p *principal, forbidden func()
 	case !rt.api && method == http.MethodPost:
 		form := rt.form(t, p)
 		form.Set("csrf_token", c.csrf)
+		if approvePath.MatchString(path) {
+			// The item page's form carries the digest of the record it
+			// checked (client.post).
+			if d, ok := c.checkedDigest(strings.Replace(path, "/approve", "/check", 1), form); ok {
+				form.Set("validated", d)
+			}
+		}
 		req, _ = http.NewRequest(method, b.ts.URL+path, strings.NewReader(form.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("Origin", b.origin)

@@ -497,7 +497,7 @@ func Run(ctx context.Context, addr string, cfg Config) error {
 	if n == 0 {
 		cfg.LocalOnly = true
 		if la := loopbackAddr(addr); la != addr {
-			log.Warn("no reviewer accounts: listening on localhost only; create one with `triage admin add-reviewer`",
+			log.Warn("no enabled accounts: listening on localhost only; create one with `triage admin add-reviewer`, or enable one with `triage admin enable`",
 				zap.String("asked", addr), zap.String("addr", la))
 			addr = la
 		}

@@ -72,6 +72,36 @@ func TestApproveSendsWhatWasValidated(t *testing.T) {
 	}
 }
 
+// TestPageApproveWithoutDigest: the item page's Approve without the
+// validated digest its form always carries approves nothing (409, the
+// record shown checked, saying why and where scripts approve); the
+// digest of that page then approves it.
+func TestPageApproveWithoutDigest(t *testing.T) {
+	t.Parallel()
+	b, c := newAliceBundle(t)
+	id, _ := b.failedItem(t, "customer_message", albertText, albertFirst, albertRepair)
+	if r := c.post(fmt.Sprintf("/items/%d/claim", id), nil); r.status != http.StatusSeeOther {
+		t.Fatalf("claim: %d", r.status)
+	}
+	r := c.postForm(fmt.Sprintf("/items/%d/approve", id), albertForm("7149958247"))
+	if r.status != http.StatusConflict || !strings.Contains(r.body, "did not say which record was last checked") ||
+		!strings.Contains(r.body, "/api/v1/items/{id}/approve") || !strings.Contains(r.body, `<span class="ok">valid</span>`) {
+		t.Fatalf("approve without a digest: %d, want 409 saying why, the record checked:\n%s", r.status, r.body)
+	}
+	if d, _ := b.st.TriageItemGet(t.Context(), b.st.Pool, id); d.Item.Status != store.TriageOpen {
+		t.Fatalf("after an approve without a digest the item is %s, want open", d.Item.Status)
+	}
+	m := validatedInput.FindStringSubmatch(r.body)
+	if m == nil || m[1] == "" {
+		t.Fatal("no digest on the page after the refusal")
+	}
+	form := albertForm("7149958247")
+	form.Set("validated", m[1])
+	if r := c.postForm(fmt.Sprintf("/items/%d/approve", id), form); r.status != http.StatusSeeOther {
+		t.Fatalf("approve with the page's digest: %d", r.status)
+	}
+}
+
 // TestItemPageFlags checks what the item page tells at a glance: a
 // repair that changed nothing is flagged (one that changed something is
 // not), the runs table names each run's schema and prompt versions, and

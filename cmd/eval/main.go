@@ -111,14 +111,8 @@ func run(ctx context.Context, w io.Writer, st *store.Store, cfg *config.Config, 
 	}
 	var spec eval.Spec
 	if o.spec != "" {
-		f, err := os.Open(o.spec)
-		if err != nil {
+		if spec, err = eval.ReadSpecFile(o.spec); err != nil {
 			return err
-		}
-		spec, err = eval.ReadSpec(f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("%s: %w", o.spec, err)
 		}
 	}
 	if o.batch == "" {
@@ -186,7 +180,9 @@ func evaluate(ctx context.Context, st *store.Store, cfg *config.Config, o option
 		return nil, err
 	}
 	sc, err := eval.Score(schema, fields, labels, preds, opt)
-	if err != nil {
+	if _, ok := errors.AsType[*eval.LabelError](err); ok {
+		return nil, fmt.Errorf("%s: %w", o.labels, err)
+	} else if err != nil {
 		return nil, err
 	}
 	if sc.Matched == 0 {

@@ -204,20 +204,7 @@ func ingestFile(ctx context.Context, o fileOptions, env startup.Env, log *zap.Lo
 		enc := json.NewEncoder(stdout)
 		enc.Encode(rep)
 	} else {
-		batch := "batch " + rep.BatchID
-		if !recorded {
-			batch = "no batch recorded"
-		}
-		fmt.Fprintf(stdout, "%s: %d lines, %d published, %d duplicates, %d rejected\n",
-			batch, rep.Lines, rep.Published, rep.Duplicates, rep.Rejected)
-		fmt.Fprintf(stdout, "outcomes: %d succeeded, %d repaired, %d held (for review), %d failed (to triage), %d queued\n",
-			rep.Succeeded, rep.Repaired, rep.Held, rep.Failed, rep.Queued)
-		fmt.Fprintf(stdout, "llm: %d calls, %d prompt + %d completion tokens, $%.6f\n",
-			rep.LLMCalls, rep.PromptTokens, rep.CompletionTokens, rep.CostUSD)
-		if rep.InvalidUTF8 > 0 {
-			fmt.Fprintf(stdout, "invalid UTF-8: %s stored with U+FFFD in place of bytes that are not UTF-8 (flag %s)\n",
-				plural(rep.InvalidUTF8, "message", "messages"), ingest.FlagInvalidUTF8)
-		}
+		writeTextReport(stdout, rep, recorded)
 	}
 	if sum.InvalidUTF8 > 0 {
 		fmt.Fprintf(stderr, "ingest: warning: %s held bytes that are not UTF-8, stored as U+FFFD (%s): "+
@@ -232,6 +219,29 @@ func ingestFile(ctx context.Context, o fileOptions, env startup.Env, log *zap.Lo
 		fmt.Fprintf(stderr, "ingest: %s rejected; nothing was queued%s\n", allLinesWere(sum.Lines), optional("; %s", rep.Hint))
 	}
 	return code
+}
+
+// writeTextReport writes rep as ingest prints it without -json; recorded
+// says a batch was recorded. A batch run on the LLM simulator is said to
+// have the simulator's figures before any figure.
+func writeTextReport(stdout io.Writer, rep ingest.Report, recorded bool) {
+	batch := "batch " + rep.BatchID
+	if !recorded {
+		batch = "no batch recorded"
+	}
+	fmt.Fprintf(stdout, "%s: %d lines, %d published, %d duplicates, %d rejected\n",
+		batch, rep.Lines, rep.Published, rep.Duplicates, rep.Rejected)
+	if rep.Simulated {
+		fmt.Fprintln(stdout, "SIMULATOR FIGURES: the outcomes, calls, tokens and cost below describe the LLM simulator's heuristics and settings, not a model")
+	}
+	fmt.Fprintf(stdout, "outcomes: %d succeeded, %d repaired, %d held (for review), %d failed (to triage), %d queued\n",
+		rep.Succeeded, rep.Repaired, rep.Held, rep.Failed, rep.Queued)
+	fmt.Fprintf(stdout, "llm: %d calls, %d prompt + %d completion tokens, $%.6f\n",
+		rep.LLMCalls, rep.PromptTokens, rep.CompletionTokens, rep.CostUSD)
+	if rep.InvalidUTF8 > 0 {
+		fmt.Fprintf(stdout, "invalid UTF-8: %s stored with U+FFFD in place of bytes that are not UTF-8 (flag %s)\n",
+			plural(rep.InvalidUTF8, "message", "messages"), ingest.FlagInvalidUTF8)
+	}
 }
 
 // refuseUnreadable says on stderr that the input (name, of file) is ue,

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/extractq/extractq/eval"
 	"github.com/extractq/extractq/store"
 )
 
@@ -120,10 +121,18 @@ func printReport(ctx context.Context, w io.Writer, st *store.Store, p reportPara
 		fmt.Fprintf(w, "  %d runs: %s of a message re-run in this batch; each message is counted by its latest run, except where a line says \"every run\"\n",
 			bs.Runs, plural(reruns, "one more run", "more runs"))
 	}
+	// What the figures describe, as eval says it: a batch run on the LLM
+	// simulator has simulator figures, not a model's.
+	v, err := st.EvalBatchVersions(ctx, db, batchID)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "  %s\n", eval.BatchOf(batchID, v).Provenance())
 	fmt.Fprintf(w, "  succeeded %d (valid at first pass), repaired %d (valid after the one repair), held %d (valid, held for review: no result until approved), failed %d (sent to triage), queued %d\n",
 		bs.Succeeded, bs.Repaired, bs.Held, bs.Failed, bs.Queued)
 	fmt.Fprintf(w, "  check: succeeded + repaired + held + failed + queued = %d of %d messages\n",
 		bs.Succeeded+bs.Repaired+bs.Held+bs.Failed+bs.Queued, bs.Messages)
+
 	if bs.Erased > 0 {
 		fmt.Fprintf(w, "  erased: %d of the messages' text and results (retention), so their results are not shown below\n", bs.Erased)
 	}

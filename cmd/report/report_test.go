@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/extractq/extractq/eval"
 	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/store"
 	"github.com/extractq/extractq/store/storetest"
@@ -220,5 +221,42 @@ func TestChooseBatchSourceSpellings(t *testing.T) {
 	_, err = chooseBatch(ctx, st, "", "other.jsonl", "")
 	if err == nil || strings.Contains(err.Error(), "written") {
 		t.Errorf("chooseBatch(-source of an unknown file) = %v; want no file named", err)
+	}
+}
+
+// TestPrintReportSimulatorFigures: the report's header says a batch run on
+// the LLM simulator has simulator figures, as eval does, and names a
+// model's batch's model without that label.
+func TestPrintReportSimulatorFigures(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := storetest.NewStore(t)
+	for _, model := range []string{eval.SimulatorModel, "gpt-4o-mini"} {
+		batch := "b-" + model
+		if err := st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: batch, SchemaID: "support_ticket", SourceName: "r.jsonl"}); err != nil {
+			t.Fatal(err)
+		}
+		h := sha256.Sum256([]byte(model))
+		res, err := st.MessageIngest(ctx, st.Pool, store.MessageIngestParams{Source: "r", ExternalID: model,
+			Body: model, ContentHash: h[:], BatchID: batch, SchemaID: "support_ticket"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.RunOutcomeInsert(ctx, st.Pool, store.RunOutcomeParams{MessageID: res.Run.MessageID, RunNo: 1,
+			SchemaID: "support_ticket", SchemaVersion: "1", Status: store.RunSucceeded,
+			Calls: []store.LLMCall{{Attempt: 1, Model: model, PromptVersion: "extract.v1", RequestMode: "response_format",
+				PromptTokens: 100, CompletionTokens: 20, CostUSD: 0.0001, FinishReason: "stop", Reply: `{}`, Valid: true}},
+			Extraction: &store.ExtractionParams{Data: []byte(`{}`), Evidence: []byte(`[]`)}}); err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		if err := printReport(ctx, &out, st, reportParams{BatchID: batch, Examples: 1, Fields: 5}); err != nil {
+			t.Fatal(err)
+		}
+		header, _, _ := strings.Cut(out.String(), "LLM (every run)")
+		simulated := strings.Contains(header, "SIMULATOR FIGURES (model "+eval.SimulatorModel)
+		if simulated != (model == eval.SimulatorModel) || !strings.Contains(header, "model "+model) {
+			t.Errorf("model %s: the header before the LLM figures says simulated %v:\n%s", model, simulated, out.String())
+		}
 	}
 }

@@ -116,11 +116,17 @@ func serve(args []string) int {
 
 	var pub *queue.Publisher
 	nc, js, err := cmdconfig.ConnectNATS(ctx, env, cfg.NATS, "extractq-triage", log, 10*time.Second)
-	if err != nil {
+	switch {
+	case cmdconfig.IsSetting(err):
+		// A bad security file or refused credentials is a wrong setting,
+		// not NATS being down: stop, as every other command does.
+		step, err := cmdconfig.Step(err)
+		cmdconfig.Fatal(log, step, err)
+	case err != nil:
 		_, err := cmdconfig.Step(err)
 		log.Warn("NATS unreachable: re-runs are left for the worker's sweeper to publish, and item pages are not live", zap.Error(err))
 		nc = nil
-	} else {
+	default:
 		defer nc.Close()
 		pub = queue.NewPublisher(js, cfg.NATS)
 	}

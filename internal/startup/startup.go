@@ -12,7 +12,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 
 	"go.uber.org/zap"
@@ -69,28 +68,19 @@ func ReadEnv() Env {
 	}
 }
 
-// Redacted returns e for logs: URLs without passwords, no API key.
+// Redacted returns e for logs: the URLs without passwords, tokens or
+// secret parameters (RedactDatabaseURL, RedactURLList), no API key, only
+// whether each security file is set.
 func (e Env) Redacted() []zap.Field {
 	return []zap.Field{
-		zap.String("database_url", redactURL(e.DatabaseURL)),
-		zap.String("nats_url", redactURL(e.NATSURL)),
-		zap.String("llm_base_url", redactURL(e.LLMBaseURL)),
+		zap.String("database_url", RedactDatabaseURL(e.DatabaseURL)),
+		zap.String("nats_url", RedactURLList(e.NATSURL)),
+		zap.String("llm_base_url", RedactURLList(e.LLMBaseURL)),
 		zap.Bool("llm_api_key_set", e.LLMAPIKey != ""),
 		zap.String("config", cmp.Or(e.Config, "(embedded defaults)")),
 		zap.Bool("nats_creds_set", e.NATSCreds != ""), zap.Bool("nats_nkey_set", e.NATSNKey != ""),
 		zap.Bool("nats_tls_files_set", e.NATSCA != "" || e.NATSCert != "" || e.NATSKey != ""),
 	}
-}
-
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
 }
 
 // NewLogger returns a production zap logger writing JSON to stderr at

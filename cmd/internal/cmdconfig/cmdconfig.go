@@ -46,6 +46,10 @@ const (
 type StartError struct {
 	Step string // one of the Step constants
 	Err  error
+	// Setting says the failure is a wrong setting (a bad NATS security
+	// file, credentials or TLS the server refused), not a service that is
+	// down: waiting or going on without the service will not mend it.
+	Setting bool
 }
 
 func (e *StartError) Error() string { return e.Step + ": " + e.Err.Error() }
@@ -58,6 +62,14 @@ func Step(err error) (string, error) {
 		return se.Step, se.Err
 	}
 	return "", err
+}
+
+// IsSetting reports whether err is a *StartError of a wrong setting
+// (StartError.Setting): a command that would go on without the service
+// stops at start-up instead.
+func IsSetting(err error) bool {
+	se, ok := errors.AsType[*StartError](err)
+	return ok && se.Setting
 }
 
 // StoreOptions say how OpenStore opens the store.
@@ -124,11 +136,13 @@ func OpenStore(ctx context.Context, env startup.Env, log *zap.Logger, o StoreOpt
 // nats.Connect, which tries them in turn and reconnects to any. n's
 // credentials file or NKey seed and TLS files (nats.credentials_file,
 // nats.nkey_seed_file, nats.tls; see queue.SecurityOptions) are checked
-// before connecting. The error is a *StartError of StepConnectNATS.
+// before connecting. The error is a *StartError of StepConnectNATS, with
+// Setting set for a bad file and for a connection the server or this
+// client refused (queue.IsRefused).
 func ConnectNATS(ctx context.Context, env startup.Env, n config.NATS, name string, log *zap.Logger, wait time.Duration) (*nats.Conn, jetstream.JetStream, error) {
 	opts, err := queue.SecurityOptions(n)
 	if err != nil {
-		return nil, nil, &StartError{Step: StepConnectNATS, Err: err}
+		return nil, nil, &StartError{Step: StepConnectNATS, Err: namedByEnv(err, env), Setting: true}
 	}
 	if wait > 0 {
 		var cancel context.CancelFunc
@@ -137,10 +151,50 @@ func ConnectNATS(ctx context.Context, env startup.Env, n config.NATS, name strin
 	}
 	nc, js, err := queue.Connect(ctx, env.NATSURL, name, log, opts...)
 	if err != nil {
-		return nil, nil, &StartError{Step: StepConnectNATS, Err: err}
+		return nil, nil, &StartError{Step: StepConnectNATS, Err: err, Setting: queue.IsRefused(err)}
 	}
 	return nc, js, nil
 }
+
+// natsFileVars are the NATS security keys and the variables that set
+// them (startup.LoadConfig), for errors.
+var natsFileVars = []struct {
+	key, name string
+	value     func(startup.Env) string
+}{
+	{"nats.credentials_file", "NATS_CREDS", func(e startup.Env) string { return e.NATSCreds }},
+	{"nats.nkey_seed_file", "NATS_NKEY", func(e startup.Env) string { return e.NATSNKey }},
+	{"nats.tls.ca_file", "NATS_CA", func(e startup.Env) string { return e.NATSCA }},
+	{"nats.tls.cert_file", "NATS_CERT", func(e startup.Env) string { return e.NATSCert }},
+	{"nats.tls.key_file", "NATS_KEY", func(e startup.Env) string { return e.NATSKey }},
+}
+
+// namedByEnv returns err (of queue.SecurityOptions, naming a key and its
+// file: "nats.credentials_file a.creds: no such file") with the variable
+// that set the key named beside it when the environment set it
+// ("nats.credentials_file (set by NATS_CREDS) a.creds: ..."), so the
+// operator knows where to fix it. err stays wrapped.
+func namedByEnv(err error, env startup.Env) error {
+	msg := err.Error()
+	for _, v := range natsFileVars {
+		if path := v.value(env); path != "" {
+			msg = strings.ReplaceAll(msg, v.key+" "+path, v.key+" (set by "+v.name+") "+path)
+		}
+	}
+	if msg == err.Error() {
+		return err
+	}
+	return &envNamedError{msg: msg, err: err}
+}
+
+// envNamedError is an error with the variables that set its keys named.
+type envNamedError struct {
+	msg string
+	err error
+}
+
+func (e *envNamedError) Error() string { return e.msg }
+func (e *envNamedError) Unwrap() error { return e.err }
 
 // EnsureStream creates the stream of n, or checks it, retrying as
 // RetryStartup does. The error is a *StartError of StepStream.

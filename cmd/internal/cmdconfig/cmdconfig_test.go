@@ -238,3 +238,36 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestNATSFileErrorNamesVariable: a bad security file set by a NATS_*
+// variable is named with the variable; set in the configuration, with
+// its key only.
+func TestNATSFileErrorNamesVariable(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "nope.creds")
+	env := startup.Env{NATSURL: deadURL(t), NATSCreds: missing}
+	cfg, err := startup.LoadConfig("", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = cmdconfig.ConnectNATS(t.Context(), env, cfg.NATS, "cmdconfig-test", zap.NewNop(), time.Second)
+	if want := "nats.credentials_file (set by NATS_CREDS) " + missing + ": no such file"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("NATS_CREDS missing: %v, want %q", err, want)
+	}
+	// The same file from the configuration: no variable to name.
+	n := config.Default().NATS
+	n.CredentialsFile = missing
+	_, _, err = cmdconfig.ConnectNATS(t.Context(), startup.Env{NATSURL: env.NATSURL}, n, "cmdconfig-test", zap.NewNop(), time.Second)
+	if want := "nats.credentials_file " + missing + ": no such file"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("nats.credentials_file missing: %v, want %q", err, want)
+	}
+	// TLS files from the variables too.
+	env = startup.Env{NATSURL: env.NATSURL, NATSCA: missing}
+	if cfg, err = startup.LoadConfig("", env); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = cmdconfig.ConnectNATS(t.Context(), env, cfg.NATS, "cmdconfig-test", zap.NewNop(), time.Second)
+	if want := "nats.tls.ca_file (set by NATS_CA) " + missing; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("NATS_CA missing: %v, want %q", err, want)
+	}
+}
