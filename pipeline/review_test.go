@@ -51,7 +51,7 @@ func TestReviewStartErrors(t *testing.T) {
 		{"NoMessage", `[{"name": "bad", "rule": "true"}]`, "rule bad: message is empty"},
 		{"NameOfAnXRule", `[{"name": "refund_has_amount", "rule": "true", "message": "m"}]`, "rule refund_has_amount: name is used by another rule"},
 		{"ReservedName", `[{"name": "grounded", "rule": "true", "message": "m"}]`, "name grounded is a built-in rule's"},
-		{"NotAList", `{"name": "bad"}`, "x-review at /x-review: rule ?: not a list"},
+		{"NotAList", `{"name": "bad"}`, "x-review at /x-review: x-review is an object, want a list of rules"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
