@@ -145,14 +145,13 @@ type Requeuer interface {
 // idempotent: a message is delivered again when its ack is lost.
 type Handler func(ctx context.Context, d *Delivery) Decision
 
-// Admit is what ConsumerOptions.Ready lets the next fetch take.
+// Admit is what ConsumerOptions.Ready lets the next pull take.
 type Admit int
 
 const (
-	// AdmitAll lets the fetch take as many messages as there are free
-	// slots.
+	// AdmitAll lets the pull take a message for each free slot.
 	AdmitAll Admit = iota
-	// AdmitOne lets it take one message, and no other fetch happens until
+	// AdmitOne lets it take one message, and no other pull happens until
 	// that message's handler has returned and its decision is applied: the
 	// probe of a half-open circuit breaker, which lets one call through, so
 	// that no other message is delivered only to be refused.
@@ -174,17 +173,20 @@ type ConsumerOptions struct {
 	// PanicDelay is how long a message whose handler panicked waits before
 	// redelivery. Default 5s.
 	PanicDelay time.Duration
-	// FetchWait is how long one fetch waits for messages. Default 5s.
+	// FetchWait is how long one pull request waits for a message (at
+	// least 1s, the least nats.go takes); when none came, the consumer's
+	// info is asked for, and a failure is logged as a fetch failure.
+	// Default 5s.
 	FetchWait time.Duration
 	// TermWithReason sends the term reason to the server. Servers before
 	// 2.10.4 ignore a term with a reason and redeliver the message, so set
 	// it only from TermReasonSupported. Default false: a plain term, the
 	// reason only logged.
 	TermWithReason bool
-	// Ready, if set, is called before each fetch and blocks while the
-	// worker should not take new work (a provider circuit breaker that is
-	// open, a database that does not answer). Then it says what the fetch
-	// may take: AdmitAll, or AdmitOne for the one probe of a half-open
+	// Ready, if set, is called once a slot is free, before each pull
+	// request, and blocks while the worker should not take new work (a
+	// provider circuit breaker that is open, a database that does not
+	// answer). Then it says what the pull may take: AdmitAll, or AdmitOne for the one probe of a half-open
 	// breaker. It returns an error only when ctx is done. Messages already
 	// held are not affected.
 	Ready func(ctx context.Context) (Admit, error)
@@ -240,10 +242,11 @@ const requeueTimeout = 10 * time.Second
 // cancelled, before it returns without them.
 const abandonAfter = 5 * time.Second
 
-// Run pulls messages from cons and handles each in its own goroutine with
-// h, until ctx is done. It fetches only as many messages as it has free
-// slots, so at most opts.Concurrency messages are held at once (none are
-// prefetched). While a handler runs, its message is marked in progress
+// Run pulls messages from cons and handles them with h on a fixed pool of
+// opts.Concurrency goroutines, until ctx is done. It takes a message from
+// the stream only once a slot is free for it, so at most opts.Concurrency
+// messages are held at once (none are prefetched), through one long-lived
+// pull consumption (see consumeLoop). While a handler runs, its message is marked in progress
 // every opts.InProgressEvery. Then Run applies the handler's Decision: an
 // ack waits for the server's confirmation (a failed ack is logged and the
 // message will be redelivered); a nak with a delay; a term.
@@ -274,7 +277,7 @@ func Run(ctx context.Context, cons jetstream.Consumer, h Handler, opts ConsumerO
 	hctx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
 
-	r.fetchLoop(ctx, hctx)
+	r.consumeLoop(ctx, hctx)
 
 	done := make(chan struct{})
 	go func() { r.wg.Wait(); close(done) }()
@@ -306,109 +309,144 @@ type runner struct {
 	stop       <-chan struct{} // closed when Run's ctx is done
 }
 
-// fetchLoop fetches into free slots until ctx is done.
-func (r *runner) fetchLoop(ctx, hctx context.Context) {
+// consumeLoop takes messages into free slots until ctx is done, from one
+// long-lived pull consumption (jetstream.Consumer.Messages) that asks the
+// server for one message at a time, and only once a slot is free for it
+// and Ready admits it: no message is taken from the stream before there is
+// a handler for it, so none spends a delivery waiting (while the provider
+// or the database is down, say). The messages go to a fixed pool of
+// opts.Concurrency handler goroutines. The consumption's subscription
+// lives as long as Run: a pull request is one publish on it, where a
+// fetch per free slot subscribed and unsubscribed each time.
+func (r *runner) consumeLoop(ctx, hctx context.Context) {
+	type job struct {
+		msg  jetstream.Msg
+		done chan struct{} // closed once the message is decided, if set
+	}
+	jobs := make(chan job)
+	for range r.opts.Concurrency {
+		r.wg.Go(func() {
+			for j := range jobs {
+				r.handle(hctx, j.msg)
+				<-r.sem
+				if j.done != nil {
+					close(j.done)
+				}
+			}
+		})
+	}
+	defer close(jobs)
+
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 100 * time.Millisecond
 	bo.MaxInterval = 5 * time.Second
+	var it jetstream.MessagesContext
+	defer func() {
+		if it != nil {
+			it.Stop()
+		}
+	}()
+	retry := func(err error) bool {
+		wait := bo.NextBackOff()
+		r.log.Warn("fetch failed; retrying", zap.Error(err), zap.Duration("retry_in", wait))
+		select {
+		case <-time.After(wait):
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	wait := max(r.opts.FetchWait, time.Second) // the least pull expiry nats.go takes
 	for {
-		admit := AdmitAll
-		if r.opts.Ready != nil {
-			var err error
-			if admit, err = r.opts.Ready(ctx); err != nil {
-				return
-			}
-		}
-		limit := r.opts.Concurrency
-		var probed chan struct{} // closed when the one admitted message is done
-		if admit == AdmitOne {
-			limit, probed = 1, make(chan struct{})
-		}
-		// Wait for one free slot, then take every other free one.
+		// A free slot first, then Ready: what Ready says holds for the
+		// message taken next.
 		select {
 		case r.sem <- struct{}{}:
 		case <-ctx.Done():
 			return
 		}
-		n := 1
-	take:
-		for n < limit {
-			select {
-			case r.sem <- struct{}{}:
-				n++
-			default:
-				break take
-			}
-		}
-		if ctx.Err() != nil {
-			// Shutdown began while a slot was taken: no pull request may
-			// go out, so nothing is delivered that would not be handled.
-			for range n {
-				<-r.sem
-			}
+		msg, admit, ok := r.next(ctx, &it, wait, retry)
+		if !ok {
+			<-r.sem
 			return
 		}
-
-		got, err := r.fetch(ctx, hctx, n, probed)
-		for range n - got {
-			<-r.sem
+		bo.Reset()
+		var probed chan struct{}
+		if admit == AdmitOne {
+			probed = make(chan struct{})
 		}
-		if got > 0 && probed != nil {
+		jobs <- job{msg: msg, done: probed}
+		if probed != nil {
+			// The probe of a half-open breaker: nothing else is taken until
+			// it is decided.
 			select {
 			case <-probed:
 			case <-ctx.Done():
 				return
 			}
 		}
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			wait := bo.NextBackOff()
-			r.log.Warn("fetch failed; retrying", zap.Error(err), zap.Duration("retry_in", wait))
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
-				return
-			}
-			continue
-		}
-		bo.Reset()
 	}
 }
 
-// fetch asks for up to n messages and starts a handler for each; it returns
-// how many it started. Each started handler releases its slot, and closes
-// done, if set (then n is 1), once its decision is applied.
-func (r *runner) fetch(ctx, hctx context.Context, n int, done chan struct{}) (int, error) {
-	fctx, cancel := context.WithTimeout(ctx, r.opts.FetchWait)
-	defer cancel()
-	batch, err := r.cons.Fetch(n, jetstream.FetchContext(fctx))
-	if err != nil {
-		return 0, err
-	}
-	got := 0
-	for msg := range batch.Messages() {
-		got++
-		r.wg.Go(func() {
-			defer func() {
-				<-r.sem
-				if done != nil {
-					close(done)
+// next takes one message for the slot the caller holds, once Ready admits
+// it, from the consumption *it (made anew when missing). Between its
+// tries the slot stays held, so a pull request still open on the server
+// always has a slot for its message. ok is false when ctx ends first.
+func (r *runner) next(ctx context.Context, it *jetstream.MessagesContext, wait time.Duration, retry func(error) bool) (_ jetstream.Msg, _ Admit, ok bool) {
+	for {
+		admit := AdmitAll
+		if r.opts.Ready != nil {
+			var err error
+			if admit, err = r.opts.Ready(ctx); err != nil {
+				return nil, admit, false
+			}
+		}
+		if ctx.Err() != nil {
+			// Shutdown began while a slot was taken: no pull request may
+			// go out, so nothing is delivered that would not be handled.
+			return nil, admit, false
+		}
+		if *it == nil {
+			m, err := r.cons.Messages(jetstream.PullMaxMessages(1), jetstream.PullExpiry(wait))
+			if err != nil {
+				if !retry(err) {
+					return nil, admit, false
 				}
-			}()
-			r.handle(hctx, msg)
-		})
+				continue
+			}
+			*it = m
+		}
+		nctx, cancel := context.WithTimeout(ctx, wait)
+		msg, err := (*it).Next(jetstream.NextContext(nctx))
+		cancel()
+		if err == nil {
+			return msg, admit, true
+		}
+		if ctx.Err() != nil {
+			return nil, admit, false
+		}
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			// No message within the wait: the stream is idle, or the server
+			// is unreachable (the consumption waits out a disconnection
+			// without a word). Asking for the consumer's info tells which.
+			ictx, cancel := context.WithTimeout(ctx, wait)
+			_, ierr := r.cons.Info(ictx)
+			cancel()
+			if ierr == nil || ctx.Err() != nil {
+				continue
+			}
+			err = fmt.Errorf("no reply to pull request within %s: %w", wait, ierr)
+		case errors.Is(err, jetstream.ErrNoHeartbeat):
+			// The pull request went unanswered; the consumption asks again.
+		default:
+			(*it).Stop()
+			*it = nil
+		}
+		if !retry(err) {
+			return nil, admit, false
+		}
 	}
-	err = batch.Error()
-	if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
-		return got, err
-	}
-	if errors.Is(err, context.DeadlineExceeded) && got == 0 {
-		// The server never closed the pull: it may be unreachable.
-		return got, fmt.Errorf("no reply to pull request within %s", r.opts.FetchWait)
-	}
-	return got, nil
 }
 
 // handle runs the handler on one message and applies its decision.
