@@ -18,9 +18,22 @@ type RunStart struct {
 	Err   error
 }
 
+// runStartSQL reads a run with its message and, in the same statement,
+// takes its lease as runLeaseTakeSQL does (the read sees the run as it
+// was before): taken says whether the lease is the caller's now.
+const runStartSQL = `
+WITH up AS (` + runLeaseTakeSQL + `
+    RETURNING 1)
+SELECT ` + runColumns + `,
+       ` + messageColumns + `,
+       EXISTS (SELECT FROM up) AS taken
+FROM runs r
+JOIN messages m ON m.id = r.message_id
+WHERE r.message_id = $1 AND r.run_no = $2`
+
 // RunWriteBatch does a worker's database steps of several runs in one
-// transaction and one round trip: for each of starts, it reads the run
-// with its message (RunGetWithMessage) and takes its lease
+// transaction and one round trip: for each of starts, one statement reads
+// the run with its message (RunGetWithMessage) and takes its lease
 // (RunLeaseTake); for each of outcomes, it writes the outcome as
 // RunOutcomeInsertMany does, one guarded statement per run. The starts of
 // runs that are not queued get LeaseDone with their status; a start whose
@@ -37,8 +50,7 @@ func (s *Store) RunWriteBatch(ctx context.Context, starts []RunLeaseParams, outc
 	errs := make([]error, len(outcomes))
 	var b pgx.Batch
 	for _, p := range starts {
-		b.Queue(runGetWithMessageSQL, p.MessageID, p.RunNo)
-		b.Queue(runLeaseTakeSQL, p.MessageID, p.RunNo, p.Owner, int64(p.StreamSeq), p.TTL.Seconds(), int64(p.Replaces))
+		b.Queue(runStartSQL, p.MessageID, p.RunNo, p.Owner, int64(p.StreamSeq), p.TTL.Seconds(), int64(p.Replaces))
 	}
 	var idx []int // outcomes index of each queued outcome statement
 	for i, p := range outcomes {
@@ -73,7 +85,11 @@ func (s *Store) RunWriteBatch(ctx context.Context, starts []RunLeaseParams, outc
 				br.Close()
 				return err
 			}
-			got, err := pgx.CollectRows(rows, scanRunWithMessage)
+			got, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (RunWithMessage, error) {
+				var rm RunWithMessage
+				err := row.Scan(append(append(rm.Run.scanTargets(), rm.Message.scanTargets()...), &taken[i])...)
+				return rm, err
+			})
 			if err != nil {
 				br.Close()
 				return err
@@ -81,12 +97,6 @@ func (s *Store) RunWriteBatch(ctx context.Context, starts []RunLeaseParams, outc
 			if len(got) == 1 {
 				res[i].Run, found[i] = got[0], true
 			}
-			tag, err := br.Exec()
-			if err != nil {
-				br.Close()
-				return err
-			}
-			taken[i] = tag.RowsAffected() == 1
 		}
 		for k := range idx {
 			if err := br.QueryRow().Scan(&finished[k]); err != nil {

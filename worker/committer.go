@@ -200,8 +200,9 @@ func (c *committer) write(batch []commitReq) {
 
 // pacer says how long the first step of a batch waits for others: the
 // most added latency a run pays for sharing transactions (once for its
-// start, once for its outcome). It is the configured maximum, but at most
-// a twentieth (5%) of the median of the recent provider calls' latencies,
+// start, once for its outcome): the time pacerTarget steps take to come
+// at their recent rate, but at most the configured maximum and at most a
+// twentieth (5%) of the median of the recent provider calls' latencies,
 // so a fast model is not slowed; and none at all when steps come so
 // rarely that fewer than half a step is expected within it.
 type pacer struct {
@@ -268,7 +269,12 @@ func (p *pacer) arrive(t time.Time) {
 	}
 }
 
-// wait returns how long the first step of a batch waits for others.
+// pacerTarget is the batch size the wait aims at: at 16 steps (8 runs'
+// starts and outcomes) a run costs its share of two transactions, 1/8.
+const pacerTarget = 16
+
+// wait returns how long the first step of a batch waits for others: long
+// enough for pacerTarget steps at the recent rate, within the limits.
 func (p *pacer) wait() time.Duration {
 	w := p.maxWait
 	p.mu.Lock()
@@ -279,5 +285,5 @@ func (p *pacer) wait() time.Duration {
 	if p.rate*w.Seconds() < 0.5 {
 		return 0
 	}
-	return w
+	return min(w, time.Duration(float64(pacerTarget-1)/p.rate*float64(time.Second)))
 }

@@ -22,15 +22,20 @@ func TestPacerWait(t *testing.T) {
 			p.arrive(t0.Add(time.Duration(i) * time.Second / time.Duration(perSecond)))
 		}
 	}
-	steps(500, 2*time.Second)
+	steps(200, 2*time.Second)
 	if w := p.wait(); w != 40*time.Millisecond {
-		t.Errorf("500 steps/s, no latency known: wait %s, want the 40ms most", w)
+		t.Errorf("200 steps/s, no latency known: wait %s, want the 40ms most", w)
 	}
 	for range 300 {
 		p.observeLatency(800 * time.Millisecond)
 	}
 	if w := p.wait(); w != 40*time.Millisecond {
 		t.Errorf("median call 800ms: wait %s, want 40ms", w)
+	}
+	// 1,000 steps/s: 16 steps come within 15ms.
+	steps(1000, 2*time.Second)
+	if w := p.wait(); w < 14*time.Millisecond || w > 16*time.Millisecond {
+		t.Errorf("1000 steps/s: wait %s, want 15ms (16 steps)", w)
 	}
 	for range 300 {
 		p.observeLatency(100 * time.Millisecond)
