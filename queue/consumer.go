@@ -452,16 +452,18 @@ func (r *runner) next(ctx context.Context, it *jetstream.MessagesContext, wait t
 // handle runs the handler on one message and applies its decision.
 func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 	d := &Delivery{Subject: msg.Subject(), MaxDeliver: r.maxDeliver, msg: msg}
-	log := r.log.With(zap.String("subject", d.Subject))
+	// The delivery's logging context is encoded only if a line is written.
+	fields := make([]zap.Field, 0, 8)
+	fields = append(fields, zap.String("subject", d.Subject))
 	if md, err := msg.Metadata(); err == nil {
 		d.NumDelivered = md.NumDelivered
 		d.StreamSeq = md.Sequence.Stream
-		log = log.With(zap.Uint64("stream_seq", d.StreamSeq), zap.Uint64("num_delivered", d.NumDelivered))
+		fields = append(fields, zap.Uint64("stream_seq", d.StreamSeq), zap.Uint64("num_delivered", d.NumDelivered))
 	}
 	if h := msg.Headers(); h != nil {
 		if n, err := strconv.Atoi(h.Get(RequeuesHeader)); err == nil && n > 0 {
 			d.Requeues = n
-			log = log.With(zap.Int("requeues", n))
+			fields = append(fields, zap.Int("requeues", n))
 		}
 		if seq, err := strconv.ParseUint(h.Get(RequeueOfHeader), 10, 64); err == nil {
 			d.RequeueOf = seq
@@ -469,13 +471,15 @@ func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	env, err := decodeEnvelope(msg.Data())
 	if err != nil {
+		log := r.log.WithLazy(fields...)
 		log.Error("invalid run message; terminating it", zap.Error(err), zap.Int("body_bytes", len(msg.Data())))
 		r.apply(log, d, Term("invalid envelope: "+err.Error()))
 		return
 	}
 	d.Envelope = env
-	log = log.With(zap.Int64("message_id", env.MessageID), zap.Int("run_no", env.RunNo),
+	fields = append(fields, zap.Int64("message_id", env.MessageID), zap.Int("run_no", env.RunNo),
 		zap.String("schema_id", env.SchemaID))
+	log := r.log.WithLazy(fields...)
 
 	stop := make(chan struct{})
 	var ticker sync.WaitGroup

@@ -185,7 +185,8 @@ func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
 		}
 	}
 	env := d.Envelope
-	log := w.log.With(zap.Int64("message_id", env.MessageID), zap.Int("run_no", env.RunNo),
+	// Encoded only if a line is written.
+	log := w.log.WithLazy(zap.Int64("message_id", env.MessageID), zap.Int("run_no", env.RunNo),
 		zap.Uint64("delivery", d.NumDelivered))
 
 	rs := w.startRun(ctx, d)
