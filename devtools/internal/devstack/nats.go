@@ -11,10 +11,13 @@ import (
 // NATS is a private NATS server with JetStream: devtools/cmd/natsd on its
 // own port and store directory, which a restart keeps.
 type NATS struct {
-	Bin     string // the natsd binary
-	Dir     string // holds store/ and natsd.log; made if missing
-	Port    int
-	Started int // how many times Start ran
+	Bin  string // the natsd binary
+	Dir  string // holds store/ and natsd.log; made if missing
+	Port int
+	// HTTPPort, if set, serves the server's monitoring endpoints (/varz,
+	// /connz, ...) on 127.0.0.1.
+	HTTPPort int
+	Started  int // how many times Start ran
 
 	proc *Proc
 }
@@ -31,9 +34,11 @@ func (n *NATS) Start(ctx context.Context) error {
 	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 		return err
 	}
-	p, err := Start(Spec{Name: "natsd", LogPath: filepath.Join(n.Dir, "natsd.log"), Dir: n.Dir, Args: []string{
-		n.Bin, "-addr", Addr(n.Port), "-store-dir", filepath.Join(n.Dir, "store"),
-	}})
+	args := []string{n.Bin, "-addr", Addr(n.Port), "-store-dir", filepath.Join(n.Dir, "store")}
+	if n.HTTPPort > 0 {
+		args = append(args, "-http", Addr(n.HTTPPort))
+	}
+	p, err := Start(Spec{Name: "natsd", LogPath: filepath.Join(n.Dir, "natsd.log"), Dir: n.Dir, Args: args})
 	if err != nil {
 		return err
 	}
