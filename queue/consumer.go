@@ -245,11 +245,12 @@ const abandonAfter = 5 * time.Second
 // Run pulls messages from cons and handles them with h on a fixed pool of
 // opts.Concurrency goroutines, until ctx is done. It takes a message from
 // the stream only once a slot is free for it, so at most opts.Concurrency
-// messages are held at once (none are prefetched), through one long-lived
-// pull consumption (see consumeLoop). While a handler runs, its message is marked in progress
-// every opts.InProgressEvery. Then Run applies the handler's Decision: an
-// ack waits for the server's confirmation (a failed ack is logged and the
-// message will be redelivered); a nak with a delay; a term.
+// messages are held at once (none are prefetched), through a few
+// long-lived pull consumptions (see consumeLoop). While a handler runs,
+// its message is marked in progress every opts.InProgressEvery. Then Run
+// applies the handler's Decision: an ack waits for the server's
+// confirmation (a failed ack is logged and the message will be
+// redelivered); a nak with a delay; a term.
 //
 // A message whose body is not a valid Envelope is termed and logged: it can
 // never be processed. A handler panic is recovered, logged with its stack,
@@ -309,20 +310,16 @@ type runner struct {
 	stop       <-chan struct{} // closed when Run's ctx is done
 }
 
-// consumeLoop takes messages into free slots until ctx is done, from one
-// long-lived pull consumption (jetstream.Consumer.Messages) that asks the
-// server for one message at a time, and only once a slot is free for it
-// and Ready admits it: no message is taken from the stream before there is
-// a handler for it, so none spends a delivery waiting (while the provider
-// or the database is down, say). The messages go to a fixed pool of
-// opts.Concurrency handler goroutines. The consumption's subscription
-// lives as long as Run: a pull request is one publish on it, where a
+// consumeLoop takes messages into free slots until ctx is done, from a few
+// long-lived pull consumptions (jetstream.Consumer.Messages, maxPullers of
+// them), each asking the server for one message at a time, and only once
+// a slot is free for it and Ready admits it: no message is taken from the
+// stream before there is a handler for it, so none spends a delivery
+// waiting (while the provider or the database is down, say). The messages go to a fixed pool of
+// opts.Concurrency handler goroutines. The consumptions' subscriptions
+// live as long as Run: a pull request is one publish on one, where a
 // fetch per free slot subscribed and unsubscribed each time.
 func (r *runner) consumeLoop(ctx, hctx context.Context) {
-	type job struct {
-		msg  jetstream.Msg
-		done chan struct{} // closed once the message is decided, if set
-	}
 	jobs := make(chan job)
 	for range r.opts.Concurrency {
 		r.wg.Go(func() {
@@ -337,6 +334,29 @@ func (r *runner) consumeLoop(ctx, hctx context.Context) {
 	}
 	defer close(jobs)
 
+	// A few pullers, each with its consumption, so that a slow round trip
+	// to the server does not hold the others back; gate makes Ready's
+	// AdmitOne hold for all of them.
+	var gate sync.Mutex
+	var pullers sync.WaitGroup
+	for range min(r.opts.Concurrency, maxPullers) {
+		pullers.Go(func() { r.pull(ctx, jobs, &gate) })
+	}
+	pullers.Wait()
+}
+
+// maxPullers is how many pull consumptions a Run keeps.
+const maxPullers = 4
+
+// job is one message for the handler pool.
+type job struct {
+	msg  jetstream.Msg
+	done chan struct{} // closed once the message is decided, if set
+}
+
+// pull takes messages into free slots and hands them to the pool, until
+// ctx is done.
+func (r *runner) pull(ctx context.Context, jobs chan<- job, gate *sync.Mutex) {
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 100 * time.Millisecond
 	bo.MaxInterval = 5 * time.Second
@@ -365,25 +385,27 @@ func (r *runner) consumeLoop(ctx, hctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
-		msg, admit, ok := r.next(ctx, &it, wait, retry)
+		msg, admit, ok := r.next(ctx, &it, wait, retry, gate)
 		if !ok {
 			<-r.sem
 			return
 		}
 		bo.Reset()
-		var probed chan struct{}
-		if admit == AdmitOne {
-			probed = make(chan struct{})
+		if admit != AdmitOne {
+			jobs <- job{msg: msg}
+			continue
 		}
+		// The probe of a half-open breaker: next returned holding gate,
+		// so nothing else is taken until it is decided.
+		probed := make(chan struct{})
 		jobs <- job{msg: msg, done: probed}
-		if probed != nil {
-			// The probe of a half-open breaker: nothing else is taken until
-			// it is decided.
-			select {
-			case <-probed:
-			case <-ctx.Done():
-				return
-			}
+		select {
+		case <-probed:
+		case <-ctx.Done():
+		}
+		gate.Unlock()
+		if ctx.Err() != nil {
+			return
 		}
 	}
 }
@@ -392,61 +414,84 @@ func (r *runner) consumeLoop(ctx, hctx context.Context) {
 // it, from the consumption *it (made anew when missing). Between its
 // tries the slot stays held, so a pull request still open on the server
 // always has a slot for its message. ok is false when ctx ends first.
-func (r *runner) next(ctx context.Context, it *jetstream.MessagesContext, wait time.Duration, retry func(error) bool) (_ jetstream.Msg, _ Admit, ok bool) {
+func (r *runner) next(ctx context.Context, it *jetstream.MessagesContext, wait time.Duration, retry func(error) bool, gate *sync.Mutex) (_ jetstream.Msg, _ Admit, ok bool) {
 	for {
 		admit := AdmitAll
+		gate.Lock()
 		if r.opts.Ready != nil {
 			var err error
 			if admit, err = r.opts.Ready(ctx); err != nil {
+				gate.Unlock()
 				return nil, admit, false
 			}
 		}
-		if ctx.Err() != nil {
-			// Shutdown began while a slot was taken: no pull request may
-			// go out, so nothing is delivered that would not be handled.
-			return nil, admit, false
+		if admit != AdmitOne {
+			gate.Unlock()
 		}
-		if *it == nil {
-			m, err := r.cons.Messages(jetstream.PullMaxMessages(1), jetstream.PullExpiry(wait))
-			if err != nil {
-				if !retry(err) {
-					return nil, admit, false
-				}
-				continue
-			}
-			*it = m
-		}
-		nctx, cancel := context.WithTimeout(ctx, wait)
-		msg, err := (*it).Next(jetstream.NextContext(nctx))
-		cancel()
+		msg, err := r.try(ctx, it, wait)
 		if err == nil {
-			return msg, admit, true
+			return msg, admit, true // gate still held for AdmitOne
+		}
+		if admit == AdmitOne {
+			gate.Unlock()
 		}
 		if ctx.Err() != nil {
 			return nil, admit, false
 		}
-		switch {
-		case errors.Is(err, context.DeadlineExceeded):
-			// No message within the wait: the stream is idle, or the server
-			// is unreachable (the consumption waits out a disconnection
-			// without a word). Asking for the consumer's info tells which.
-			ictx, cancel := context.WithTimeout(ctx, wait)
-			_, ierr := r.cons.Info(ictx)
-			cancel()
-			if ierr == nil || ctx.Err() != nil {
-				continue
-			}
-			err = fmt.Errorf("no reply to pull request within %s: %w", wait, ierr)
-		case errors.Is(err, jetstream.ErrNoHeartbeat):
-			// The pull request went unanswered; the consumption asks again.
-		default:
-			(*it).Stop()
-			*it = nil
+		if errors.Is(err, errIdle) {
+			continue
 		}
 		if !retry(err) {
 			return nil, admit, false
 		}
 	}
+}
+
+// errIdle is try's error when no message came and the server answers.
+var errIdle = errors.New("queue: no message within the wait")
+
+// try takes one message from the consumption *it (made anew when
+// missing). It returns errIdle when the stream is idle, after which the
+// caller tries again at once; any other error is a fetch failure.
+func (r *runner) try(ctx context.Context, it *jetstream.MessagesContext, wait time.Duration) (jetstream.Msg, error) {
+	if ctx.Err() != nil {
+		// Shutdown began while a slot was taken: no pull request may go
+		// out, so nothing is delivered that would not be handled.
+		return nil, ctx.Err()
+	}
+	if *it == nil {
+		m, err := r.cons.Messages(jetstream.PullMaxMessages(1), jetstream.PullExpiry(wait))
+		if err != nil {
+			return nil, err
+		}
+		*it = m
+	}
+	nctx, cancel := context.WithTimeout(ctx, wait)
+	msg, err := (*it).Next(jetstream.NextContext(nctx))
+	cancel()
+	switch {
+	case err == nil:
+		return msg, nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case errors.Is(err, context.DeadlineExceeded):
+		// No message within the wait: the stream is idle, or the server is
+		// unreachable (the consumption waits out a disconnection without a
+		// word). Asking for the consumer's info tells which.
+		ictx, cancel := context.WithTimeout(ctx, wait)
+		_, ierr := r.cons.Info(ictx)
+		cancel()
+		if ierr == nil || ctx.Err() != nil {
+			return nil, errIdle
+		}
+		return nil, fmt.Errorf("no reply to pull request within %s: %w", wait, ierr)
+	case errors.Is(err, jetstream.ErrNoHeartbeat):
+		// The pull request went unanswered; the consumption asks again.
+		return nil, err
+	}
+	(*it).Stop()
+	*it = nil
+	return nil, err
 }
 
 // handle runs the handler on one message and applies its decision.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/extractq/extractq/store"
@@ -127,7 +128,14 @@ func (c *committer) collect(writers chan<- []commitReq) {
 			}
 			c.pace.arrive(r.at)
 			batch = append(batch, r)
-			if w := c.pace.wait(); w > 0 && c.max > 1 {
+			w := c.pace.wait()
+			if r.start != nil {
+				// Starts come in bursts, as a batch's commits free their
+				// runs' slots at once: they need a fraction of the wait to
+				// share a transaction, and each of them delays a call.
+				w /= 4
+			}
+			if w > 0 && c.max > 1 {
 				timer.Reset(w)
 				// Wait for others until the timer or a full batch.
 			wait:
@@ -187,6 +195,7 @@ func (c *committer) write(batch []commitReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	rs, errs := c.st.RunWriteBatch(ctx, starts, outcomes)
 	cancel()
+	c.pace.observeWrite(time.Since(now))
 	for _, r := range batch {
 		if r.start != nil {
 			r.startc <- rs[0]
@@ -203,6 +212,8 @@ func (c *committer) write(batch []commitReq) {
 // start, once for its outcome): the time pacerTarget steps take to come
 // at their recent rate, but at most the configured maximum and at most a
 // twentieth (5%) of the median of the recent provider calls' latencies,
+// less the recent transactions' duration (the limit is on the latency
+// added, the transaction's own included),
 // so a fast model is not slowed; and none at all when steps come so
 // rarely that fewer than half a step is expected within it.
 type pacer struct {
@@ -214,6 +225,10 @@ type pacer struct {
 	fresh   int // latencies since median was computed
 	median  time.Duration
 	scratch []time.Duration
+
+	// write is the smoothed duration of a batch's transaction, in
+	// nanoseconds.
+	write atomic.Int64
 
 	// Owned by the collector.
 	winStart time.Time
@@ -252,6 +267,16 @@ func (p *pacer) observeLatency(d time.Duration) {
 	}
 }
 
+// observeWrite records how long one batch's transaction took.
+func (p *pacer) observeWrite(d time.Duration) {
+	old := p.write.Load()
+	if old == 0 {
+		p.write.Store(int64(d))
+		return
+	}
+	p.write.Store(old + (int64(d)-old)/8)
+}
+
 // arrive counts a step handed over at t; only the collector calls it.
 func (p *pacer) arrive(t time.Time) {
 	if p.winStart.IsZero() {
@@ -282,6 +307,8 @@ func (p *pacer) wait() time.Duration {
 		w = min(w, p.median/20)
 	}
 	p.mu.Unlock()
+	// The limit holds for the latency added, the transaction's included.
+	w -= time.Duration(p.write.Load())
 	if p.rate*w.Seconds() < 0.5 {
 		return 0
 	}
