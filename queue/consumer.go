@@ -466,7 +466,11 @@ func (r *runner) try(ctx context.Context, it *jetstream.MessagesContext, wait ti
 		}
 		*it = m
 	}
-	nctx, cancel := context.WithTimeout(ctx, wait)
+	// Longer than the pull request's expiry, after which the server says
+	// so, and than nats.go's wait for its heartbeats (twice the heartbeat,
+	// half the expiry): a pull request the server lost (it restarted) is
+	// then noticed by nats.go, which asks again, rather than waited on.
+	nctx, cancel := context.WithTimeout(ctx, wait*3/2)
 	msg, err := (*it).Next(jetstream.NextContext(nctx))
 	cancel()
 	switch {
