@@ -145,14 +145,13 @@ type Requeuer interface {
 // idempotent: a message is delivered again when its ack is lost.
 type Handler func(ctx context.Context, d *Delivery) Decision
 
-// Admit is what ConsumerOptions.Ready lets the next fetch take.
+// Admit is what ConsumerOptions.Ready lets the next pull take.
 type Admit int
 
 const (
-	// AdmitAll lets the fetch take as many messages as there are free
-	// slots.
+	// AdmitAll lets the pull take a message for each free slot.
 	AdmitAll Admit = iota
-	// AdmitOne lets it take one message, and no other fetch happens until
+	// AdmitOne lets it take one message, and no other pull happens until
 	// that message's handler has returned and its decision is applied: the
 	// probe of a half-open circuit breaker, which lets one call through, so
 	// that no other message is delivered only to be refused.
@@ -174,17 +173,20 @@ type ConsumerOptions struct {
 	// PanicDelay is how long a message whose handler panicked waits before
 	// redelivery. Default 5s.
 	PanicDelay time.Duration
-	// FetchWait is how long one fetch waits for messages. Default 5s.
+	// FetchWait is how long one pull request waits for a message (at
+	// least 1s, the least nats.go takes); when none came, the consumer's
+	// info is asked for, and a failure is logged as a fetch failure.
+	// Default 5s.
 	FetchWait time.Duration
 	// TermWithReason sends the term reason to the server. Servers before
 	// 2.10.4 ignore a term with a reason and redeliver the message, so set
 	// it only from TermReasonSupported. Default false: a plain term, the
 	// reason only logged.
 	TermWithReason bool
-	// Ready, if set, is called before each fetch and blocks while the
-	// worker should not take new work (a provider circuit breaker that is
-	// open, a database that does not answer). Then it says what the fetch
-	// may take: AdmitAll, or AdmitOne for the one probe of a half-open
+	// Ready, if set, is called once a slot is free, before each pull
+	// request, and blocks while the worker should not take new work (a
+	// provider circuit breaker that is open, a database that does not
+	// answer). Then it says what the pull may take: AdmitAll, or AdmitOne for the one probe of a half-open
 	// breaker. It returns an error only when ctx is done. Messages already
 	// held are not affected.
 	Ready func(ctx context.Context) (Admit, error)
@@ -240,13 +242,15 @@ const requeueTimeout = 10 * time.Second
 // cancelled, before it returns without them.
 const abandonAfter = 5 * time.Second
 
-// Run pulls messages from cons and handles each in its own goroutine with
-// h, until ctx is done. It fetches only as many messages as it has free
-// slots, so at most opts.Concurrency messages are held at once (none are
-// prefetched). While a handler runs, its message is marked in progress
-// every opts.InProgressEvery. Then Run applies the handler's Decision: an
-// ack waits for the server's confirmation (a failed ack is logged and the
-// message will be redelivered); a nak with a delay; a term.
+// Run pulls messages from cons and handles them with h on a fixed pool of
+// opts.Concurrency goroutines, until ctx is done. It takes a message from
+// the stream only once a slot is free for it, so at most opts.Concurrency
+// messages are held at once (none are prefetched), through a few
+// long-lived pull consumptions (see consumeLoop). While a handler runs,
+// its message is marked in progress every opts.InProgressEvery. Then Run
+// applies the handler's Decision: an ack waits for the server's
+// confirmation (a failed ack is logged and the message will be
+// redelivered); a nak with a delay; a term.
 //
 // A message whose body is not a valid Envelope is termed and logged: it can
 // never be processed. A handler panic is recovered, logged with its stack,
@@ -274,7 +278,7 @@ func Run(ctx context.Context, cons jetstream.Consumer, h Handler, opts ConsumerO
 	hctx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
 
-	r.fetchLoop(ctx, hctx)
+	r.consumeLoop(ctx, hctx)
 
 	done := make(chan struct{})
 	go func() { r.wg.Wait(); close(done) }()
@@ -306,124 +310,209 @@ type runner struct {
 	stop       <-chan struct{} // closed when Run's ctx is done
 }
 
-// fetchLoop fetches into free slots until ctx is done.
-func (r *runner) fetchLoop(ctx, hctx context.Context) {
+// consumeLoop takes messages into free slots until ctx is done, from a few
+// long-lived pull consumptions (jetstream.Consumer.Messages, maxPullers of
+// them), each asking the server for one message at a time, and only once
+// a slot is free for it and Ready admits it: no message is taken from the
+// stream before there is a handler for it, so none spends a delivery
+// waiting (while the provider or the database is down, say). The messages go to a fixed pool of
+// opts.Concurrency handler goroutines. The consumptions' subscriptions
+// live as long as Run: a pull request is one publish on one, where a
+// fetch per free slot subscribed and unsubscribed each time.
+func (r *runner) consumeLoop(ctx, hctx context.Context) {
+	jobs := make(chan job)
+	for range r.opts.Concurrency {
+		r.wg.Go(func() {
+			for j := range jobs {
+				r.handle(hctx, j.msg)
+				<-r.sem
+				if j.done != nil {
+					close(j.done)
+				}
+			}
+		})
+	}
+	defer close(jobs)
+
+	// A few pullers, each with its consumption, so that a slow round trip
+	// to the server does not hold the others back; gate makes Ready's
+	// AdmitOne hold for all of them.
+	var gate sync.Mutex
+	var pullers sync.WaitGroup
+	for range min(r.opts.Concurrency, maxPullers) {
+		pullers.Go(func() { r.pull(ctx, jobs, &gate) })
+	}
+	pullers.Wait()
+}
+
+// maxPullers is how many pull consumptions a Run keeps.
+const maxPullers = 4
+
+// job is one message for the handler pool.
+type job struct {
+	msg  jetstream.Msg
+	done chan struct{} // closed once the message is decided, if set
+}
+
+// pull takes messages into free slots and hands them to the pool, until
+// ctx is done.
+func (r *runner) pull(ctx context.Context, jobs chan<- job, gate *sync.Mutex) {
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 100 * time.Millisecond
 	bo.MaxInterval = 5 * time.Second
+	var it jetstream.MessagesContext
+	defer func() {
+		if it != nil {
+			it.Stop()
+		}
+	}()
+	retry := func(err error) bool {
+		wait := bo.NextBackOff()
+		r.log.Warn("fetch failed; retrying", zap.Error(err), zap.Duration("retry_in", wait))
+		select {
+		case <-time.After(wait):
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	wait := max(r.opts.FetchWait, time.Second) // the least pull expiry nats.go takes
 	for {
-		admit := AdmitAll
-		if r.opts.Ready != nil {
-			var err error
-			if admit, err = r.opts.Ready(ctx); err != nil {
-				return
-			}
-		}
-		limit := r.opts.Concurrency
-		var probed chan struct{} // closed when the one admitted message is done
-		if admit == AdmitOne {
-			limit, probed = 1, make(chan struct{})
-		}
-		// Wait for one free slot, then take every other free one.
+		// A free slot first, then Ready: what Ready says holds for the
+		// message taken next.
 		select {
 		case r.sem <- struct{}{}:
 		case <-ctx.Done():
 			return
 		}
-		n := 1
-	take:
-		for n < limit {
-			select {
-			case r.sem <- struct{}{}:
-				n++
-			default:
-				break take
-			}
-		}
-		if ctx.Err() != nil {
-			// Shutdown began while a slot was taken: no pull request may
-			// go out, so nothing is delivered that would not be handled.
-			for range n {
-				<-r.sem
-			}
-			return
-		}
-
-		got, err := r.fetch(ctx, hctx, n, probed)
-		for range n - got {
+		msg, admit, ok := r.next(ctx, &it, wait, retry, gate)
+		if !ok {
 			<-r.sem
-		}
-		if got > 0 && probed != nil {
-			select {
-			case <-probed:
-			case <-ctx.Done():
-				return
-			}
-		}
-		if ctx.Err() != nil {
 			return
-		}
-		if err != nil {
-			wait := bo.NextBackOff()
-			r.log.Warn("fetch failed; retrying", zap.Error(err), zap.Duration("retry_in", wait))
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
-				return
-			}
-			continue
 		}
 		bo.Reset()
+		if admit != AdmitOne {
+			jobs <- job{msg: msg}
+			continue
+		}
+		// The probe of a half-open breaker: next returned holding gate,
+		// so nothing else is taken until it is decided.
+		probed := make(chan struct{})
+		jobs <- job{msg: msg, done: probed}
+		select {
+		case <-probed:
+		case <-ctx.Done():
+		}
+		gate.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
 	}
 }
 
-// fetch asks for up to n messages and starts a handler for each; it returns
-// how many it started. Each started handler releases its slot, and closes
-// done, if set (then n is 1), once its decision is applied.
-func (r *runner) fetch(ctx, hctx context.Context, n int, done chan struct{}) (int, error) {
-	fctx, cancel := context.WithTimeout(ctx, r.opts.FetchWait)
-	defer cancel()
-	batch, err := r.cons.Fetch(n, jetstream.FetchContext(fctx))
-	if err != nil {
-		return 0, err
+// next takes one message for the slot the caller holds, once Ready admits
+// it, from the consumption *it (made anew when missing). Between its
+// tries the slot stays held, so a pull request still open on the server
+// always has a slot for its message. ok is false when ctx ends first.
+func (r *runner) next(ctx context.Context, it *jetstream.MessagesContext, wait time.Duration, retry func(error) bool, gate *sync.Mutex) (_ jetstream.Msg, _ Admit, ok bool) {
+	for {
+		admit := AdmitAll
+		gate.Lock()
+		if r.opts.Ready != nil {
+			var err error
+			if admit, err = r.opts.Ready(ctx); err != nil {
+				gate.Unlock()
+				return nil, admit, false
+			}
+		}
+		if admit != AdmitOne {
+			gate.Unlock()
+		}
+		msg, err := r.try(ctx, it, wait)
+		if err == nil {
+			return msg, admit, true // gate still held for AdmitOne
+		}
+		if admit == AdmitOne {
+			gate.Unlock()
+		}
+		if ctx.Err() != nil {
+			return nil, admit, false
+		}
+		if errors.Is(err, errIdle) {
+			continue
+		}
+		if !retry(err) {
+			return nil, admit, false
+		}
 	}
-	got := 0
-	for msg := range batch.Messages() {
-		got++
-		r.wg.Go(func() {
-			defer func() {
-				<-r.sem
-				if done != nil {
-					close(done)
-				}
-			}()
-			r.handle(hctx, msg)
-		})
+}
+
+// errIdle is try's error when no message came and the server answers.
+var errIdle = errors.New("queue: no message within the wait")
+
+// try takes one message from the consumption *it (made anew when
+// missing). It returns errIdle when the stream is idle, after which the
+// caller tries again at once; any other error is a fetch failure.
+func (r *runner) try(ctx context.Context, it *jetstream.MessagesContext, wait time.Duration) (jetstream.Msg, error) {
+	if ctx.Err() != nil {
+		// Shutdown began while a slot was taken: no pull request may go
+		// out, so nothing is delivered that would not be handled.
+		return nil, ctx.Err()
 	}
-	err = batch.Error()
-	if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
-		return got, err
+	if *it == nil {
+		m, err := r.cons.Messages(jetstream.PullMaxMessages(1), jetstream.PullExpiry(wait))
+		if err != nil {
+			return nil, err
+		}
+		*it = m
 	}
-	if errors.Is(err, context.DeadlineExceeded) && got == 0 {
-		// The server never closed the pull: it may be unreachable.
-		return got, fmt.Errorf("no reply to pull request within %s", r.opts.FetchWait)
+	// Longer than the pull request's expiry, after which the server says
+	// so, and than nats.go's wait for its heartbeats (twice the heartbeat,
+	// half the expiry): a pull request the server lost (it restarted) is
+	// then noticed by nats.go, which asks again, rather than waited on.
+	nctx, cancel := context.WithTimeout(ctx, wait*3/2)
+	msg, err := (*it).Next(jetstream.NextContext(nctx))
+	cancel()
+	switch {
+	case err == nil:
+		return msg, nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case errors.Is(err, context.DeadlineExceeded):
+		// No message within the wait: the stream is idle, or the server is
+		// unreachable (the consumption waits out a disconnection without a
+		// word). Asking for the consumer's info tells which.
+		ictx, cancel := context.WithTimeout(ctx, wait)
+		_, ierr := r.cons.Info(ictx)
+		cancel()
+		if ierr == nil || ctx.Err() != nil {
+			return nil, errIdle
+		}
+		return nil, fmt.Errorf("no reply to pull request within %s: %w", wait, ierr)
+	case errors.Is(err, jetstream.ErrNoHeartbeat):
+		// The pull request went unanswered; the consumption asks again.
+		return nil, err
 	}
-	return got, nil
+	(*it).Stop()
+	*it = nil
+	return nil, err
 }
 
 // handle runs the handler on one message and applies its decision.
 func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 	d := &Delivery{Subject: msg.Subject(), MaxDeliver: r.maxDeliver, msg: msg}
-	log := r.log.With(zap.String("subject", d.Subject))
+	// The delivery's logging context is encoded only if a line is written.
+	fields := make([]zap.Field, 0, 8)
+	fields = append(fields, zap.String("subject", d.Subject))
 	if md, err := msg.Metadata(); err == nil {
 		d.NumDelivered = md.NumDelivered
 		d.StreamSeq = md.Sequence.Stream
-		log = log.With(zap.Uint64("stream_seq", d.StreamSeq), zap.Uint64("num_delivered", d.NumDelivered))
+		fields = append(fields, zap.Uint64("stream_seq", d.StreamSeq), zap.Uint64("num_delivered", d.NumDelivered))
 	}
 	if h := msg.Headers(); h != nil {
 		if n, err := strconv.Atoi(h.Get(RequeuesHeader)); err == nil && n > 0 {
 			d.Requeues = n
-			log = log.With(zap.Int("requeues", n))
+			fields = append(fields, zap.Int("requeues", n))
 		}
 		if seq, err := strconv.ParseUint(h.Get(RequeueOfHeader), 10, 64); err == nil {
 			d.RequeueOf = seq
@@ -431,13 +520,15 @@ func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	env, err := decodeEnvelope(msg.Data())
 	if err != nil {
+		log := r.log.WithLazy(fields...)
 		log.Error("invalid run message; terminating it", zap.Error(err), zap.Int("body_bytes", len(msg.Data())))
 		r.apply(log, d, Term("invalid envelope: "+err.Error()))
 		return
 	}
 	d.Envelope = env
-	log = log.With(zap.Int64("message_id", env.MessageID), zap.Int("run_no", env.RunNo),
+	fields = append(fields, zap.Int64("message_id", env.MessageID), zap.Int("run_no", env.RunNo),
 		zap.String("schema_id", env.SchemaID))
+	log := r.log.WithLazy(fields...)
 
 	stop := make(chan struct{})
 	var ticker sync.WaitGroup

@@ -43,9 +43,11 @@
 //
 // # Consuming
 //
-// [Run] fetches only into free slots, so a worker never holds more than
-// ConsumerOptions.Concurrency messages, and handles each in its own
-// goroutine. The [Handler] returns a [Decision]: [Ack] (confirmed by the
+// [Run] takes a message only into a free slot, so a worker never holds
+// more than ConsumerOptions.Concurrency messages: a few long-lived pull
+// consumptions ask the server for one message each time a slot frees
+// (no subscription per fetch), and a fixed pool of Concurrency
+// goroutines handles them. The [Handler] returns a [Decision]: [Ack] (confirmed by the
 // server before the slot is freed), [Nak] with a delay, [Requeue] or
 // [Term]. Acks can be lost, so handlers must be idempotent; the worker
 // checks whether a run already has an outcome before it calls the LLM. A

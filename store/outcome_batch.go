@@ -4,10 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // outcomeWriteSQL writes one run's whole outcome in one statement: the
@@ -183,54 +180,6 @@ func callArrays(calls []LLMCall, schemaID, schemaVersion string) ([]any, error) 
 // transaction fails, each outcome is written again on its own (see
 // RunOutcomeInsert), so one bad outcome cannot hold the others back.
 func (s *Store) RunOutcomeInsertMany(ctx context.Context, params []RunOutcomeParams) []error {
-	errs := make([]error, len(params))
-	var b pgx.Batch
-	var idx []int // params index of each queued statement
-	for i, p := range params {
-		if err := p.validate(); err != nil {
-			errs[i] = fmt.Errorf("store.RunOutcomeInsertMany(%d, %d): %w", p.MessageID, p.RunNo, err)
-			continue
-		}
-		args, err := outcomeArgs(p)
-		if err != nil {
-			errs[i] = fmt.Errorf("store.RunOutcomeInsertMany(%d, %d): %w", p.MessageID, p.RunNo, err)
-			continue
-		}
-		b.Queue(outcomeWriteSQL, args...)
-		idx = append(idx, i)
-	}
-	if len(idx) == 0 {
-		return errs
-	}
-	finished := make([]int, len(idx))
-	txErr := beginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		br := tx.SendBatch(ctx, &b)
-		for k := range idx {
-			if err := br.QueryRow().Scan(&finished[k]); err != nil {
-				br.Close()
-				return err
-			}
-		}
-		return br.Close()
-	})
-	if txErr == nil {
-		for k, i := range idx {
-			if finished[k] == 0 {
-				errs[i] = fmt.Errorf("store.RunOutcomeInsertMany(%d, %d): run is not queued: %w",
-					params[i].MessageID, params[i].RunNo, ErrOutcomeExists)
-			}
-		}
-		return errs
-	}
-	if ctx.Err() != nil || errors.Is(txErr, context.DeadlineExceeded) || Transient(txErr) {
-		for _, i := range idx {
-			errs[i] = fmt.Errorf("store.RunOutcomeInsertMany(%d outcomes): %w", len(idx), interpretError(txErr))
-		}
-		return errs
-	}
-	// One outcome made the batch fail: write each on its own.
-	for _, i := range idx {
-		errs[i] = s.RunOutcomeInsert(ctx, s.Pool, params[i])
-	}
+	_, errs := s.RunWriteBatch(ctx, nil, params)
 	return errs
 }

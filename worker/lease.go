@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"os"
 	"strconv"
 	"time"
@@ -38,20 +39,34 @@ func newLeaseOwner() string {
 	return host + "/" + strconv.Itoa(os.Getpid()) + "/" + hex.EncodeToString(b[:])
 }
 
-// lease takes the run's lease for d's copy. ok is false when d must not
-// be worked on; dec then says what to do with it.
-func (w *Worker) lease(ctx context.Context, log *zap.Logger, d *queue.Delivery) (dec queue.Decision, ok bool) {
-	rctx, cancel := context.WithTimeout(ctx, w.cfg.DBTimeout)
-	l, err := w.cfg.Store.RunLeaseTake(rctx, w.cfg.Store.Pool, w.leaseParams(d))
-	cancel()
-	if err != nil {
-		w.noteDBError(err)
-		log.Warn("taking the run's lease failed; will retry", zap.Error(err))
-		return w.later(d, "database"), false
+// startRun reads d's run with its message and takes the run's lease for
+// d's copy: in a transaction shared with other runs' steps when outcomes
+// are batched (committer.start), else one step after the other. A run
+// that is not queued gets store.LeaseDone with its status and no lease.
+func (w *Worker) startRun(ctx context.Context, d *queue.Delivery) store.RunStart {
+	p := w.leaseParams(d)
+	if com := w.com; com != nil {
+		if rs, err := com.start(p); !errors.Is(err, errCommitterClosed) {
+			return rs
+		}
 	}
+	rctx, cancel := context.WithTimeout(ctx, w.cfg.DBTimeout)
+	defer cancel()
+	rw, err := w.cfg.Store.RunGetWithMessage(rctx, w.cfg.Store.Pool, store.RunGetParams{MessageID: p.MessageID, RunNo: p.RunNo})
+	if err != nil || rw.Run.Status != store.RunQueued {
+		return store.RunStart{Run: rw, Lease: store.RunLease{State: store.LeaseDone, Status: rw.Run.Status}, Err: err}
+	}
+	l, err := w.cfg.Store.RunLeaseTake(rctx, w.cfg.Store.Pool, p)
+	return store.RunStart{Run: rw, Lease: l, Err: err}
+}
+
+// leaseDecision says what to do with a delivery whose run's lease came
+// out as l: ok is true when the run is this delivery's to work on; else
+// dec says what to do with it.
+func (w *Worker) leaseDecision(log *zap.Logger, l store.RunLease) (dec queue.Decision, ok bool) {
 	switch l.State {
 	case store.LeaseDone:
-		log.Debug("run got an outcome meanwhile; acking redelivery", zap.String("status", l.Status))
+		log.Debug("run already has an outcome; acking redelivery", zap.String("status", l.Status))
 		if w.cfg.Metrics != nil {
 			w.cfg.Metrics.redeliveries.Inc()
 		}

@@ -44,9 +44,12 @@ type Config struct {
 	// DBTimeout bounds each database step. It must stay below the
 	// consumer's ack wait. Default 15s.
 	DBTimeout time.Duration
-	// CommitBatch is the most run outcomes written in one transaction;
-	// CommitWait how long the first waits for others. Defaults 1 (each run
-	// on its own) and 2ms.
+	// CommitBatch is the most run steps (a run's read and lease, or its
+	// outcome) done in one shared transaction; CommitWait the most the
+	// first waits for others, and it waits at most 5% of the median
+	// latency of the recent provider calls, and not at all when steps come
+	// too rarely to share (see pacer). Defaults 1 (each step on its own)
+	// and DefaultCommitWait.
 	CommitBatch int
 	CommitWait  time.Duration
 	// Metrics, if set, receives the worker's counts (NewMetrics).
@@ -66,6 +69,11 @@ type Config struct {
 	// Logger is required in spirit; nil means no logs.
 	Logger *zap.Logger
 }
+
+// DefaultCommitWait is the default of Config.CommitWait: with a
+// transaction's own few milliseconds, it keeps the latency batching adds
+// to a run's commit under 50 ms (issue 18's cap).
+const DefaultCommitWait = 40 * time.Millisecond
 
 // Breaker is the provider's circuit breaker as the worker reads it;
 // *provider.Transport is one.
@@ -126,9 +134,10 @@ func New(cfg Config) (*Worker, error) {
 	cfg.Metrics.watch(w)
 	if cfg.CommitBatch > 1 {
 		if cfg.CommitWait <= 0 {
-			cfg.CommitWait = 2 * time.Millisecond
+			cfg.CommitWait = DefaultCommitWait
 		}
 		w.com = newCommitter(cfg.Store, cfg.CommitBatch, cfg.CommitWait, cfg.DBTimeout)
+		w.com.observe = cfg.Metrics.batch
 	}
 	return w, nil
 }
@@ -176,29 +185,22 @@ func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
 		}
 	}
 	env := d.Envelope
-	log := w.log.With(zap.Int64("message_id", env.MessageID), zap.Int("run_no", env.RunNo),
+	// Encoded only if a line is written.
+	log := w.log.WithLazy(zap.Int64("message_id", env.MessageID), zap.Int("run_no", env.RunNo),
 		zap.Uint64("delivery", d.NumDelivered))
 
-	rctx, cancel := context.WithTimeout(ctx, w.cfg.DBTimeout)
-	rw, err := w.cfg.Store.RunGetWithMessage(rctx, w.cfg.Store.Pool, store.RunGetParams{MessageID: env.MessageID, RunNo: env.RunNo})
-	cancel()
+	rs := w.startRun(ctx, d)
+	rw, err := rs.Run, rs.Err
 	if errors.Is(err, store.ErrNotFound) {
 		log.Error("run message names no stored run; terminating it")
 		return queue.Term("no such run")
 	}
 	if err != nil {
 		w.noteDBError(err)
-		log.Warn("reading run failed; will retry", zap.Error(err))
+		log.Warn("reading or leasing the run failed; will retry", zap.Error(err))
 		return w.later(d, "database")
 	}
-	if rw.Run.Status != store.RunQueued {
-		log.Debug("run already has an outcome; acking redelivery", zap.String("status", rw.Run.Status))
-		if w.cfg.Metrics != nil {
-			w.cfg.Metrics.redeliveries.Inc()
-		}
-		return queue.Ack()
-	}
-	if dec, ok := w.lease(ctx, log, d); !ok {
+	if dec, ok := w.leaseDecision(log, rs.Lease); !ok {
 		return dec
 	}
 
@@ -215,6 +217,11 @@ func (w *Worker) Handle(ctx context.Context, d *queue.Delivery) queue.Decision {
 		Text: rw.Message.Body, Schema: entry.Schema, Prompt: entry.Prompt, Repair: entry.Repair,
 		Meta: pipeline.MessageMeta{Source: rw.Message.Source, Metadata: rw.Message.Metadata, ReceivedAt: rw.Message.ReceivedAt},
 	})
+	if w.com != nil && res != nil {
+		for _, c := range res.Calls {
+			w.com.pace.observeLatency(c.Latency)
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			log.Info("shutting down during the run; it will be redelivered")

@@ -5,11 +5,15 @@
 //
 // Usage:
 //
-//	bench [-scenarios A,B,C,D,E,F] [-quick] [-out DIR]
+//	bench [-scenarios A,B,C,D,E,F,R] [-quick] [-out DIR] [-baseline REV] [-shared]
 //
-// It uses DATABASE_URL's server (a database extractq_bench, one schema per
-// scenario) and NATS_URL (one stream per scenario), and cleans both up.
-// The figures describe this machine and the simulator, not a model.
+// It starts a private Postgres cluster and NATS server of its own (a
+// database extractq_bench, one schema and one stream per scenario), so
+// that their CPU time is the bench's; with -shared it uses DATABASE_URL's
+// server and NATS_URL instead, and cleans both up. -baseline REV builds
+// cmd/worker of another commit, which scenario R runs in alternation with
+// this tree's. The figures describe this machine and the simulator, not a
+// model.
 package main
 
 import (
@@ -44,7 +48,10 @@ func main() {
 		}
 		return
 	}
-	scenarios := flag.String("scenarios", "A,B,C,D,E,F", "scenarios to run, comma separated (G, the shared provider limit, is not in the default set)")
+	scenarios := flag.String("scenarios", "A,B,C,D,E,F,R", "scenarios to run, comma separated (G, the shared provider limit, is not in the default set)")
+	baseline := flag.String("baseline", "", "a git revision whose worker scenario R runs in alternation with this tree's")
+	shared := flag.Bool("shared", false, "use DATABASE_URL's Postgres and NATS_URL instead of private instances (their CPU then includes whatever else runs)")
+	pgBin := flag.String("pg-bin", "", "folder of initdb and postgres for the private cluster (default: the newest found)")
 	quick := flag.Bool("quick", false, "a short smoke run: fewer messages, one in-flight level, a short outage")
 	out := flag.String("out", "bench-results", "folder for the JSON figures and the processes' logs")
 	profile := flag.Bool("profile", false, "each worker, bare worker and simulator writes a CPU profile, <process>.cpu.pprof beside its log")
@@ -55,14 +62,14 @@ func main() {
 		os.Exit(2)
 	}
 	env := startup.ReadEnv()
-	if err := run(*scenarios, *quick, *out, *profile, env); err != nil {
+	if err := run(*scenarios, *quick, *out, *profile, *baseline, *shared, *pgBin, env); err != nil {
 		log.Sync()
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(scenarios string, quick bool, outDir string, profile bool, e startup.Env) error {
+func run(scenarios string, quick bool, outDir string, profile bool, baseline string, shared bool, pgBin string, e startup.Env) error {
 	ctx, stop := startup.Context()
 	defer stop()
 	start := time.Now()
@@ -71,13 +78,29 @@ func run(scenarios string, quick bool, outDir string, profile bool, e startup.En
 	}
 	out, _ := filepath.Abs(outDir)
 	bin := filepath.Join(out, "bin")
-	fmt.Fprintln(os.Stderr, "bench: building worker, llmsim and repaircompare")
+	fmt.Fprintln(os.Stderr, "bench: building worker, llmsim, natsd and repaircompare")
 	repo, err := devstack.FindRepo()
 	if err != nil {
 		return err
 	}
-	if err := devstack.Build(ctx, repo, bin, "./cmd/worker", "./devtools/cmd/llmsim", "./devtools/cmd/repaircompare"); err != nil {
+	if err := devstack.Build(ctx, repo, bin, "./cmd/worker", "./devtools/cmd/llmsim", "./devtools/cmd/natsd", "./devtools/cmd/repaircompare"); err != nil {
 		return err
+	}
+	var baselineBin string
+	if baseline != "" {
+		fmt.Fprintf(os.Stderr, "bench: building the worker of %s\n", baseline)
+		if baselineBin, err = buildBaseline(ctx, repo, out, baseline); err != nil {
+			return err
+		}
+	}
+	var svc *services
+	if !shared {
+		fmt.Fprintln(os.Stderr, "bench: starting a private Postgres and NATS server")
+		if svc, err = startServices(ctx, bin, out, pgBin); err != nil {
+			return err
+		}
+		defer svc.stop()
+		e.DatabaseURL, e.NATSURL = svc.pg.URL("postgres"), svc.nats.URL()
 	}
 	u, err := url.Parse(e.DatabaseURL)
 	if err != nil {
@@ -92,7 +115,8 @@ func run(scenarios string, quick bool, outDir string, profile bool, e startup.En
 		return err
 	}
 	log, _ := startup.NewLogger("bench", "warn")
-	env := benchEnv{bin: bin, baseDB: u.String(), natsURL: e.NATSURL, messages: msgs, out: out, profile: profile, log: log}
+	env := benchEnv{bin: bin, baseDB: u.String(), natsURL: e.NATSURL, messages: msgs, out: out, profile: profile, log: log,
+		svc: svc, baselineBin: baselineBin, baselineRev: baseline}
 
 	var results []result
 	add := func(r result, err error) error {
@@ -138,6 +162,12 @@ func run(scenarios string, quick bool, outDir string, profile bool, e startup.En
 				outage = 5 * time.Second
 			}
 			err = add(scenarioE(ctx, env, n(8000, 1500), outage))
+		case "R":
+			var rs []result
+			rs, err = scenarioR(ctx, env, n(4000, 1000), n(2, 1))
+			for _, r := range rs {
+				_ = add(r, nil)
+			}
 		case "F":
 			var rs []result
 			rs, err = scenarioF(ctx, env, n(400, 60))

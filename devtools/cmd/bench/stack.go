@@ -50,6 +50,10 @@ type benchEnv struct {
 	out      string       // results folder
 	profile  bool         // processes write CPU profiles beside their logs
 	log      *zap.Logger
+	// svc are the private Postgres and NATS, nil with -shared.
+	svc *services
+	// baselineBin is the worker of baselineRev (-baseline), or empty.
+	baselineBin, baselineRev string
 }
 
 type ingestLine struct{ ID, Text string }

@@ -17,6 +17,9 @@ type NATS struct {
 	Dir     string // holds store/ and natsd.log; made if missing
 	Port    int
 	Started int // how many times Start ran
+	// HTTPPort, if set, serves the server's monitoring endpoints (/varz,
+	// /connz, ...) on 127.0.0.1.
+	HTTPPort int
 	// Name, ClusterPort and Routes make the server one of a JetStream
 	// cluster: its name (unique in the cluster), its cluster port, and
 	// the cluster ports of every server (on 127.0.0.1). ClusterPort 0:
@@ -47,6 +50,9 @@ func (n *NATS) Start(ctx context.Context) error {
 			routes[i] = "nats-route://" + Addr(r)
 		}
 		args = append(args, "-name", n.Name, "-cluster", Addr(n.ClusterPort), "-routes", strings.Join(routes, ","))
+	}
+	if n.HTTPPort > 0 {
+		args = append(args, "-http", Addr(n.HTTPPort))
 	}
 	p, err := Start(Spec{Name: cmp.Or(n.Name, "natsd"), LogPath: filepath.Join(n.Dir, "natsd.log"), Dir: n.Dir, Args: args})
 	if err != nil {

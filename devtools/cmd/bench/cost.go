@@ -1,0 +1,446 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/extractq/extractq/devtools/internal/devstack"
+	"github.com/extractq/extractq/schemas"
+	"github.com/extractq/extractq/store"
+)
+
+// clockTicks is the unit of the CPU times in /proc/<pid>/stat (USER_HZ,
+// 100 on Linux for every architecture the bench runs on).
+const clockTicks = 100
+
+// procStat is what the bench reads of /proc/<pid>/stat: the parent, and
+// the CPU time (user + system) the process used and that of the children
+// it waited for.
+type procStat struct {
+	ppid       int
+	self, kids time.Duration
+}
+
+func readProcStat(pid int) (procStat, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, err
+	}
+	// The command name, in parentheses, may hold spaces: the fields start
+	// after its last ')'. Then: state ppid ... utime(14) stime cutime cstime.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 15 {
+		return procStat{}, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	n := func(i int) time.Duration {
+		v, _ := strconv.ParseInt(f[i], 10, 64)
+		return time.Duration(v) * time.Second / clockTicks
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return procStat{ppid: ppid, self: n(11) + n(12), kids: n(13) + n(14)}, nil
+}
+
+// processCPU is the CPU time process pid has used so far.
+func processCPU(pid int) time.Duration {
+	st, _ := readProcStat(pid)
+	return st.self
+}
+
+// treeCPU is the CPU time of process pid, of the children it reaped, and
+// of its live descendants: a Postgres server's postmaster, its backends
+// (a backend's time moves to the postmaster's children's time as it
+// exits) and its background processes.
+func treeCPU(pid int) time.Duration {
+	ents, _ := os.ReadDir("/proc")
+	children := map[int][]int{}
+	stats := map[int]procStat{}
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := readProcStat(p); err == nil {
+			stats[p] = st
+			children[st.ppid] = append(children[st.ppid], p)
+		}
+	}
+	var total time.Duration
+	var walk func(int)
+	walk = func(p int) {
+		st := stats[p]
+		total += st.self + st.kids
+		for _, c := range children[p] {
+			walk(c)
+		}
+	}
+	walk(pid)
+	return total
+}
+
+// services are the bench's private Postgres and NATS server, so that
+// their CPU time is the bench's own.
+type services struct {
+	pg       *devstack.Postgres
+	nats     *devstack.NATS
+	natsHTTP string // monitoring address
+}
+
+func (s *services) stop() {
+	if s.nats != nil {
+		s.nats.Stop()
+	}
+	if s.pg != nil {
+		s.pg.Stop()
+	}
+}
+
+// startServices starts a private Postgres cluster (initdb in dir/pg) and
+// a private NATS server (natsd from bin, in dir/nats, monitoring on).
+func startServices(ctx context.Context, bin, dir, pgBin string) (*services, error) {
+	s := &services{}
+	ports := make([]int, 3)
+	for i := range ports {
+		p, err := devstack.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = p
+	}
+	pgDir, err := devstack.FindPGBin(pgBin)
+	if err != nil {
+		return nil, err
+	}
+	_ = os.RemoveAll(filepath.Join(dir, "pg"))
+	_ = os.RemoveAll(filepath.Join(dir, "nats"))
+	if s.pg, err = devstack.NewPostgres(ctx, pgDir, filepath.Join(dir, "pg"), ports[0]); err != nil {
+		return nil, err
+	}
+	if err := s.pg.Start(ctx); err != nil {
+		return nil, fmt.Errorf("private Postgres: %w\n%s", err, devstack.Tail(s.pg.LogPath(), 20))
+	}
+	s.nats = &devstack.NATS{Bin: filepath.Join(bin, "natsd"), Dir: filepath.Join(dir, "nats"), Port: ports[1], HTTPPort: ports[2]}
+	if err := s.nats.Start(ctx); err != nil {
+		s.stop()
+		return nil, fmt.Errorf("private NATS: %w", err)
+	}
+	s.natsHTTP = devstack.Addr(ports[2])
+	return s, nil
+}
+
+// buildBaseline builds cmd/worker of git revision rev of repo into
+// out/baseline-<rev>/worker: the revision's tree is exported with git
+// archive into a temporary folder and built there.
+func buildBaseline(ctx context.Context, repo, out, rev string) (string, error) {
+	sha, err := exec.CommandContext(ctx, "git", "-C", repo, "rev-parse", "--short", rev+"^{commit}").Output()
+	if err != nil {
+		return "", fmt.Errorf("baseline %q: not a commit of the repository: %w", rev, err)
+	}
+	short := strings.TrimSpace(string(sha))
+	src, err := os.MkdirTemp("", "extractq-baseline-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(src)
+	archive := exec.CommandContext(ctx, "git", "-C", repo, "archive", short)
+	untar := exec.CommandContext(ctx, "tar", "-x", "-C", src)
+	pipe, err := archive.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	untar.Stdin = pipe
+	if err := untar.Start(); err != nil {
+		return "", err
+	}
+	if err := archive.Run(); err != nil {
+		return "", fmt.Errorf("git archive %s: %w", short, err)
+	}
+	if err := untar.Wait(); err != nil {
+		return "", fmt.Errorf("untar %s: %w", short, err)
+	}
+	dir := filepath.Join(out, "baseline-"+short)
+	if err := devstack.Build(ctx, src, dir, "./cmd/worker"); err != nil {
+		return "", fmt.Errorf("baseline %s: %w", short, err)
+	}
+	return filepath.Join(dir, "worker"), nil
+}
+
+// schemaWithoutRules writes the bundled customer_message schema without
+// its x-rules to path: the rules change the calls per message under the
+// simulator, and a commit without them would not be compared like with
+// like.
+func schemaWithoutRules(path string) error {
+	b, err := schemas.FS.ReadFile("customer_message.v1.json")
+	if err != nil {
+		return err
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return err
+	}
+	var strip func(any)
+	strip = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			delete(v, "x-rules")
+			for _, x := range v {
+				strip(x)
+			}
+		case []any:
+			for _, x := range v {
+				strip(x)
+			}
+		}
+	}
+	strip(doc)
+	out, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, out, 0o644)
+}
+
+// costFigures are one worker's figures in scenario R, per message.
+type costFigures struct {
+	Throughput float64 // msg/s, 10% to 90% of the runs
+	WorkerUS   float64 // CPU µs per message of each process
+	SimUS      float64
+	NATSUS     float64
+	PGUS       float64
+	ProductUS  float64 // worker + NATS + Postgres
+	TxPerMsg   float64 // Postgres transactions committed
+	SubsPerMsg float64 // NATS subscriptions the worker made
+	CallsPer   float64 // provider calls per message
+	RSSMB      float64 // the worker's at the end
+}
+
+func (c costFigures) add(o costFigures, w float64) costFigures {
+	c.Throughput += w * o.Throughput
+	c.WorkerUS += w * o.WorkerUS
+	c.SimUS += w * o.SimUS
+	c.NATSUS += w * o.NATSUS
+	c.PGUS += w * o.PGUS
+	c.ProductUS += w * o.ProductUS
+	c.TxPerMsg += w * o.TxPerMsg
+	c.SubsPerMsg += w * o.SubsPerMsg
+	c.CallsPer += w * o.CallsPer
+	c.RSSMB += w * o.RSSMB
+	return c
+}
+
+func (c costFigures) extra(prefix string, m map[string]float64) {
+	m[prefix+"msg_per_s"] = c.Throughput
+	m[prefix+"worker_cpu_us_per_msg"] = c.WorkerUS
+	m[prefix+"sim_cpu_us_per_msg"] = c.SimUS
+	m[prefix+"nats_cpu_us_per_msg"] = c.NATSUS
+	m[prefix+"pg_cpu_us_per_msg"] = c.PGUS
+	m[prefix+"product_cpu_us_per_msg"] = c.ProductUS
+	m[prefix+"pg_tx_per_msg"] = c.TxPerMsg
+	m[prefix+"nats_subs_per_msg"] = c.SubsPerMsg
+	m[prefix+"calls_per_msg"] = c.CallsPer
+	m[prefix+"worker_rss_mb"] = c.RSSMB
+}
+
+// scenarioR measures what a message costs the product at a real model's
+// speed: 256 in flight, log-normal latency (median 800 ms, p99 5 s), the
+// customer_message schema without its x-rules. Per message: the CPU time
+// of the worker, the NATS server and Postgres (the product), and of the
+// simulator apart; Postgres transactions committed; NATS subscriptions
+// the worker made. With a baseline worker, the two run in alternation,
+// rounds times each (baseline, new; then new, baseline; ...), so that
+// every "before" figure comes from the same run.
+func scenarioR(ctx context.Context, env benchEnv, n, rounds int) ([]result, error) {
+	if env.svc == nil {
+		return nil, errors.New("scenario R needs the private services (run without -shared)")
+	}
+	schemaPath := filepath.Join(env.out, "customer_message.norules.json")
+	if err := schemaWithoutRules(schemaPath); err != nil {
+		return nil, err
+	}
+	type variant struct{ name, bin string }
+	vs := []variant{{"new", filepath.Join(env.bin, "worker")}}
+	if env.baselineBin != "" {
+		vs = append([]variant{{"baseline", env.baselineBin}}, vs...)
+	}
+	sum := map[string]costFigures{}
+	for i := range rounds {
+		order := vs
+		if i%2 == 1 && len(vs) == 2 {
+			order = []variant{vs[1], vs[0]}
+		}
+		for _, v := range order {
+			f, err := costRun(ctx, env, fmt.Sprintf("r-%s-%d", v.name, i+1), v.bin, n, schemaPath)
+			if err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(os.Stderr, "bench: R %s round %d: %.0f msg/s, product %.0f µs/msg (worker %.0f, NATS %.0f, Postgres %.0f; simulator %.0f), %.3f tx/msg, %.3f subs/msg\n",
+				v.name, i+1, f.Throughput, f.ProductUS, f.WorkerUS, f.NATSUS, f.PGUS, f.SimUS, f.TxPerMsg, f.SubsPerMsg)
+			sum[v.name] = sum[v.name].add(f, 1/float64(rounds))
+		}
+	}
+	nw, base := sum["new"], sum["baseline"]
+	extra := map[string]float64{"messages": float64(n), "rounds": float64(rounds)}
+	nw.extra("new_", extra)
+	if env.baselineBin != "" {
+		base.extra("baseline_", extra)
+	}
+	name := "cost at 256 in flight, log-normal 800ms/5s, no x-rules: product CPU"
+	cpu := result{Scenario: "R", Name: name + " (worker+NATS+Postgres), new vs baseline " + env.baselineRev, Unit: "µs/msg",
+		Measured: nw.ProductUS, Limit: base.ProductUS, Goal: "<= 0.50", Extra: extra}
+	cpu.Ratio = ratio(cpu.Measured, cpu.Limit)
+	cpu.Pass = env.baselineBin == "" || cpu.Ratio <= 0.5
+	if env.baselineBin == "" {
+		cpu.Name, cpu.Goal = name+" (worker+NATS+Postgres)", "report"
+	}
+	tx := result{Scenario: "R", Name: "cost: Postgres transactions per message", Unit: "tx/msg",
+		Measured: nw.TxPerMsg, Limit: 0.2, Goal: "<= 0.2", Pass: nw.TxPerMsg <= 0.2,
+		Extra: map[string]float64{"baseline_pg_tx_per_msg": base.TxPerMsg}}
+	tx.Ratio = ratio(tx.Measured, tx.Limit)
+	subs := result{Scenario: "R", Name: "cost: NATS subscriptions per message", Unit: "subs/msg",
+		Measured: nw.SubsPerMsg, Limit: 0.01, Goal: "about 0 (<= 0.01)", Pass: nw.SubsPerMsg <= 0.01,
+		Extra: map[string]float64{"baseline_nats_subs_per_msg": base.SubsPerMsg}}
+	subs.Ratio = ratio(subs.Measured, subs.Limit)
+	return []result{cpu, tx, subs}, nil
+}
+
+// costRun drains n messages with the worker binary bin and measures it.
+func costRun(ctx context.Context, env benchEnv, name, bin string, n int, schemaPath string) (costFigures, error) {
+	cfg := fmt.Sprintf("worker:\n  concurrency: 256\n  ack_wait: 60s\nsimulator:\n  latency_median: 800ms\n  latency_p99: 5s\n"+
+		"schemas:\n  - id: customer_message\n    file: %s\n    repair: regenerate\n    prompt: extract.v1\n", schemaPath)
+	s, err := newStack(ctx, env, name, cfg)
+	if err != nil {
+		return costFigures{}, err
+	}
+	defer s.close()
+	if err := s.startSim(ctx); err != nil {
+		return costFigures{}, err
+	}
+	batch, err := s.load(ctx, n)
+	if err != nil {
+		return costFigures{}, err
+	}
+	// A fresh pool: ingest's backends exit, and so report their
+	// transactions, before the count starts.
+	s.st.Close()
+	if s.st, err = store.Open(ctx, s.dbURL, zap.NewNop()); err != nil {
+		return costFigures{}, err
+	}
+	time.Sleep(time.Second)
+	queries := 0 // the bench's own transactions, taken off the count
+	xact := func() (int64, error) {
+		var x int64
+		queries++
+		err := s.st.Pool.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&x)
+		return x, err
+	}
+	x0, err := xact()
+	if err != nil {
+		return costFigures{}, err
+	}
+	sim := s.procs[0]
+	pg0, nats0, sim0 := treeCPU(env.svc.pg.Proc().Pid()), processCPU(env.svc.nats.Proc().Pid()), processCPU(sim.Pid())
+	w, err := s.start(name+"-worker", bin, []string{"-health-addr", ""})
+	if err != nil {
+		return costFigures{}, err
+	}
+	var p progress
+	for deadline := time.Now().Add(5 * time.Minute); ; {
+		queries++
+		if p, err = s.progress(ctx, batch); err != nil {
+			return costFigures{}, err
+		}
+		if p.Done == p.Total {
+			break
+		}
+		if time.Now().After(deadline) || w.Exited() {
+			return costFigures{}, fmt.Errorf("scenario %s: %d of %d runs done (worker exited: %v)\n%s", name, p.Done, p.Total, w.Exited(), devstack.Tail(w.LogPath(), 20))
+		}
+		select {
+		case <-ctx.Done():
+			return costFigures{}, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	f := costFigures{Throughput: p.throughput(), RSSMB: w.RSSMB()}
+	workerCPU := processCPU(w.Pid())
+	pgCPU := treeCPU(env.svc.pg.Proc().Pid()) - pg0
+	natsCPU := processCPU(env.svc.nats.Proc().Pid()) - nats0
+	simCPU := processCPU(sim.Pid()) - sim0
+	subs, err := natsSubscriptions(env.svc.natsHTTP, "extractq-worker")
+	if err != nil {
+		return costFigures{}, err
+	}
+	w.Stop(syscall.SIGTERM, 10*time.Second)
+	// The worker's backends report their last transactions as they exit.
+	time.Sleep(1500 * time.Millisecond)
+	x1, err := xact()
+	if err != nil {
+		return costFigures{}, err
+	}
+	calls, err := s.calls(ctx)
+	if err != nil {
+		return costFigures{}, err
+	}
+	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n) }
+	f.WorkerUS, f.PGUS, f.NATSUS, f.SimUS = per(workerCPU), per(pgCPU), per(natsCPU), per(simCPU)
+	f.ProductUS = f.WorkerUS + f.PGUS + f.NATSUS
+	f.TxPerMsg = float64(x1-x0-int64(queries)+1) / float64(n)
+	f.SubsPerMsg = float64(subs) / float64(n)
+	f.CallsPer = float64(calls) / float64(n)
+	return f, nil
+}
+
+// natsSubscriptions returns how many subscriptions the connections named
+// name made: NATS clients number their subscriptions from 1 in the order
+// they make them, so the highest sid of a connection's live ones (its
+// long-lived subscriptions, or a fetch's) counts them, from the server's
+// /connz.
+func natsSubscriptions(httpAddr, name string) (int, error) {
+	resp, err := http.Get("http://" + httpAddr + "/connz?subs=detail&limit=1024")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	var cz struct {
+		Connections []struct {
+			Name string `json:"name"`
+			Subs []struct {
+				Sid string `json:"sid"`
+			} `json:"subscriptions_list_detail"`
+		} `json:"connections"`
+	}
+	if err := json.Unmarshal(b, &cz); err != nil {
+		return 0, fmt.Errorf("connz: %w", err)
+	}
+	total := 0
+	for _, c := range cz.Connections {
+		if c.Name != name {
+			continue
+		}
+		top := 0
+		for _, s := range c.Subs {
+			if v, err := strconv.Atoi(s.Sid); err == nil && v > top {
+				top = v
+			}
+		}
+		total += top
+	}
+	return total, nil
+}
