@@ -31,6 +31,12 @@ lint: ## go vet, a gofmt check and staticcheck; each names the files at fault
 conformance: setup ## run the provider conformance suite: every case on every simulator profile and mismatch (Postgres)
 	$(GO) test -race -count=1 -run Conformance ./devtools/conformance/...
 
+# What make test's go test costs; docs/testing.md says how to compare two trees.
+.PHONY: test/time
+test/time: ## run every test as make test does (after setup) and print wall and CPU time, CPU per test binary, the longest tests
+	WITH_CHROMIUM=1 WITH_PGBOUNCER=1 scripts/setup.sh
+	$(GO) run ./devtools/cmd/testtime
+
 test/short: ## run the tests without the race detector
 	$(GO) test -count=1 ./...
 
@@ -48,7 +54,7 @@ build: ## build the product's commands and the LLM simulator the demo runs into 
 	$(GO) build -o .run/bin/ ./cmd/... ./devtools/cmd/llmsim
 
 .PHONY: build/dev
-build/dev: ## build the development commands (devtools/cmd: bench, chaos, llmsim, natsd, repaircompare) into .run/bin
+build/dev: ## build the development commands (devtools/cmd: bench, chaos, llmsim, natsd, repaircompare, testtime) into .run/bin
 	$(GO) build -o .run/bin/ ./devtools/cmd/...
 
 migrate: ## apply the migrations to DATABASE_URL

@@ -86,7 +86,9 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) (err error) {
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
 		return httperr.New(httperr.Unavailable, why+"; nothing was stored: post the body again later")
 	}
+	s.reading.Add(1)
 	body, err := s.readBody(w, r)
+	s.reading.Add(-1)
 	rl.bytes = len(body)
 	if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		return httperr.New(httperr.TooLarge, tooLarge(-1, mbe.Limit))

@@ -170,6 +170,10 @@ type Server struct {
 	closed  bool
 	flights sync.WaitGroup
 	active  atomic.Int32
+	// reading counts the POSTs past the readiness check, reading their
+	// body: a test that shuts down with a request in flight waits for it
+	// (a request not yet past the check is refused as shutting down).
+	reading atomic.Int32
 }
 
 // NewServer returns a Server. It fails when Store, Publisher, Conn,

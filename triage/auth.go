@@ -358,7 +358,7 @@ func (s *Server) api(a access, h handlerFunc) http.Handler {
 func (s *Server) loginAllowed(keys ...string) (ok, first bool) {
 	s.limMu.Lock()
 	defer s.limMu.Unlock()
-	now := time.Now()
+	now := s.limNow()
 	if len(s.limiters) > 10000 { // forget idle keys
 		for k, e := range s.limiters {
 			if now.Sub(e.seen) > 10*time.Minute {
@@ -375,7 +375,7 @@ func (s *Server) loginAllowed(keys ...string) (ok, first bool) {
 			s.limiters[k] = e
 		}
 		e.seen = now
-		if !e.lim.Allow() {
+		if !e.lim.AllowN(now, 1) {
 			ok = false
 			if now.Sub(e.refusalAudited) >= time.Minute {
 				e.refusalAudited, first = now, true

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -290,10 +291,22 @@ func TestOriginScheme(t *testing.T) {
 // TestFailedLoginsAudited checks that each failed login is in the audit
 // log with the login tried, why it failed and the client's address, never
 // the password; and that a flood of refused attempts is recorded once a
-// minute, not once per attempt.
+// minute, not once per attempt. The login limiter reads a clock the test
+// moves, so no attempt gets a token back while the test runs, however
+// slowly (5 a minute is one back every 12s of the wall clock).
 func TestFailedLoginsAudited(t *testing.T) {
 	t.Parallel()
 	b := newBundle(t, bundleOpts{logins: 5})
+	var clock struct {
+		sync.Mutex
+		now time.Time
+	}
+	clock.now = time.Now()
+	b.srv.SetLoginClock(func() time.Time {
+		clock.Lock()
+		defer clock.Unlock()
+		return clock.now
+	})
 	b.reviewer(t, "alice", "correct horse battery")
 	b.reviewer(t, "bob", "bob's long password")
 	if _, err := b.st.ReviewerSetDisabled(t.Context(), b.st.Pool, "bob", true); err != nil {
@@ -313,6 +326,14 @@ func TestFailedLoginsAudited(t *testing.T) {
 		if r := c.login(try.login, try.password); r.status != http.StatusUnauthorized && r.status != http.StatusTooManyRequests {
 			t.Fatalf("login %q: %d", try.login, r.status)
 		}
+	}
+	// A minute on, the limiter has its tokens back: the next attempt is
+	// tried (and audited as a wrong password), not refused.
+	clock.Lock()
+	clock.now = clock.now.Add(time.Minute)
+	clock.Unlock()
+	if r := c.login("alice", "Secret-guess-8"); r.status != http.StatusUnauthorized {
+		t.Errorf("login a minute after the flood: %d, want 401", r.status)
 	}
 
 	entries, err := b.st.AuditList(t.Context(), b.st.Pool, store.AuditListParams{})
@@ -343,6 +364,7 @@ func TestFailedLoginsAudited(t *testing.T) {
 		}
 	}
 	want := []string{ // newest first
+		"alice: wrong password",
 		"alice: too many attempts",
 		"alice: wrong password",
 		`(not a login): unknown account "\u202eecila"`,

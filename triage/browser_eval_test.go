@@ -115,12 +115,12 @@ func TestBrowserEvalFigures(t *testing.T) {
 	defer cancelAlloc()
 	tab, cancelTab := chromedp.NewContext(alloc)
 	defer cancelTab()
-	watchdog := time.AfterFunc(3*time.Minute, cancelTab)
+	watchdog := time.AfterFunc(browserWatchdog, cancelTab)
 	defer watchdog.Stop()
 	if err := chromedp.Do(tab); err != nil {
 		t.Fatalf("starting chromium: %v", err)
 	}
-	sctx, cancel := context.WithTimeout(tab, time.Minute)
+	sctx, cancel := context.WithTimeout(tab, browserStep)
 	defer cancel()
 	if err := chromedp.Do(sctx,
 		chromedp.Navigate(web.URL+"/"),

@@ -67,6 +67,18 @@ const browserHostileReply = `{"intent":"missing","flow":"shipping_issue","full_n
 	`"order_id":"4967029823","zip_code":null,"street_address":"\"><img src=x onerror=alert(1)>","city":null,"state":null,` +
 	`"payment_method":null,"purchase_date":null,"refund_amount":null,"product_names":null}`
 
+// Bounds of the browser tests' waits. Every wait is for a condition (an
+// element visible, a script's value), so these only bound how long a
+// step may take before the test fails naming it: generous, as chromium,
+// the race-detector server and Postgres share a loaded machine with the
+// rest of the suite. The watchdog bounds a whole test, below go test's
+// default -timeout of 10 minutes for the package.
+const (
+	browserStep     = 2 * time.Minute
+	browserPoll     = time.Minute
+	browserWatchdog = 7 * time.Minute
+)
+
 func TestBrowserEndToEnd(t *testing.T) {
 	chrome := chromiumPath(t)
 	t.Parallel()
@@ -122,7 +134,7 @@ func TestBrowserEndToEnd(t *testing.T) {
 	defer cancelBrowser()
 	// A bound on the whole test: past it the browser is stopped, so every
 	// step fails at once instead of hanging.
-	watchdog := time.AfterFunc(5*time.Minute, cancelBrowser)
+	watchdog := time.AfterFunc(browserWatchdog, cancelBrowser)
 	defer watchdog.Stop()
 	if err := chromedp.Do(browser); err != nil { // start the browser, without a deadline
 		t.Fatalf("starting chromium: %v", err)
@@ -156,7 +168,7 @@ func TestBrowserEndToEnd(t *testing.T) {
 	// step runs actions with a bound, naming the step on failure.
 	step := func(t *testing.T, tab context.Context, name string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		sctx, cancel := context.WithTimeout(tab, 20*time.Second)
+		sctx, cancel := context.WithTimeout(tab, browserStep)
 		defer cancel()
 		if err := chromedp.Do(sctx, actions...); err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -164,7 +176,7 @@ func TestBrowserEndToEnd(t *testing.T) {
 	}
 	eval := func(t *testing.T, tab context.Context, expr string, out any) {
 		t.Helper()
-		sctx, cancel := context.WithTimeout(tab, 20*time.Second)
+		sctx, cancel := context.WithTimeout(tab, browserStep)
 		defer cancel()
 		raw, err := chromedp.Run(sctx, chromedp.Evaluate[[]byte](expr, chromedp.EvalAwaitPromise))
 		if err != nil {
@@ -176,7 +188,7 @@ func TestBrowserEndToEnd(t *testing.T) {
 	}
 	shot := func(t *testing.T, tab context.Context, name string) {
 		t.Helper()
-		sctx, cancel := context.WithTimeout(tab, 20*time.Second)
+		sctx, cancel := context.WithTimeout(tab, browserStep)
 		defer cancel()
 		png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
 		if err != nil {
@@ -253,7 +265,7 @@ func TestBrowserEndToEnd(t *testing.T) {
 		chromedp.Clear(orderSel),
 		chromedp.SendKeys(orderSel, "7149958247"),
 		discard(chromedp.Poll[bool](`document.querySelector('#check-status').textContent.trim() === 'valid'`,
-			chromedp.WithPollingTimeout(10*time.Second))),
+			chromedp.WithPollingTimeout(browserPoll))),
 	)
 	shot(t, alice, "item.png")
 	step(t, alice, "approve with a",
@@ -314,13 +326,13 @@ func TestBrowserEndToEnd(t *testing.T) {
 	// The queue after: the approved item is gone from the open list, and
 	// a new item appears without a reload.
 	step(t, alice, "queue again", chromedp.Navigate(web.URL+"/"), chromedp.WaitVisible(chromedp.ID("items")),
-		discard(chromedp.Poll[bool](`document.querySelector('#livestate').textContent === 'live'`, chromedp.WithPollingTimeout(10*time.Second))))
+		discard(chromedp.Poll[bool](`document.querySelector('#livestate').textContent === 'live'`, chromedp.WithPollingTimeout(browserPoll))))
 	var rows int
 	eval(t, alice, `document.querySelectorAll('#items tbody tr.row').length`, &rows)
 	newID, _ := b.failedItem(t, "customer_message", "my order 4967029823 never came\nAlessandro Phoenix", "{}")
 	step(t, alice, "the new item appears",
 		discard(chromedp.Poll[bool](fmt.Sprintf(`document.querySelectorAll('#items tbody tr.row').length === %d`, rows+1),
-			chromedp.WithPollingTimeout(10*time.Second))),
+			chromedp.WithPollingTimeout(browserPoll))),
 		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-href^="/items/%d"]`, newID))),
 	)
 	shot(t, alice, "queue-after.png")
@@ -401,7 +413,7 @@ func TestBrowserEndToEnd(t *testing.T) {
 	// Ctrl+Enter approves with it.
 	step(t, alice, "override with r and Ctrl+Enter",
 		chromedp.KeyEvent("r"),
-		discard(chromedp.Poll[bool](`document.activeElement && document.activeElement.id === 'override-reason'`, chromedp.WithPollingTimeout(5*time.Second))),
+		discard(chromedp.Poll[bool](`document.activeElement && document.activeElement.id === 'override-reason'`, chromedp.WithPollingTimeout(browserPoll))),
 		chromedp.SendKeys(chromedp.ID("override-reason"), "order id confirmed by phone"),
 		chromedp.KeyEvent(kb.Enter, chromedp.KeyModifiers(chromedp.ModifierCtrl)),
 		chromedp.WaitVisible(chromedp.ID("flash")),

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -86,18 +87,31 @@ type bundleOpts struct {
 	live     bool                 // Config.Events: item events on a private subject prefix (with a stream)
 }
 
+// loadSchemas returns the product's schemas as the server takes them: a
+// map of its own for each caller, of schemas compiled once per test
+// binary (compiling them, CEL rules and all, took a second of CPU a
+// bundle under the race detector). A compiled schema is safe for
+// concurrent use, as the worker uses it.
 func loadSchemas(t testing.TB) map[string]triage.SchemaEntry {
 	t.Helper()
+	compiled, err := compiledSchemas()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return maps.Clone(compiled)
+}
+
+var compiledSchemas = sync.OnceValues(func() (map[string]triage.SchemaEntry, error) {
 	out := map[string]triage.SchemaEntry{}
 	for id, file := range map[string]string{"customer_message": "customer_message.v1.json", "return_request": "return_request.v1.json"} {
 		s, err := pipeline.LoadSchema(schemas.FS, id, file)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		out[id] = triage.SchemaEntry{Schema: s, PromptVersion: "extract.v1"}
 	}
-	return out
-}
+	return out, nil
+})
 
 func newBundle(t testing.TB, o bundleOpts) *bundle {
 	t.Helper()

@@ -172,6 +172,7 @@ type Server struct {
 
 	limMu    sync.Mutex
 	limiters map[string]*limiterEntry
+	limNow   func() time.Time // the login limiter's clock: time.Now; tests set their own (SetLoginClock)
 
 	closeOnce sync.Once
 	closing   chan struct{}
@@ -244,6 +245,7 @@ func New(cfg Config) (*Server, error) {
 		log:      cfg.Logger.Named("triage"),
 		docs:     map[string]schemaNode{},
 		limiters: map[string]*limiterEntry{},
+		limNow:   time.Now,
 		closing:  make(chan struct{}),
 
 		localEnded: make(chan struct{}),

@@ -23,23 +23,29 @@ func TestWriteResults(t *testing.T) {
 	if err := st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: batch, SchemaID: "support_ticket", SourceName: "r.jsonl"}); err != nil {
 		t.Fatal(err)
 	}
-	for i := range n {
-		text := fmt.Sprintf("order %d never came", 48213+i)
-		h := sha256.Sum256([]byte(text))
-		res, err := st.MessageIngest(ctx, st.Pool, store.MessageIngestParams{Source: "r", ExternalID: fmt.Sprintf("m-%d", i),
-			Body: text, ContentHash: h[:], BatchID: batch, SchemaID: "support_ticket"})
-		if err != nil {
-			t.Fatal(err)
+	// One transaction for the 1,800 writes: one commit, not one each.
+	if err := st.InTx(ctx, func(tx store.DBTX) error {
+		for i := range n {
+			text := fmt.Sprintf("order %d never came", 48213+i)
+			h := sha256.Sum256([]byte(text))
+			res, err := st.MessageIngest(ctx, tx, store.MessageIngestParams{Source: "r", ExternalID: fmt.Sprintf("m-%d", i),
+				Body: text, ContentHash: h[:], BatchID: batch, SchemaID: "support_ticket"})
+			if err != nil {
+				return err
+			}
+			if i%2 == 0 {
+				continue // left queued
+			}
+			if err := st.RunOutcomeInsert(ctx, tx, store.RunOutcomeParams{MessageID: res.Run.MessageID, RunNo: 1, SchemaID: "support_ticket",
+				SchemaVersion: "1", Status: store.RunSucceeded,
+				Calls:      []store.LLMCall{{Attempt: 1, Model: "sim", PromptTokens: 10, CompletionTokens: 5, FinishReason: "stop", Reply: `{}`, Valid: true}},
+				Extraction: &store.ExtractionParams{Data: []byte(fmt.Sprintf(`{"order_id":"%d"}`, 48213+i))}}); err != nil {
+				return err
+			}
 		}
-		if i%2 == 0 {
-			continue // left queued
-		}
-		if err := st.RunOutcomeInsert(ctx, st.Pool, store.RunOutcomeParams{MessageID: res.Run.MessageID, RunNo: 1, SchemaID: "support_ticket",
-			SchemaVersion: "1", Status: store.RunSucceeded,
-			Calls:      []store.LLMCall{{Attempt: 1, Model: "sim", PromptTokens: 10, CompletionTokens: 5, FinishReason: "stop", Reply: `{}`, Valid: true}},
-			Extraction: &store.ExtractionParams{Data: []byte(fmt.Sprintf(`{"order_id":"%d"}`, 48213+i))}}); err != nil {
-			t.Fatal(err)
-		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 
 	var out strings.Builder

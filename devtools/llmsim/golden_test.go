@@ -30,19 +30,26 @@ import (
 const sampleMessagesFile = "../../testdata/abcd/messages.jsonl"
 
 // goldenReplies lists the golden files of TestGoldenReplies, which pin
-// every reply the simulator gives to the sample messages, sent as the
-// worker sends them, per schema and request mode. Each file
+// every reply the simulator gives to the golden sample messages, sent as
+// the worker sends them, per schema and request mode. Each file
 // (testdata/golden/<schema>_<mode>[_<variant>].txt, see writeGolden) has
 // one line per reply to an extraction call (attempt 1), with its status,
 // its X-Llmsim-* headers and a digest of its body, and every reply to a
 // repair call (attempt 2) in full. A reply's body counts less the call
 // counter in the reply id and the created time.
 //
-// The plain rows send every message with the default configuration (seed
-// 1, default fault rates, no latency). Two more kinds of row send every
-// fourth message: "annotated" sends the schema with its x- annotations
-// (x-keywords, x-hint), which the worker strips; "faults" multiplies every
-// fault rate by ten, so many more replies are faults and repairs.
+// The golden sample messages are the ones goldenMessagesFile lists, a
+// few hundred of the 1,735 sample messages: every behaviour the rows show
+// on all 1,735 (each fault and where it lands, each repair outcome, each
+// field found or not, the shape of each value found, each enum value) on
+// at least one of them, and every 25th message besides (TestGoldenSelect
+// picks them; go test -run TestGoldenSelect -select rewrites the list).
+//
+// The plain rows use the default configuration (seed 1, default fault
+// rates, no latency). Two more kinds of row: "annotated" sends the schema
+// with its x- annotations (x-keywords, x-hint), which the worker strips;
+// "faults" multiplies every fault rate by ten, so many more replies are
+// faults and repairs.
 //
 // The extraction replies depend only on the simulator, the prompt
 // templates and the schemas. The repair replies also depend on how the
@@ -51,18 +58,52 @@ const sampleMessagesFile = "../../testdata/abcd/messages.jsonl"
 // and, if it is what the change should do, rewrite the files:
 //
 //	go test ./devtools/llmsim -run TestGoldenReplies -update
-var goldenReplies = []struct {
+var goldenReplies = []goldenRow{
+	{"customer_message", pipeline.ModeResponseFormat, ""},
+	{"customer_message", pipeline.ModeTools, ""},
+	{"return_request", pipeline.ModeResponseFormat, ""},
+	{"return_request", pipeline.ModeTools, ""},
+	{"customer_message", pipeline.ModeResponseFormat, "annotated"},
+	{"return_request", pipeline.ModeTools, "annotated"},
+	{"customer_message", pipeline.ModeTools, "faults"},
+	{"return_request", pipeline.ModeResponseFormat, "faults"},
+}
+
+// goldenRow is one golden file's schema, request mode and variant ("",
+// "annotated" or "faults").
+type goldenRow struct {
 	schema, mode, variant string
-	step                  int // every step-th message
-}{
-	{"customer_message", pipeline.ModeResponseFormat, "", 1},
-	{"customer_message", pipeline.ModeTools, "", 1},
-	{"return_request", pipeline.ModeResponseFormat, "", 1},
-	{"return_request", pipeline.ModeTools, "", 1},
-	{"customer_message", pipeline.ModeResponseFormat, "annotated", 4},
-	{"return_request", pipeline.ModeTools, "annotated", 4},
-	{"customer_message", pipeline.ModeTools, "faults", 4},
-	{"return_request", pipeline.ModeResponseFormat, "faults", 4},
+}
+
+// goldenMessagesFile lists the ids of the golden sample messages, one a
+// line; lines starting with # are comments.
+const goldenMessagesFile = "testdata/golden/messages.txt"
+
+// goldenMessages returns the messages of msgs that goldenMessagesFile
+// lists, in msgs' order.
+func goldenMessages(tb testing.TB, msgs []sampleMessage) []sampleMessage {
+	tb.Helper()
+	b, err := os.ReadFile(goldenMessagesFile)
+	if err != nil {
+		tb.Fatalf("%v (go test -run TestGoldenSelect -select writes it)", err)
+	}
+	ids := map[string]bool{}
+	for line := range strings.Lines(string(b)) {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			ids[line] = true
+		}
+	}
+	var out []sampleMessage
+	for _, m := range msgs {
+		if ids[m.ID] {
+			out = append(out, m)
+			delete(ids, m.ID)
+		}
+	}
+	if len(ids) > 0 {
+		tb.Fatalf("%s lists %d ids that are not in %s", goldenMessagesFile, len(ids), sampleMessagesFile)
+	}
+	return out
 }
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/ with the replies the tests get")
@@ -314,67 +355,77 @@ func loadGoldenSchemas(tb testing.TB, cfg *config.Config) map[string]goldenSchem
 // gives fails it, with a diff of what changed.
 func TestGoldenReplies(t *testing.T) {
 	t.Parallel()
-	msgs := loadSampleMessages(t)
+	msgs := goldenMessages(t, loadSampleMessages(t))
 	cfg := config.Default()
 	loaded := loadGoldenSchemas(t, cfg)
 	for _, g := range goldenReplies {
-		name := g.schema + "/" + g.mode
-		if g.variant != "" {
-			name += "/" + g.variant
-		}
-		t.Run(name, func(t *testing.T) {
+		t.Run(g.name(), func(t *testing.T) {
 			t.Parallel()
-			sc, ok := loaded[g.schema]
-			if !ok {
-				t.Fatalf("schema %s is not configured", g.schema)
+			extract, repair := g.run(t, cfg, loaded, msgs)
+			title := fmt.Sprintf("Replies of the simulator to the golden sample messages (%s, the %d listed in %s), schema %s, request mode %s",
+				sampleMessagesFile, len(msgs), goldenMessagesFile, g.schema, g.mode)
+			if g.variant != "" {
+				title += ", " + g.variant
 			}
-			simCfg := cfg.Simulator
-			if g.variant == "faults" {
-				simCfg = tenfoldFaults(simCfg)
-			}
-			sim := New(simCfg, nil)
-			var current string // the message being extracted
-			var extract, repair []goldenReply
-			tr := handlerTransport{h: sim, record: func(rec *httptest.ResponseRecorder) {
-				r := newGoldenReply(current, rec)
-				if rec.Header().Get("X-Llmsim-Attempt") == "1" {
-					extract = append(extract, r)
-				} else {
-					repair = append(repair, r)
-				}
-			}}
-			oc := openai.DefaultConfig("test")
-			oc.BaseURL = "http://llmsim.test/v1"
-			oc.HTTPClient = &http.Client{Transport: tr}
-			var client pipeline.ChatClient = openai.NewClientWithConfig(oc)
-			if g.variant == "annotated" {
-				client = annotatedClient{ChatClient: client, raw: sc.schema.Raw}
-			}
-			lc := cfg.LLM
-			ext := pipeline.NewExtractor(client, pipeline.ExtractorConfig{
-				Model: lc.Model, RequestMode: g.mode, MaxCompletionTokens: lc.MaxCompletionTokens,
-				ContextWindowTokens: lc.ContextWindowTokens, Timeout: lc.Timeout,
-				Budget: pipeline.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCostUSD: cfg.Budget.MaxCostUSD},
-			})
-			for i := 0; i < len(msgs); i += g.step {
-				m := msgs[i]
-				current = m.ID
-				_, err := ext.Process(context.Background(), pipeline.Input{
-					Text: m.Text, Schema: sc.schema, Prompt: sc.prompt, Repair: sc.repair,
-				})
-				var te *pipeline.TransportError
-				if err != nil && !errors.As(err, &te) {
-					t.Fatalf("message %s: %v", m.ID, err)
-				}
-			}
-			file := strings.ReplaceAll(name, "/", "_") + ".txt"
-			title := fmt.Sprintf("Replies of the simulator to every sample message (%s), schema %s, request mode %s",
-				sampleMessagesFile, g.schema, g.mode)
-			if g.step > 1 {
-				title = fmt.Sprintf("Replies of the simulator to every %dth sample message (%s), schema %s, request mode %s, %s",
-					g.step, sampleMessagesFile, g.schema, g.mode, g.variant)
-			}
-			checkGolden(t, filepath.Join("testdata", "golden", file), goldenFile(title, extract, repair))
+			checkGolden(t, filepath.Join("testdata", "golden", strings.ReplaceAll(g.name(), "/", "_")+".txt"), goldenFile(title, extract, repair))
 		})
 	}
+}
+
+// name is the row's subtest name, schema/mode[/variant].
+func (g goldenRow) name() string {
+	name := g.schema + "/" + g.mode
+	if g.variant != "" {
+		name += "/" + g.variant
+	}
+	return name
+}
+
+// run sends msgs through the pipeline's extractor against a simulator
+// configured for the row, and returns the replies to the extraction calls
+// and to the repair calls.
+func (g goldenRow) run(t *testing.T, cfg *config.Config, loaded map[string]goldenSchema, msgs []sampleMessage) (extract, repair []goldenReply) {
+	t.Helper()
+	sc, ok := loaded[g.schema]
+	if !ok {
+		t.Fatalf("schema %s is not configured", g.schema)
+	}
+	simCfg := cfg.Simulator
+	if g.variant == "faults" {
+		simCfg = tenfoldFaults(simCfg)
+	}
+	sim := New(simCfg, nil)
+	var current string // the message being extracted
+	tr := handlerTransport{h: sim, record: func(rec *httptest.ResponseRecorder) {
+		r := newGoldenReply(current, rec)
+		if rec.Header().Get("X-Llmsim-Attempt") == "1" {
+			extract = append(extract, r)
+		} else {
+			repair = append(repair, r)
+		}
+	}}
+	oc := openai.DefaultConfig("test")
+	oc.BaseURL = "http://llmsim.test/v1"
+	oc.HTTPClient = &http.Client{Transport: tr}
+	var client pipeline.ChatClient = openai.NewClientWithConfig(oc)
+	if g.variant == "annotated" {
+		client = annotatedClient{ChatClient: client, raw: sc.schema.Raw}
+	}
+	lc := cfg.LLM
+	ext := pipeline.NewExtractor(client, pipeline.ExtractorConfig{
+		Model: lc.Model, RequestMode: g.mode, MaxCompletionTokens: lc.MaxCompletionTokens,
+		ContextWindowTokens: lc.ContextWindowTokens, Timeout: lc.Timeout,
+		Budget: pipeline.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCostUSD: cfg.Budget.MaxCostUSD},
+	})
+	for _, m := range msgs {
+		current = m.ID
+		_, err := ext.Process(context.Background(), pipeline.Input{
+			Text: m.Text, Schema: sc.schema, Prompt: sc.prompt, Repair: sc.repair,
+		})
+		var te *pipeline.TransportError
+		if err != nil && !errors.As(err, &te) {
+			t.Fatalf("message %s: %v", m.ID, err)
+		}
+	}
+	return extract, repair
 }
