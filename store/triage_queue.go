@@ -72,9 +72,17 @@ const foldIndicesSQL = `regexp_replace(e->>'path', '/[0-9]+(?=/|$)', '/*', 'g')`
 
 // lastCallSQL selects column %s of the last LLM call of the run of
 // triage item t: the last attempt of the delivery that decided the run
-// (superseded calls only when it has no other), ” when it made none.
+// (superseded calls only when it has no other), the empty string when it made none.
 const lastCallSQL = `coalesce((SELECT c.%s FROM llm_calls c WHERE c.message_id = t.message_id AND c.run_no = t.run_no
  ORDER BY c.superseded, c.attempt DESC, c.id DESC LIMIT 1), '')`
+
+// lastCallJoin joins lc, the last LLM call of the run of triage item t
+// as lastCallSQL picks it (its prompt_version, schema_version and model;
+// NULL when the run made none): one lookup per item for all three.
+const lastCallJoin = `
+LEFT JOIN LATERAL (SELECT c.prompt_version, c.schema_version, c.model FROM llm_calls c
+    WHERE c.message_id = t.message_id AND c.run_no = t.run_no
+    ORDER BY c.superseded, c.attempt DESC, c.id DESC LIMIT 1) lc ON true`
 
 // cohortColumns are the llm_calls columns of a cohort, in the order of
 // TriageCohorts' lists.
@@ -256,9 +264,9 @@ func (s *Store) TriageQueueCounts(ctx context.Context, db DBTX, f TriageFilter) 
 	}
 	var a sqlArgs
 	lateral := ", jsonb_array_elements(f.errors) e"
-	q := `WITH f AS (SELECT t.id, t.schema_id, r.batch_id, t.errors, t.claim_expires, ` +
-		lastCall("prompt_version") + ` AS prompt_version, ` + lastCall("schema_version") + ` AS schema_version, ` +
-		lastCall("model") + ` AS model` + triageFrom +
+	q := `WITH f AS (SELECT t.id, t.schema_id, r.batch_id, t.errors, t.claim_expires,
+    coalesce(lc.prompt_version, '') AS prompt_version, coalesce(lc.schema_version, '') AS schema_version,
+    coalesce(lc.model, '') AS model` + triageFrom + lastCallJoin +
 		"\nWHERE " + f.where(&a) + `)
 SELECT (SELECT count(*) FROM f), (SELECT count(*) FROM f WHERE claim_expires > now()),
 ` + fmt.Sprintf(facetSQL, "e->>'kind'", lateral) + `,
@@ -340,15 +348,13 @@ type TriageCohorts struct {
 }
 
 // TriageCohortValues returns the distinct cohort values of the last LLM
-// call of every triage item's run, in any status (” left out).
+// call of every triage item's run, in any status (empty values left out).
 func (s *Store) TriageCohortValues(ctx context.Context, db DBTX) (TriageCohorts, error) {
 	var c TriageCohorts
-	q := `WITH v AS (SELECT ` + lastCall("prompt_version") + ` AS p, ` + lastCall("schema_version") + ` AS s, ` +
-		lastCall("model") + ` AS m FROM triage_items t)
-SELECT coalesce(array_agg(DISTINCT p ORDER BY p) FILTER (WHERE p <> ''), '{}'),
-       coalesce(array_agg(DISTINCT s ORDER BY s) FILTER (WHERE s <> ''), '{}'),
-       coalesce(array_agg(DISTINCT m ORDER BY m) FILTER (WHERE m <> ''), '{}')
-FROM v`
+	q := `SELECT coalesce(array_agg(DISTINCT lc.prompt_version ORDER BY lc.prompt_version) FILTER (WHERE lc.prompt_version <> ''), '{}'),
+       coalesce(array_agg(DISTINCT lc.schema_version ORDER BY lc.schema_version) FILTER (WHERE lc.schema_version <> ''), '{}'),
+       coalesce(array_agg(DISTINCT lc.model ORDER BY lc.model) FILTER (WHERE lc.model <> ''), '{}')
+FROM triage_items t` + lastCallJoin
 	if err := db.QueryRow(ctx, q).Scan(&c.PromptVersions, &c.SchemaVersions, &c.Models); err != nil {
 		return c, fmt.Errorf("store.TriageCohortValues: %w", err)
 	}
