@@ -1,6 +1,8 @@
 package store_test
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/extractq/extractq/extracttype"
@@ -88,5 +90,84 @@ func TestAnalystViews(t *testing.T) {
 	var n int
 	if err := tx.QueryRow(ctx, `SELECT kind, errors FROM reply_failures WHERE schema_id = 'support_ticket'`).Scan(&kind, &n); err != nil || kind != "parse" || n != 1 {
 		t.Errorf("reply_failures: %s %d (%v), want the one parse error", kind, n, err)
+	}
+}
+
+// field_failures and reply_failures count by cohort (migration 000020):
+// a run of another prompt version, schema version and model is a row of
+// its own, and the cohort columns come last.
+func TestAnalystViewCohorts(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st, tx := storetest.TestTx(ctx, t)
+	batch := batchFixture(ctx, t, st, tx)
+	whole := extracttype.Errorf(extracttype.KindParse, "", "", "no JSON object in the reply")
+	for _, v := range []struct{ schema, prompt, model string }{{"1", "extract.v1", "sim-1"}, {"2", "extract.v2@abc123", "sim-2"}} {
+		o := failedOutcome(messageFixture(ctx, t, st, tx, batch))
+		o.SchemaVersion = v.schema
+		for i := range o.Calls {
+			o.Calls[i].PromptVersion, o.Calls[i].Model = v.prompt, v.model
+		}
+		o.Failures = append(o.Failures, store.FailureEvent{CallIndex: 1, Err: whole})
+		if err := st.RunOutcomeInsert(ctx, tx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, view := range []string{"field_failures", "reply_failures"} {
+		var cols []string
+		rows, err := tx.Query(ctx, `SELECT column_name FROM information_schema.columns
+			WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position`, view)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var c string
+			if err := rows.Scan(&c); err != nil {
+				t.Fatal(err)
+			}
+			cols = append(cols, c)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if len(cols) < 3 || strings.Join(cols[len(cols)-3:], ",") != "schema_version,prompt_version,model" {
+			t.Errorf("%s columns %v: want schema_version, prompt_version, model last", view, cols)
+		}
+	}
+
+	type row struct {
+		schemaVersion, prompt, model string
+		errors, runs                 int
+	}
+	read := func(q string) []row {
+		t.Helper()
+		rows, err := tx.Query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []row
+		for rows.Next() {
+			var r row
+			if err := rows.Scan(&r.schemaVersion, &r.prompt, &r.model, &r.errors, &r.runs); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, r)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	want := []row{{"1", "extract.v1", "sim-1", 2, 1}, {"2", "extract.v2@abc123", "sim-2", 2, 1}}
+	got := read(`SELECT schema_version, prompt_version, model, errors, runs FROM field_failures
+		WHERE schema_id = 'support_ticket' AND path_pattern = '/items/*/sku' ORDER BY prompt_version`)
+	if !slices.Equal(got, want) {
+		t.Errorf("field_failures of /items/*/sku by cohort = %+v, want %+v", got, want)
+	}
+	want = []row{{"1", "extract.v1", "sim-1", 1, 1}, {"2", "extract.v2@abc123", "sim-2", 1, 1}}
+	got = read(`SELECT schema_version, prompt_version, model, errors, runs FROM reply_failures
+		WHERE schema_id = 'support_ticket' ORDER BY prompt_version`)
+	if !slices.Equal(got, want) {
+		t.Errorf("reply_failures by cohort = %+v, want %+v", got, want)
 	}
 }

@@ -39,6 +39,13 @@ type TriageFilter struct {
 	OlderThan time.Time `json:"older_than,omitzero"`
 	// ClaimedBy keeps items under a live lease of this reviewer.
 	ClaimedBy string `json:"claimed_by,omitempty"`
+	// PromptVersion, SchemaVersion and Model keep the items of one
+	// cohort (DESIGN.md, "Words"): those whose run's last LLM call
+	// (lastCallSQL) has this prompt version (such as "extract.v1"),
+	// schema version or model. An item whose run made no call has none.
+	PromptVersion string `json:"prompt_version,omitempty"`
+	SchemaVersion string `json:"schema_version,omitempty"`
+	Model         string `json:"model,omitempty"`
 	// Search keeps items whose message text matches this search query
 	// (triage_search.go); it is customer text, so no log or audit entry
 	// holds it.
@@ -62,6 +69,27 @@ JOIN messages m ON m.id = t.message_id`
 // foldIndicesSQL folds the array indices of a JSON Pointer to *, as
 // extracttype.Error.PathPattern does.
 const foldIndicesSQL = `regexp_replace(e->>'path', '/[0-9]+(?=/|$)', '/*', 'g')`
+
+// lastCallSQL selects column %s of the last LLM call of the run of
+// triage item t: the last attempt of the delivery that decided the run
+// (superseded calls only when it has no other), the empty string when it made none.
+const lastCallSQL = `coalesce((SELECT c.%s FROM llm_calls c WHERE c.message_id = t.message_id AND c.run_no = t.run_no
+ ORDER BY c.superseded, c.attempt DESC, c.id DESC LIMIT 1), '')`
+
+// lastCallJoin joins lc, the last LLM call of the run of triage item t
+// as lastCallSQL picks it (its prompt_version, schema_version and model;
+// NULL when the run made none): one lookup per item for all three.
+const lastCallJoin = `
+LEFT JOIN LATERAL (SELECT c.prompt_version, c.schema_version, c.model FROM llm_calls c
+    WHERE c.message_id = t.message_id AND c.run_no = t.run_no
+    ORDER BY c.superseded, c.attempt DESC, c.id DESC LIMIT 1) lc ON true`
+
+// cohortColumns are the llm_calls columns of a cohort, in the order of
+// TriageCohorts' lists.
+var cohortColumns = [3]string{"prompt_version", "schema_version", "model"}
+
+// lastCall returns lastCallSQL for column col.
+func lastCall(col string) string { return fmt.Sprintf(lastCallSQL, col) }
 
 // where returns the filter's conditions on t, r and m, adding its
 // arguments to a.
@@ -87,6 +115,11 @@ func (f TriageFilter) where(a *sqlArgs) string {
 	}
 	if f.BatchID != "" {
 		conds = append(conds, "r.batch_id = "+a.add(f.BatchID))
+	}
+	for i, v := range [3]string{f.PromptVersion, f.SchemaVersion, f.Model} {
+		if v != "" {
+			conds = append(conds, lastCall(cohortColumns[i])+" = "+a.add(v))
+		}
 	}
 	if !f.NewerThan.IsZero() {
 		conds = append(conds, "t.created_at >= "+a.add(f.NewerThan))
@@ -212,6 +245,13 @@ type TriageCounts struct {
 	Paths   []TriageFacet `json:"paths"`
 	Schemas []TriageFacet `json:"schemas"`
 	Batches []TriageFacet `json:"batches"`
+	// PromptVersions, SchemaVersions and Models count them by the cohort
+	// of their run's last LLM call (TriageFilter.PromptVersion), most
+	// first (at most 12 each); items whose run made no call are not
+	// counted here.
+	PromptVersions []TriageFacet `json:"prompt_versions"`
+	SchemaVersions []TriageFacet `json:"schema_versions"`
+	Models         []TriageFacet `json:"models"`
 }
 
 const facetSQL = `(SELECT coalesce(jsonb_agg(jsonb_build_object('value', x.value, 'count', x.count) ORDER BY x.count DESC, x.value), '[]')
@@ -224,15 +264,21 @@ func (s *Store) TriageQueueCounts(ctx context.Context, db DBTX, f TriageFilter) 
 	}
 	var a sqlArgs
 	lateral := ", jsonb_array_elements(f.errors) e"
-	q := `WITH f AS (SELECT t.id, t.schema_id, r.batch_id, t.errors, t.claim_expires` + triageFrom +
+	q := `WITH f AS (SELECT t.id, t.schema_id, r.batch_id, t.errors, t.claim_expires,
+    coalesce(lc.prompt_version, '') AS prompt_version, coalesce(lc.schema_version, '') AS schema_version,
+    coalesce(lc.model, '') AS model` + triageFrom + lastCallJoin +
 		"\nWHERE " + f.where(&a) + `)
 SELECT (SELECT count(*) FROM f), (SELECT count(*) FROM f WHERE claim_expires > now()),
 ` + fmt.Sprintf(facetSQL, "e->>'kind'", lateral) + `,
 ` + fmt.Sprintf(facetSQL, "coalesce(nullif("+foldIndicesSQL+", ''), '/')", lateral) + `,
 ` + fmt.Sprintf(facetSQL, "f.schema_id", "") + `,
-` + fmt.Sprintf(facetSQL, "f.batch_id", "")
+` + fmt.Sprintf(facetSQL, "f.batch_id", "") + `,
+` + fmt.Sprintf(facetSQL, "f.prompt_version", "WHERE f.prompt_version <> ''") + `,
+` + fmt.Sprintf(facetSQL, "f.schema_version", "WHERE f.schema_version <> ''") + `,
+` + fmt.Sprintf(facetSQL, "f.model", "WHERE f.model <> ''")
 	var c TriageCounts
-	err := db.QueryRow(ctx, q, a.args...).Scan(&c.Total, &c.Claimed, &c.Kinds, &c.Paths, &c.Schemas, &c.Batches)
+	err := db.QueryRow(ctx, q, a.args...).Scan(&c.Total, &c.Claimed, &c.Kinds, &c.Paths, &c.Schemas, &c.Batches,
+		&c.PromptVersions, &c.SchemaVersions, &c.Models)
 	if err != nil {
 		return c, fmt.Errorf("store.TriageQueueCounts: %w", err)
 	}
@@ -290,4 +336,27 @@ FROM triage_items`).Scan(&open, &leased, &maxID, &updated)
 		return "", fmt.Errorf("store.TriageQueueVersion: %w", err)
 	}
 	return fmt.Sprintf("%d.%d.%d.%d", open, leased, maxID, updated.UnixMicro()), nil
+}
+
+// TriageCohorts are the cohort values of the triage items' runs, each
+// list sorted: the values the queue filter's prompt_version,
+// schema_version and model may take.
+type TriageCohorts struct {
+	PromptVersions []string
+	SchemaVersions []string
+	Models         []string
+}
+
+// TriageCohortValues returns the distinct cohort values of the last LLM
+// call of every triage item's run, in any status (empty values left out).
+func (s *Store) TriageCohortValues(ctx context.Context, db DBTX) (TriageCohorts, error) {
+	var c TriageCohorts
+	q := `SELECT coalesce(array_agg(DISTINCT lc.prompt_version ORDER BY lc.prompt_version) FILTER (WHERE lc.prompt_version <> ''), '{}'),
+       coalesce(array_agg(DISTINCT lc.schema_version ORDER BY lc.schema_version) FILTER (WHERE lc.schema_version <> ''), '{}'),
+       coalesce(array_agg(DISTINCT lc.model ORDER BY lc.model) FILTER (WHERE lc.model <> ''), '{}')
+FROM triage_items t` + lastCallJoin
+	if err := db.QueryRow(ctx, q).Scan(&c.PromptVersions, &c.SchemaVersions, &c.Models); err != nil {
+		return c, fmt.Errorf("store.TriageCohortValues: %w", err)
+	}
+	return c, nil
 }

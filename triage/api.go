@@ -196,11 +196,11 @@ func (s *Server) apiMe(w http.ResponseWriter, r *http.Request) error {
 }
 
 // apiItems lists items: the queue filter (status, schema, kind, path,
-// batch, age, sort) and limit (default 50, at most 500) and offset.
+// batch, age, sort, q, cohort) and limit (default 50, at most 500) and offset.
 func (s *Server) apiItems(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	q := r.URL.Query()
-	f, err := s.parseFilter(q)
+	f, err := s.parseFilter(r.Context(), q)
 	if err != nil {
 		return err
 	}
@@ -235,7 +235,7 @@ func (s *Server) apiItems(w http.ResponseWriter, r *http.Request) error {
 // apiCounts returns the queue's counts and facets for the filter.
 func (s *Server) apiCounts(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	f, err := s.parseFilter(r.URL.Query())
+	f, err := s.parseFilter(r.Context(), r.URL.Query())
 	if err != nil {
 		return err
 	}
@@ -346,7 +346,7 @@ func (s *Server) apiClaim(w http.ResponseWriter, r *http.Request) error {
 // apiClaimNext claims the oldest open item of the query's filter (after
 // item ?after=, an item id, when given); 404 when none is left.
 func (s *Server) apiClaimNext(w http.ResponseWriter, r *http.Request) error {
-	f, err := s.parseFilter(r.URL.Query())
+	f, err := s.parseFilter(r.Context(), r.URL.Query())
 	if err != nil {
 		return err
 	}
@@ -551,7 +551,7 @@ func (s *Server) apiRerun(w http.ResponseWriter, r *http.Request) error {
 // (checkBulkFilter): a schema is required.
 func (s *Server) apiBulkCount(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	f, err := s.parseFilter(r.URL.Query())
+	f, err := s.parseFilter(r.Context(), r.URL.Query())
 	if err != nil {
 		return err
 	}
@@ -572,7 +572,7 @@ func (s *Server) apiBulkCount(w http.ResponseWriter, r *http.Request) error {
 // when the count changed, 404 when no item matches the filter. The filter
 // is checked, as for apiBulkCount, before the body.
 func (s *Server) apiBulkRerun(w http.ResponseWriter, r *http.Request) error {
-	f, err := s.parseFilter(r.URL.Query())
+	f, err := s.parseFilter(r.Context(), r.URL.Query())
 	if err != nil {
 		return err
 	}

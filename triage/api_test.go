@@ -261,7 +261,7 @@ func TestAPI(t *testing.T) {
 		b := newBundle(t, bundleOpts{})
 		tok := newToken(t, b, "robot")
 		id, msgID := b.failedItem(t, "customer_message", albertText, albertFirst, albertRepair)
-		filter := "status, schema, kind, path, batch, age, sort, q"
+		filter := "status, schema, kind, path, batch, age, sort, q, prompt_version, schema_version, model"
 		for _, tc := range []struct{ method, path, want string }{
 			{"GET", "/api/v1/items?order=weird", `unknown parameter "order": GET /api/v1/items takes ` + filter + ", limit, offset"},
 			{"GET", "/api/v1/items?statuss=open", `unknown parameter "statuss": GET /api/v1/items takes ` + filter + ", limit, offset"},

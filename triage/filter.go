@@ -1,6 +1,7 @@
 package triage
 
 import (
+	"context"
 	"fmt"
 	"html/template"
 	"net/url"
@@ -13,7 +14,8 @@ import (
 )
 
 // Filter is the queue filter as pages and the API take it in a query
-// string: status, schema, kind, path, batch, age and sort.
+// string: status, schema, kind, path, batch, age, sort, search and
+// cohort (prompt_version, schema_version, model).
 type Filter struct {
 	// Status is open (default), mine (open and claimed by me), approved,
 	// rejected, rerun or any.
@@ -32,6 +34,12 @@ type Filter struct {
 	// a web-search-style query (store.TriageFilter.Search); customer
 	// text, so only roles that read it may search.
 	Search string
+	// PromptVersion, SchemaVersion and Model keep one cohort: the items
+	// whose run's last LLM call had them (store.TriageFilter). Only
+	// values some triage item's run has are taken (checkCohort).
+	PromptVersion string
+	SchemaVersion string
+	Model         string
 }
 
 // Statuses, kinds and ages the filter form offers, and the only ones
@@ -53,7 +61,8 @@ var (
 
 // filterParams are the query parameters of the queue filter, in the
 // order errors list them.
-var filterParams = []string{"status", "schema", "kind", "path", "batch", "age", "sort", "q"}
+var filterParams = []string{"status", "schema", "kind", "path", "batch", "age", "sort", "q",
+	"prompt_version", "schema_version", "model"}
 
 // maxFilterValue bounds a filter value, in bytes.
 const maxFilterValue = 500
@@ -142,7 +151,10 @@ func readFilter(q url.Values, schemas []string) (Filter, []string) {
 			}
 			return ""
 		}),
-		Search: get("q", nil),
+		Search:        get("q", nil),
+		PromptVersion: get("prompt_version", nil),
+		SchemaVersion: get("schema_version", nil),
+		Model:         get("model", nil),
 	}
 	if f.Status == store.TriageOpen {
 		f.Status = ""
@@ -162,8 +174,66 @@ func quoteValue(v string) string {
 	return strconv.Quote(v)
 }
 
-// parseFilter reads the query's filter against the server's schemas.
-func (s *Server) parseFilter(q url.Values) (Filter, error) { return parseFilter(q, s.schemaIDs()) }
+// parseFilter reads the query's filter against the server's schemas
+// and the cohorts of the triage items (checkCohort).
+func (s *Server) parseFilter(ctx context.Context, q url.Values) (Filter, error) {
+	f, err := parseFilter(q, s.schemaIDs())
+	if err != nil {
+		return f, err
+	}
+	problems, err := s.checkCohort(ctx, &f)
+	if err != nil {
+		return f, err
+	}
+	if len(problems) > 0 {
+		return f, invalidf("%s", strings.Join(problems, "; "))
+	}
+	return f, nil
+}
+
+// readFilter reads the query's filter as readFilter does, leaving out
+// cohort values no triage item's run has (checkCohort) too.
+func (s *Server) readFilter(ctx context.Context, q url.Values) (Filter, []string, error) {
+	f, problems := readFilter(q, s.schemaIDs())
+	more, err := s.checkCohort(ctx, &f)
+	return f, append(problems, more...), err
+}
+
+// checkCohort clears each cohort value of f (prompt_version,
+// schema_version, model) that the run of no triage item has
+// (store.TriageCohortValues) and returns, for each, a line naming the
+// parameter, the value and the values allowed. It reads the store only
+// when f has a cohort value.
+func (s *Server) checkCohort(ctx context.Context, f *Filter) ([]string, error) {
+	if f.PromptVersion == "" && f.SchemaVersion == "" && f.Model == "" {
+		return nil, nil
+	}
+	known, err := s.st.TriageCohortValues(ctx, s.st.Pool)
+	if err != nil {
+		return nil, err
+	}
+	var problems []string
+	for _, c := range []struct {
+		key   string
+		v     *string
+		known []string
+	}{
+		{"prompt_version", &f.PromptVersion, known.PromptVersions},
+		{"schema_version", &f.SchemaVersion, known.SchemaVersions},
+		{"model", &f.Model, known.Models},
+	} {
+		if *c.v == "" || contains(c.known, *c.v) {
+			continue
+		}
+		want := "no triage item has a run with one yet"
+		if len(c.known) > 0 {
+			want = "want one of " + strings.Join(c.known, ", ")
+		}
+		problems = append(problems, fmt.Sprintf("%s %s: no triage item's run has it; %s", c.key, quoteValue(*c.v), want))
+		*c.v = ""
+	}
+	return problems, nil
+}
 
 func contains(list []string, s string) bool {
 	for _, x := range list {
@@ -202,7 +272,8 @@ func ageBounds(age string) (time.Duration, bool) {
 
 // Store returns the store filter for reviewer me at time now.
 func (f Filter) Store(me string, now time.Time) store.TriageFilter {
-	sf := store.TriageFilter{Status: f.Status, SchemaID: f.Schema, Kind: f.Kind, Path: f.Path, BatchID: f.Batch, Search: f.Search}
+	sf := store.TriageFilter{Status: f.Status, SchemaID: f.Schema, Kind: f.Kind, Path: f.Path, BatchID: f.Batch, Search: f.Search,
+		PromptVersion: f.PromptVersion, SchemaVersion: f.SchemaVersion, Model: f.Model}
 	if f.Status == "mine" {
 		sf.Status, sf.ClaimedBy = store.TriageOpen, me
 	}
@@ -218,7 +289,8 @@ func (f Filter) Store(me string, now time.Time) store.TriageFilter {
 func (f Filter) Values() url.Values {
 	q := url.Values{}
 	for k, v := range map[string]string{"status": f.Status, "schema": f.Schema, "kind": f.Kind, "path": f.Path,
-		"batch": f.Batch, "age": f.Age, "sort": f.Sort, "q": f.Search} {
+		"batch": f.Batch, "age": f.Age, "sort": f.Sort, "q": f.Search,
+		"prompt_version": f.PromptVersion, "schema_version": f.SchemaVersion, "model": f.Model} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -230,7 +302,8 @@ func (f Filter) Values() url.Values {
 // of filterParams, as key "value" ("status \"open\"" for none).
 func (f Filter) String() string {
 	var parts []string
-	for i, v := range []string{f.Status, f.Schema, f.Kind, f.Path, f.Batch, f.Age, f.Sort, f.Search} {
+	for i, v := range []string{f.Status, f.Schema, f.Kind, f.Path, f.Batch, f.Age, f.Sort, f.Search,
+		f.PromptVersion, f.SchemaVersion, f.Model} {
 		if v != "" {
 			parts = append(parts, filterParams[i]+" "+quoteValue(v))
 		}

@@ -471,7 +471,7 @@ func TestQueueAndItemPages(t *testing.T) {
 			{"/?status=closed", []string{"status &#34;closed&#34;: want one of open, mine, approved, rejected, rerun, any"}},
 			{"/?path=order_id", []string{"path &#34;order_id&#34;: want a JSON Pointer"}},
 			{"/?sort=up", []string{"sort &#34;up&#34;: want newest or oldest"}},
-			{"/?statuss=open&order=weird", []string{"unknown parameters &#34;order&#34;, &#34;statuss&#34;: the queue takes status, schema, kind, path, batch, age, sort, q, page"}},
+			{"/?statuss=open&order=weird", []string{"unknown parameters &#34;order&#34;, &#34;statuss&#34;: the queue takes status, schema, kind, path, batch, age, sort, q, prompt_version, schema_version, model, page"}},
 			{"/?schema=nosuch&kind=bogus&statuss=x", []string{"schema &#34;nosuch&#34; is not configured here", "kind &#34;bogus&#34;: want", "unknown parameter &#34;statuss&#34;"}},
 		} {
 			r := c.get(tc.path)

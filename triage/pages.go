@@ -103,7 +103,10 @@ func (s *Server) homePage(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) queuePage(w http.ResponseWriter, r *http.Request) error {
-	f, problems := readFilter(linkQuery(r), s.schemaIDs())
+	f, problems, err := s.readFilter(r.Context(), linkQuery(r))
+	if err != nil {
+		return err
+	}
 	v, err := s.queueViewOf(r, f)
 	if err != nil {
 		return err
@@ -118,7 +121,7 @@ func (s *Server) queuePage(w http.ResponseWriter, r *http.Request) error {
 // the page's (with the filter the page kept), so a filter value it cannot
 // mean is refused.
 func (s *Server) queueLive(w http.ResponseWriter, r *http.Request) error {
-	f, err := s.parseFilter(r.URL.Query())
+	f, err := s.parseFilter(r.Context(), r.URL.Query())
 	if err != nil {
 		return err
 	}
@@ -156,7 +159,7 @@ func queueURL(f Filter) string {
 
 // filterOf reads the filter an item page carries in its query string.
 func (s *Server) filterOf(r *http.Request) Filter {
-	f, err := s.parseFilter(r.URL.Query())
+	f, err := s.parseFilter(r.Context(), r.URL.Query())
 	if err != nil {
 		return Filter{}
 	}
@@ -219,7 +222,7 @@ func (s *Server) releasePage(w http.ResponseWriter, r *http.Request) error {
 // claimNextPage claims the next item of the filter and shows it.
 func (s *Server) claimNextPage(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	f, err := s.parseFilter(r.URL.Query())
+	f, err := s.parseFilter(r.Context(), r.URL.Query())
 	if err != nil {
 		return err
 	}
@@ -501,7 +504,7 @@ func (s *Server) bulkRerunPage(w http.ResponseWriter, r *http.Request) error {
 	if err := checkParams(r, filterParams); err != nil {
 		return err
 	}
-	f, err := s.parseFilter(r.URL.Query())
+	f, err := s.parseFilter(r.Context(), r.URL.Query())
 	if err != nil {
 		return err
 	}
@@ -527,7 +530,7 @@ func (s *Server) bulkRerunPost(w http.ResponseWriter, r *http.Request) error {
 	if err := checkParams(r, filterParams); err != nil {
 		return err
 	}
-	f, err := s.parseFilter(r.URL.Query())
+	f, err := s.parseFilter(r.Context(), r.URL.Query())
 	if err != nil {
 		return err
 	}
