@@ -14,7 +14,8 @@ import (
 	"github.com/extractq/extractq/store/storetest"
 )
 
-// TestAnalystRole checks the Postgres role of migration 000015: as
+// TestAnalystRole checks the Postgres role of migrations 000015 and
+// 000021: as
 // extractq_analyst, the report views, functions and the tables they read
 // answer, and every table or view holding customer text is refused.
 func TestAnalystRole(t *testing.T) {
@@ -48,6 +49,12 @@ func TestAnalystRole(t *testing.T) {
 		`SELECT count(*) FROM runs`,
 		`SELECT count(*) FROM batches`,
 		`SELECT message_id, purpose, prompt_tokens, cost_usd, latency_ms FROM llm_calls`,
+		`SELECT * FROM batch_summary`,
+		`SELECT * FROM batch_cost`,
+		`SELECT * FROM triage_backlog`,
+		`SELECT * FROM field_failures`,
+		`SELECT * FROM reply_failures`,
+		`SELECT * FROM eval_results`,
 	} {
 		if err := try(q); err != nil {
 			t.Errorf("as extractq_analyst, %s: %v", q, err)
@@ -81,7 +88,8 @@ ORDER BY 1`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(granted, " "); got != "batches failing_fields failure_events repair_effectiveness runs" {
+	if got := strings.Join(granted, " "); got != "batch_cost batch_summary batches eval_results failing_fields failure_events field_failures "+
+		"repair_effectiveness reply_failures runs triage_backlog" {
 		t.Errorf("extractq_analyst may read %q, want the report views and the tables they read only", got)
 	}
 }
