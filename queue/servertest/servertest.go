@@ -61,9 +61,12 @@ func run(t testing.TB, opts *server.Options) *server.Server {
 		t.Fatalf("servertest: %v", err)
 	}
 	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
+	// A loaded 2-core machine (another test inserting a million rows)
+	// once took over 10s to ready one server of a 3-server cluster: the
+	// bound is generous, and passing it is a failure, not a wait.
+	if !s.ReadyForConnections(60 * time.Second) {
 		s.Shutdown()
-		t.Fatal("servertest: server not ready after 10s")
+		t.Fatal("servertest: server not ready after 60s")
 	}
 	t.Cleanup(func() {
 		s.Shutdown()
