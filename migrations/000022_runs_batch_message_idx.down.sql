@@ -1,0 +1,1 @@
+DROP INDEX runs_batch_message_idx;
