@@ -192,10 +192,14 @@ func (s *LimitShare) beat(ctx context.Context, kv *jetstream.KeyValue) (int, err
 		*kv = b
 	}
 	if _, err := (*kv).PutString(ctx, cfg.ID, time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+		// The bucket may be gone (its server lost its store): look it up,
+		// or make it, again next time.
+		*kv = nil
 		return 0, fmt.Errorf("putting key %s: %w", cfg.ID, err)
 	}
 	lister, err := (*kv).ListKeys(ctx)
 	if err != nil {
+		*kv = nil
 		return 0, fmt.Errorf("listing keys: %w", err)
 	}
 	n := 0

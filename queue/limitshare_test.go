@@ -26,7 +26,26 @@ type replica struct {
 
 	mu     sync.Mutex
 	share  float64
+	seen   []float64 // every share given, in order
 	pauses []string
+}
+
+// given reports whether the replica was given share since its i-th share.
+func (r *replica) given(share float64, since int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.seen[min(since, len(r.seen)):] {
+		if s == share {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *replica) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.seen)
 }
 
 func (r *replica) current() float64 {
@@ -48,7 +67,7 @@ func startReplica(t *testing.T, url, id string, n config.NATS, maxReplicas int) 
 	r := &replica{id: id, nc: nc, done: make(chan struct{})}
 	r.ls, err = queue.NewLimitShare(queue.LimitShareConfig{JS: js, Conn: nc, NATS: n, ID: id, Heartbeat: 100 * time.Millisecond,
 		MaxReplicas: maxReplicas,
-		SetShare:    func(s float64) { r.mu.Lock(); r.share = s; r.mu.Unlock() },
+		SetShare:    func(s float64) { r.mu.Lock(); r.share = s; r.seen = append(r.seen, s); r.mu.Unlock() },
 		Pause: func(until time.Time, cause string) {
 			r.mu.Lock()
 			r.pauses = append(r.pauses, cause)
@@ -144,6 +163,28 @@ func TestLimitShare(t *testing.T) {
 		t.Errorf("a heard its own pause")
 	}
 	a.mu.Unlock()
+
+	// The bucket lost (as with a server that lost its store): the
+	// replicas make it again and count each other again.
+	js, err := jetstream.New(a.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	na, nb := a.count(), b.count()
+	if err := js.DeleteKeyValue(t.Context(), queue.LimitBucket(n)); err != nil {
+		t.Fatal(err)
+	}
+	// The first to beat after it falls back for a heartbeat and makes
+	// the bucket again (the other may put its key there before it
+	// notices); both then count each other again.
+	deadline = time.Now().Add(10 * time.Second)
+	for !((a.given(0.1, na) || b.given(0.1, nb)) && a.current() == 0.5 && b.current() == 0.5) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the bucket was deleted: a %v, b %v; want a fall back to 0.1, then 0.5 each", a.seen, b.seen)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitShares(t, 0.5, a, b)
 
 	// The server gone: each takes 1/max_replicas.
 	srv.Shutdown()

@@ -161,3 +161,6 @@ func (p *Publisher) Lookup() *Lookup { return NewLookup(p.js, p.cfg) }
 // IsStreamNotFound reports whether err says the stream does not exist (it
 // was deleted, or the server lost its store).
 func IsStreamNotFound(err error) bool { return errors.Is(err, jetstream.ErrStreamNotFound) }
+
+// IsConsumerNotFound reports whether err says the consumer does not exist.
+func IsConsumerNotFound(err error) bool { return errors.Is(err, jetstream.ErrConsumerNotFound) }

@@ -304,6 +304,9 @@ type Reconciled struct {
 	// Lost: the stream had lost copies (see ReconcileParams.Grace), so
 	// the pass looked at every queued run at once.
 	Lost bool
+	// ConsumerRecreated: the stream had no workers' consumer, and
+	// ReconcileParams.Recreate made it again.
+	ConsumerRecreated bool
 }
 
 // ReconcileParams configures one pass.
@@ -465,6 +468,10 @@ func (r *Relay) givenUp(ctx context.Context, p ReconcileParams, run store.Run, s
 
 // bounds returns the stream's first and last sequences, creating the
 // stream again (p.Recreate) if it does not exist; then rec.Lost is set.
+// A stream that exists without the workers' consumer (another command,
+// such as ingest, made it again after its server lost its store) gets
+// the consumer back the same way, once a pass: without it no worker
+// takes a run.
 func (r *Relay) bounds(ctx context.Context, p ReconcileParams, rec *Reconciled) (first, last uint64, err error) {
 	first, last, err = r.cfg.Lookup.Bounds(ctx)
 	if queue.IsStreamNotFound(err) && p.Recreate != nil {
@@ -473,7 +480,16 @@ func (r *Relay) bounds(ctx context.Context, p ReconcileParams, rec *Reconciled) 
 			return 0, 0, err
 		}
 		rec.Lost = true
-		first, last, err = r.cfg.Lookup.Bounds(ctx)
+		return r.cfg.Lookup.Bounds(ctx)
+	}
+	if err == nil && p.Recreate != nil && !rec.Lost && !rec.ConsumerRecreated {
+		if _, cerr := r.cfg.Lookup.Consumer(ctx); queue.IsConsumerNotFound(cerr) {
+			r.log.Error("the runs stream has no workers' consumer; creating it again", zap.Error(cerr))
+			if err := p.Recreate(ctx); err != nil {
+				return 0, 0, err
+			}
+			rec.ConsumerRecreated = true
+		}
 	}
 	return first, last, err
 }

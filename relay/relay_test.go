@@ -383,6 +383,44 @@ func TestReconcileLossSkipsGrace(t *testing.T) {
 		}
 	})
 
+	// The stream made again by another command (ingest) after its server
+	// lost its store, without the workers' consumer: the pass makes the
+	// consumer again, or no worker would ever take these runs.
+	t.Run("ConsumerGone", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		runs := b.runs(t, "lostconsumer", 3)
+		b.publishAll(t, runs)
+		w := config.Default().Worker
+		if _, err := queue.EnsureConsumer(t.Context(), b.q.JS, b.q.NATS, w); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.q.JS.DeleteConsumer(t.Context(), b.q.NATS.Stream, b.q.NATS.Consumer); err != nil {
+			t.Fatal(err)
+		}
+		recreated := 0
+		rec, err := b.relay.Reconcile(t.Context(), relay.ReconcileParams{Grace: grace, Recreate: func(ctx context.Context) error {
+			recreated++
+			_, err := queue.EnsureConsumer(ctx, b.q.JS, b.q.NATS, w)
+			return err
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if recreated != 1 || !rec.ConsumerRecreated || rec.Lost {
+			t.Fatalf("consumer gone: %+v, recreated %d times; want it made again once, no loss", rec, recreated)
+		}
+		if _, err := b.q.JS.Consumer(t.Context(), b.q.NATS.Stream, b.q.NATS.Consumer); err != nil {
+			t.Fatalf("after the pass: %v", err)
+		}
+		if rec, err := b.relay.Reconcile(t.Context(), relay.ReconcileParams{Grace: grace, Recreate: func(context.Context) error {
+			t.Error("Recreate called with the consumer there")
+			return nil
+		}}); err != nil || rec.ConsumerRecreated {
+			t.Fatalf("a second pass: %+v, %v", rec, err)
+		}
+	})
+
 	t.Run("Gone", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
