@@ -86,10 +86,11 @@ func (g *browserRig) tab(t *testing.T) context.Context {
 	return tab
 }
 
-// step runs actions within 20s, naming the step on failure.
+// step runs actions within browserStep (browser_test.go), naming the
+// step on failure: a step once took over 20s on a loaded machine.
 func (g *browserRig) step(t *testing.T, tab context.Context, name string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	sctx, cancel := context.WithTimeout(tab, 20*time.Second)
+	sctx, cancel := context.WithTimeout(tab, browserStep)
 	defer cancel()
 	if err := chromedp.Do(sctx, actions...); err != nil {
 		t.Fatalf("%s: %v", name, err)
@@ -99,7 +100,7 @@ func (g *browserRig) step(t *testing.T, tab context.Context, name string, action
 // eval evaluates expr (awaiting a promise) into out.
 func (g *browserRig) eval(t *testing.T, tab context.Context, expr string, out any) {
 	t.Helper()
-	sctx, cancel := context.WithTimeout(tab, 20*time.Second)
+	sctx, cancel := context.WithTimeout(tab, browserStep)
 	defer cancel()
 	raw, err := chromedp.Run(sctx, chromedp.Evaluate[[]byte](expr, chromedp.EvalAwaitPromise))
 	if err != nil {
@@ -125,5 +126,5 @@ func (g *browserRig) login(t *testing.T, tab context.Context, user, password str
 
 // poll waits up to 10s for expr to be true.
 func poll(expr string) chromedp.Action[chromedp.Void] {
-	return discard(chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(10*time.Second)))
+	return discard(chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(browserPoll)))
 }

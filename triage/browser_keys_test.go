@@ -242,7 +242,7 @@ func TestBrowserKeysPerTask(t *testing.T) {
 				// Approved: the result is stored, and the page the approval
 				// leads to (the queue: no item is left in the batch) shows.
 				var cur store.Extraction
-				for deadline := time.Now().Add(10 * time.Second); ; {
+				for deadline := time.Now().Add(time.Minute); ; {
 					var err error
 					if cur, err = b.st.CurrentResultGet(ctx, b.st.Pool, store.CurrentResultGetParams{MessageID: msg}); err == nil {
 						break
