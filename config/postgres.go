@@ -23,8 +23,9 @@ type Postgres struct {
 	MaxConnections int `yaml:"max_connections"`
 	// Reserve is kept out of the pools for the short-lived commands
 	// (migrate, report, retention, eval, triage admin) and for an
-	// operator's psql; each of those opens a pool of ShortPool
-	// connections. Default 6.
+	// operator's psql. Each of those holds at most two connections at
+	// once: migrate the lock's and the migration's, the others one query
+	// at a time (eval's pool is ShortPool under a budget). Default 6.
 	Reserve int `yaml:"reserve"`
 	// Pools gives each long-running command its share of the rest and
 	// the most replicas it may run at once. A configuration that sets it
@@ -49,9 +50,9 @@ type PoolShare struct {
 // budget, by the names Pools uses.
 var PoolCommands = []string{"worker", "ingest", "triage"}
 
-// ShortPool is the pool size of a short-lived command (one not in
-// PoolCommands) under a budget: migrating takes two connections at once
-// (the lock's and the migration's), and none of them needs more.
+// ShortPool is PoolSize's answer for a command not in PoolCommands under
+// a budget (eval passes its name): migrating takes two connections at
+// once (the lock's and the migration's), and none of them needs more.
 const ShortPool = 2
 
 // minPool is the least pool a long-running command can work with: the
