@@ -98,7 +98,11 @@ func main() {
 		if err == nil {
 			var n int
 			if n, err = writeResults(ctx, os.Stdout, st, id, format, *configPath, env); err == nil {
-				fmt.Fprintf(os.Stderr, "report: %d results of batch %s\n", n, id)
+				noun := "results"
+				if n == 1 {
+					noun = "result"
+				}
+				fmt.Fprintf(os.Stderr, "report: %d %s of batch %s\n", n, noun, id)
 			}
 		}
 		if err != nil {
