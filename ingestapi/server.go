@@ -146,8 +146,11 @@ type ServerConfig struct {
 	// ResultsPage is how many messages GET /v1/batches/{id}/results reads
 	// from Postgres at a time. Default 1000.
 	ResultsPage int
+	// Webhooks are the webhooks POST /v1/webhooks/{name} takes
+	// (webhooks.go); NewServer fails naming a bad one.
+	Webhooks []Webhook
 	// Logger logs one line per POST: its status, batch, counts and
-	// duration, never a message's text or the token.
+	// duration, never a message's text, the token or a secret.
 	Logger *zap.Logger
 }
 
@@ -158,6 +161,7 @@ type Server struct {
 	tokenHash [sha256.Size]byte
 	mux       *http.ServeMux
 	metrics   *serverMetrics // nil without a Registry
+	hooks     map[string]*hook
 	erasure   *erasure.Service
 	// sem holds one token per POST being handled (MaxRequests).
 	sem chan struct{}
@@ -204,7 +208,11 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	s := &Server{cfg: cfg, log: log.Named("http"), sem: make(chan struct{}, cfg.MaxRequests), erasure: erasure.New(cfg.Store)}
+	hooks, err := newHooks(cfg.Webhooks, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("ingest.NewServer: %w", err)
+	}
+	s := &Server{cfg: cfg, log: log.Named("http"), sem: make(chan struct{}, cfg.MaxRequests), erasure: erasure.New(cfg.Store), hooks: hooks}
 	if cfg.Token != "" {
 		s.tokenHash = sha256.Sum256([]byte(cfg.Token))
 	}
@@ -226,7 +234,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 			return httperr.New(httperr.MethodNotAllowed, r.Method+" "+path+": the route takes "+method)
 		})))
 	}
-	route("POST", "/v1/messages", cfg.MaxBodyBytes, s.gated(s.handle(s.messages)))
+	route("POST", "/v1/messages", cfg.MaxBodyBytes, s.gated("POST /v1/messages", s.handle(s.messages)))
+	route("POST", "/v1/webhooks/{name}", cfg.MaxBodyBytes, s.gated(webhookRoute, s.handle(s.webhook)))
 	route("GET", "/v1/batches/{id}", 0, s.handle(s.batch))
 	route("GET", "/v1/batches/{id}/results", 0, s.handle(s.results))
 	route("POST", "/v1/erasures", maxErasureBody, s.handle(s.erasures))
