@@ -25,9 +25,10 @@ type Message struct {
 // same reasons: an id and a source of valid UTF-8 (never rewritten), an
 // id without control, format or surrounding white-space characters, a
 // text with a visible character, at most maxText bytes, no NUL, and
-// metadata without a NUL or a number Postgres jsonb cannot hold. Invalid
-// UTF-8 in the text or the metadata is replaced, as on a line, by U+FFFD
-// (FlagInvalidUTF8). The error names the field.
+// metadata without a NUL or a number Postgres jsonb cannot hold. Each run
+// of invalid UTF-8 in the text is replaced, as on a line, by one U+FFFD
+// (FlagInvalidUTF8); in the metadata, encoding/json replaces it. The
+// error names the field.
 func CheckMessage(m Message, maxText int) (Input, error) {
 	var in Input
 	for _, f := range []struct{ name, v string }{{"id", m.ID}, {"source", m.Source}} {

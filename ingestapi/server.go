@@ -5,7 +5,8 @@
 // where a batch stands, and waits for it to be done with wait=D; GET
 // /v1/batches/{id}/results streams its messages' results as JSONL. POST
 // /v1/erasures erases the text of the messages a customer asked to have
-// erased. GET /healthz answers while the process is up, GET /readyz while
+// erased. POST /v1/webhooks/{name} takes another system's JSON, signed or
+// with a token, as one message (webhooks.go, package webhook). GET /healthz answers while the process is up, GET /readyz while
 // Postgres and NATS are reachable. Errors are {"error": {"code",
 // "message"}}, of the product's one error table (internal/httperr,
 // docs/http-errors.md); a 422, and a 503 that stopped part way, carry the
@@ -14,8 +15,8 @@
 // origin is 403, and, without a token, one whose Host is not a loopback
 // name 421.
 //
-// Each route has its file: messages.go, batches.go, results.go,
-// erasures.go, health.go; server.go holds the Server, its routing, the
+// Each route has its file: messages.go, webhooks.go, batches.go,
+// results.go, erasures.go, health.go; server.go holds the Server, its routing, the
 // gates every request passes and the reading shared by the routes.
 package ingestapi
 
