@@ -236,10 +236,10 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		})))
 	}
 	route("POST", "/v1/messages", cfg.MaxBodyBytes, s.gated("POST /v1/messages", s.handle(s.messages)))
-	route("POST", "/v1/webhooks/{name}", cfg.MaxBodyBytes, s.gated(webhookRoute, s.handle(s.webhook)))
 	route("GET", "/v1/batches/{id}", 0, s.handle(s.batch))
 	route("GET", "/v1/batches/{id}/results", 0, s.handle(s.results))
 	route("POST", "/v1/erasures", maxErasureBody, s.handle(s.erasures))
+	route("POST", "/v1/webhooks/{name}", cfg.MaxBodyBytes, s.gated(webhookRoute, s.handle(s.webhook)))
 	routes = append(routes, "GET /healthz", "GET /readyz", "GET /metrics")
 	mux.Handle("GET /healthz", s.limitBody("GET /healthz", 0, s.handle(s.healthz)))
 	mux.Handle("GET /readyz", s.limitBody("GET /readyz", 0, s.handle(s.readyz)))
