@@ -291,6 +291,10 @@ type Ingest struct {
 	// only counted, so a file of bad lines takes bounded memory. Default
 	// 1000.
 	MaxErrors int `yaml:"max_errors"`
+	// Webhooks are the webhooks `ingest serve` takes at POST
+	// /v1/webhooks/{name} (webhook.go; docs/input.md, "Webhooks").
+	// Default none.
+	Webhooks []Webhook `yaml:"webhooks"`
 }
 
 // SimPromptErrors is one entry of Simulator.PromptErrors.
@@ -527,6 +531,9 @@ func (c Config) Validate() error {
 	if c.Ingest.MaxErrors < 1 {
 		return fmt.Errorf("ingest.max_errors: %d is below 1", c.Ingest.MaxErrors)
 	}
+	if err := c.validateWebhooks(); err != nil {
+		return err
+	}
 	for name, d := range map[string]time.Duration{
 		"nats.duplicate_window": c.NATS.DuplicateWindow, "nats.retry_time": c.NATS.RetryTime, "worker.ack_wait": c.Worker.AckWait,
 		"worker.in_progress_every": c.Worker.InProgressEvery, "worker.commit_wait": c.Worker.CommitWait,
@@ -634,7 +641,8 @@ func yamlError(err error) error {
 		sm := unknownField.FindStringSubmatch(m)
 		section := map[string]string{"Config": "the file", "LLM": "llm", "Provider": "provider", "Schema": "schemas",
 			"Budget": "budget", "Prices": "prices", "Price": "prices.models", "Worker": "worker", "NATS": "nats", "NATSTLS": "nats.tls",
-			"Ingest": "ingest", "Simulator": "simulator", "Relay": "relay"}[sm[2]]
+			"Ingest": "ingest", "Simulator": "simulator", "Relay": "relay",
+			"Webhook": "ingest.webhooks", "WebhookSignature": "ingest.webhooks[].signature"}[sm[2]]
 		if section == "" {
 			section = strings.ToLower(sm[2])
 		}

@@ -656,6 +656,12 @@ func (in *Ingester) Run(ctx context.Context, r io.Reader) (sum Summary, err erro
 	} else {
 		src = newJSONLInput(r)
 	}
+	return in.run(ctx, src, sum)
+}
+
+// run ingests every line or record of src, as Run says, into sum.
+func (in *Ingester) run(ctx context.Context, src input, sum Summary) (Summary, error) {
+	var err error
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	// start records the batch, before the first line that passes its

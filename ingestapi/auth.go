@@ -29,6 +29,9 @@ import (
 var routeAccess = map[string][]store.Role{
 	// Writing messages: programs that feed the server, and admins.
 	"POST /v1/messages": {store.RoleAdmin, store.RoleIngest},
+	// A webhook without a signature, as POST /v1/messages; a signed one
+	// needs no token (its signature authenticates it: webhooks.go).
+	"POST /v1/webhooks/{name}": {store.RoleAdmin, store.RoleIngest},
 	// A batch's counts hold no customer text: every role.
 	"GET /v1/batches/{id}": {store.RoleAdmin, store.RoleIngest, store.RoleReviewer, store.RoleAnalyst},
 	// Results are customer data: who sent it, and who reads it in triage.

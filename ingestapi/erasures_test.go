@@ -144,5 +144,5 @@ func TestServeErasures(t *testing.T) {
 	wantError(t, "GET", r, http.StatusMethodNotAllowed, "method_not_allowed", "takes POST")
 	r = se.get(t, "/v2/erasures")
 	wantError(t, "no route", r, http.StatusNotFound, "not_found", "the routes are POST /v1/messages, GET /v1/batches/{id}, "+
-		"GET /v1/batches/{id}/results, POST /v1/erasures, GET /healthz, GET /readyz and GET /metrics")
+		"GET /v1/batches/{id}/results, POST /v1/erasures, POST /v1/webhooks/{name}, GET /healthz, GET /readyz and GET /metrics")
 }

@@ -5,16 +5,21 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/extractq/extractq/ingest/ingesttest"
 	"github.com/extractq/extractq/ingestapi"
+	"github.com/extractq/extractq/ingestapi/webhook"
+	"github.com/extractq/extractq/ingestapi/webhook/webhooktest"
 	"github.com/extractq/extractq/internal/httperr"
 	"github.com/extractq/extractq/internal/httperr/httperrtest"
 	"github.com/extractq/extractq/store"
 )
+
+const slackSecret = "slack-secret-0123456789"
 
 // Every route through its error cases: each answer has the one shape of
 // docs/http-errors.md ({"error": {"code", "message"}}, and the report
@@ -26,7 +31,11 @@ func TestErrorAnswers(t *testing.T) {
 	t.Parallel()
 	const maxBody = 4096
 	reg := prometheus.NewRegistry()
-	se := newServerEnv(t, nil, func(c *ingestapi.ServerConfig) { c.MaxBodyBytes = maxBody; c.Registry = reg })
+	se := newServerEnv(t, nil, func(c *ingestapi.ServerConfig) {
+		c.MaxBodyBytes, c.Registry = maxBody, reg
+		c.Webhooks = []ingestapi.Webhook{{Name: "slack", Mapping: webhook.Mapping{ID: "/event/client_msg_id", Text: "/event/text"},
+			Verifier: &webhook.Verifier{Scheme: webhook.SchemeSlack, Secret: []byte(slackSecret)}}}
+	})
 	local := newServerEnv(t, se.Env, func(c *ingestapi.ServerConfig) { c.Token = "" })
 	pool, err := pgxpool.New(t.Context(), "postgres://postgres@127.0.0.1:1/extractq_test?sslmode=disable&connect_timeout=2")
 	if err != nil {
@@ -56,6 +65,21 @@ func TestErrorAnswers(t *testing.T) {
 		return out
 	}
 	good := `{"id": "err-2", "text": "Refund please"}`
+	// Slack's webhook: one taken, to be replayed.
+	slackBody := `{"event": {"client_msg_id": "s-1", "text": "Where is order 48213?"}}`
+	slackSigned := func(body string, at time.Time) map[string]string {
+		h := map[string]string{"Content-Type": ingestapi.ContentTypeJSON}
+		for k, v := range webhooktest.Headers(webhook.SchemeSlack, slackSecret, "", []byte(body), at) {
+			h[k] = v[0]
+		}
+		return h
+	}
+	taken := slackSigned(slackBody, time.Now())
+	if r := se.hook(t, "slack", http.Header{"X-Slack-Signature": {taken["X-Slack-Signature"]},
+		"X-Slack-Request-Timestamp": {taken["X-Slack-Request-Timestamp"]}}, slackBody, ""); r.status != http.StatusOK {
+		t.Fatalf("setup: slack: %d %s", r.status, r.body)
+	}
+	noText := `{"event": {"client_msg_id": "s-2"}}`
 	tests := []struct {
 		name         string
 		srv          *serverEnv
@@ -91,6 +115,18 @@ func TestErrorAnswers(t *testing.T) {
 		{"messages: batch id used", se, "POST", "/v1/messages?batch=b-errors", ndjson, good, 409, httperr.Conflict},
 		{"messages: GET", se, "GET", "/v1/messages", withAuth, "", 405, httperr.MethodNotAllowed},
 		{"messages: Postgres down", down, "POST", "/v1/messages", ndjson, good, 503, httperr.Unavailable},
+
+		// POST /v1/webhooks/{name}.
+		{"webhook: unknown", se, "POST", "/v1/webhooks/nosuch", jsonH, good, 404, httperr.NotFound},
+		{"webhook: unsigned", se, "POST", "/v1/webhooks/slack", jsonH, slackBody, 401, httperr.SignatureMissing},
+		{"webhook: wrongly signed", se, "POST", "/v1/webhooks/slack", with(taken, "X-Slack-Signature", "v0="+strings.Repeat("0", 64)), slackBody, 401, httperr.SignatureInvalid},
+		{"webhook: stale", se, "POST", "/v1/webhooks/slack", slackSigned(noText, time.Now().Add(-time.Hour)), noText, 401, httperr.SignatureExpired},
+		{"webhook: replayed", se, "POST", "/v1/webhooks/slack", taken, slackBody, 409, httperr.Replayed},
+		{"webhook: unmapped", se, "POST", "/v1/webhooks/slack", slackSigned(noText, time.Now()), noText, 422, httperr.Unmapped},
+		{"webhook: not JSON", se, "POST", "/v1/webhooks/slack", slackSigned("{", time.Now()), "{", 400, httperr.Invalid},
+		{"webhook: JSONL", se, "POST", "/v1/webhooks/slack", with(taken, "Content-Type", ingestapi.ContentTypeNDJSON), slackBody, 415, httperr.UnsupportedMediaType},
+		{"webhook: over the limit", se, "POST", "/v1/webhooks/slack", taken, strings.Repeat("x", maxBody+1), 413, httperr.TooLarge},
+		{"webhook: GET", se, "GET", "/v1/webhooks/slack", nil, "", 405, httperr.MethodNotAllowed},
 
 		// GET /v1/batches/{id}.
 		{"batch: no token", se, "GET", "/v1/batches/b-errors", nil, "", 401, httperr.Unauthenticated},
@@ -154,7 +190,7 @@ func TestErrorAnswers(t *testing.T) {
 		if r.status != tt.status {
 			t.Errorf("%s: status %d, want %d; body %.300s", what, r.status, tt.status, r.body)
 		}
-		code := httperrtest.Check(t, what, r.status, r.body, httperrtest.Extras{Beside: tt.status == 422})
+		code := httperrtest.Check(t, what, r.status, r.body, httperrtest.Extras{Beside: tt.status == 422 && tt.code != httperr.Unmapped})
 		if code != tt.code {
 			t.Errorf("%s: code %q, want %q", what, code, tt.code)
 		}

@@ -27,6 +27,10 @@ var messagesParams = []string{"schema", "batch", "name"}
 // requestLog is what the one log line of a POST says, besides the
 // status and code of its answer.
 type requestLog struct {
+	// route is the route logged; "" is POST /v1/messages.
+	route string
+	// webhook is the webhook's name, on its route.
+	webhook  string
 	err      error
 	bytes    int
 	format   ingest.Format
@@ -242,27 +246,31 @@ func (s *Server) logRequest(r *http.Request, start time.Time, rl requestLog, ans
 		fields = append(fields, zap.String("batch_id", rl.sum.BatchID), zap.Int("lines", rl.sum.Lines),
 			zap.Int("published", rl.sum.Published), zap.Int("duplicates", rl.sum.Duplicates), zap.Int("rejected", rl.sum.Rejected))
 	}
+	if rl.webhook != "" {
+		fields = append(fields, zap.String("webhook", rl.webhook))
+	}
 	if rl.err != nil {
 		fields = append(fields, zap.Error(rl.err))
 	}
 	if rl.canceled {
 		fields = append(fields, zap.Bool("client_gone", true))
 	}
+	route := cmpOr(rl.route, "POST /v1/messages")
 	if status >= 500 {
-		s.log.Warn("POST /v1/messages", fields...)
+		s.log.Warn(route, fields...)
 		return
 	}
-	s.log.Info("POST /v1/messages", fields...)
+	s.log.Info(route, fields...)
 }
 
 // gated counts h's requests in flight (enter, leave), so Serve returns
 // once they have answered; once the server stops, it answers 503 itself.
-func (s *Server) gated(h http.Handler) http.Handler {
+func (s *Server) gated(route string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.enter() {
 			w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
 			err := httperr.New(httperr.Unavailable, "the server is shutting down")
-			s.logRequest(r, time.Now(), requestLog{}, err)
+			s.logRequest(r, time.Now(), requestLog{route: route}, err)
 			s.serveError(w, r, err)
 			return
 		}
@@ -294,7 +302,13 @@ func (s *Server) acquire(ctx context.Context) bool {
 // readBody reads the whole body, at most MaxBodyBytes (a
 // *http.MaxBytesError past that).
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	rd := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	return readAll(w, r, s.cfg.MaxBodyBytes)
+}
+
+// readAll reads the whole body, at most limit bytes (a
+// *http.MaxBytesError past that).
+func readAll(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	rd := http.MaxBytesReader(w, r.Body, limit)
 	var buf bytes.Buffer
 	if r.ContentLength > 0 {
 		buf.Grow(int(r.ContentLength))

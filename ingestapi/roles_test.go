@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/extractq/extractq/ingestapi"
+	"github.com/extractq/extractq/ingestapi/webhook"
+	"github.com/extractq/extractq/ingestapi/webhook/webhooktest"
 	"github.com/extractq/extractq/store"
 )
 
@@ -36,6 +38,10 @@ func TestRouteRoles(t *testing.T) {
 	se := newServerEnv(t, nil, func(c *ingestapi.ServerConfig) {
 		c.APITokens = true
 		c.Registry = prometheus.NewRegistry()
+		c.Webhooks = []ingestapi.Webhook{
+			{Name: "plain", Mapping: webhook.Mapping{ID: "/id", Text: "/text"}},
+			{Name: "signed", Mapping: webhook.Mapping{ID: "/id", Text: "/text"}, Verifier: &webhook.Verifier{Scheme: webhook.SchemeGitHub, Secret: []byte(githubSecret)}},
+		}
 	})
 	ctx := t.Context()
 	st := se.Store
@@ -86,20 +92,32 @@ func TestRouteRoles(t *testing.T) {
 		path        func() string
 		contentType string
 		body        func() string
+		// sign, if set, gives the headers that sign body.
+		sign func(body string) http.Header
 	}{
 		{"POST /v1/messages", func() string { return "/v1/messages" }, ingestapi.ContentTypeNDJSON, func() string {
 			n++
 			return fmt.Sprintf(`{"id": "r-%d", "source": "web", "text": "Where is order 48213?"}`+"\n", n)
+		}, nil},
+		{"POST /v1/webhooks/{name} (unsigned)", func() string { return "/v1/webhooks/plain" }, ingestapi.ContentTypeJSON, func() string {
+			n++
+			return fmt.Sprintf(`{"id": "r-%d", "text": "Where is order 48213?"}`, n)
+		}, nil},
+		{"POST /v1/webhooks/{name} (signed)", func() string { return "/v1/webhooks/signed" }, ingestapi.ContentTypeJSON, func() string {
+			n++
+			return fmt.Sprintf(`{"id": "r-%d", "text": "Where is order 48213?"}`, n)
+		}, func(body string) http.Header {
+			return webhooktest.Headers(webhook.SchemeGitHub, githubSecret, "", []byte(body), time.Now())
 		}},
-		{"GET /v1/batches/{id}", func() string { return "/v1/batches/b-roles" }, "", nil},
-		{"GET /v1/batches/{id}/results", func() string { return "/v1/batches/b-roles/results" }, "", nil},
+		{"GET /v1/batches/{id}", func() string { return "/v1/batches/b-roles" }, "", nil, nil},
+		{"GET /v1/batches/{id}/results", func() string { return "/v1/batches/b-roles/results" }, "", nil, nil},
 		{"POST /v1/erasures", func() string { return "/v1/erasures" }, ingestapi.ContentTypeJSON, func() string {
 			return `{"by": "dpo", "reason": "roles", "dry_run": true, "messages": [{"source": "web", "id": "r-0"}]}`
-		}},
-		{"GET /healthz", func() string { return "/healthz" }, "", nil},
-		{"GET /readyz", func() string { return "/readyz" }, "", nil},
-		{"GET /metrics", func() string { return "/metrics" }, "", nil},
-		{"GET /nosuch (no route)", func() string { return "/nosuch" }, "", nil},
+		}, nil},
+		{"GET /healthz", func() string { return "/healthz" }, "", nil, nil},
+		{"GET /readyz", func() string { return "/readyz" }, "", nil, nil},
+		{"GET /metrics", func() string { return "/metrics" }, "", nil, nil},
+		{"GET /nosuch (no route)", func() string { return "/nosuch" }, "", nil, nil},
 	}
 	forbidden := func() int {
 		var n int
@@ -123,10 +141,17 @@ func TestRouteRoles(t *testing.T) {
 		method, _, _ := strings.Cut(rt.pattern, " ")
 		for _, p := range ps {
 			var body io.Reader
+			var text string
 			if rt.body != nil {
-				body = strings.NewReader(rt.body())
+				text = rt.body()
+				body = strings.NewReader(text)
 			}
 			req, _ := http.NewRequest(method, se.base+rt.path(), body)
+			if rt.sign != nil {
+				for k, v := range rt.sign(text) {
+					req.Header[k] = v
+				}
+			}
 			if rt.contentType != "" {
 				req.Header.Set("Content-Type", rt.contentType)
 			}

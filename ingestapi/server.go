@@ -5,7 +5,8 @@
 // where a batch stands, and waits for it to be done with wait=D; GET
 // /v1/batches/{id}/results streams its messages' results as JSONL. POST
 // /v1/erasures erases the text of the messages a customer asked to have
-// erased. GET /healthz answers while the process is up, GET /readyz while
+// erased. POST /v1/webhooks/{name} takes another system's JSON, signed or
+// with a token, as one message (webhooks.go, package webhook). GET /healthz answers while the process is up, GET /readyz while
 // Postgres and NATS are reachable. Errors are {"error": {"code",
 // "message"}}, of the product's one error table (internal/httperr,
 // docs/http-errors.md); a 422, and a 503 that stopped part way, carry the
@@ -14,8 +15,8 @@
 // origin is 403, and, without a token, one whose Host is not a loopback
 // name 421.
 //
-// Each route has its file: messages.go, batches.go, results.go,
-// erasures.go, health.go; server.go holds the Server, its routing, the
+// Each route has its file: messages.go, webhooks.go, batches.go,
+// results.go, erasures.go, health.go; server.go holds the Server, its routing, the
 // gates every request passes and the reading shared by the routes.
 package ingestapi
 
@@ -146,8 +147,11 @@ type ServerConfig struct {
 	// ResultsPage is how many messages GET /v1/batches/{id}/results reads
 	// from Postgres at a time. Default 1000.
 	ResultsPage int
+	// Webhooks are the webhooks POST /v1/webhooks/{name} takes
+	// (webhooks.go); NewServer fails naming a bad one.
+	Webhooks []Webhook
 	// Logger logs one line per POST: its status, batch, counts and
-	// duration, never a message's text or the token.
+	// duration, never a message's text, the token or a secret.
 	Logger *zap.Logger
 }
 
@@ -158,6 +162,7 @@ type Server struct {
 	tokenHash [sha256.Size]byte
 	mux       *http.ServeMux
 	metrics   *serverMetrics // nil without a Registry
+	hooks     map[string]*hook
 	erasure   *erasure.Service
 	// sem holds one token per POST being handled (MaxRequests).
 	sem chan struct{}
@@ -204,7 +209,11 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	s := &Server{cfg: cfg, log: log.Named("http"), sem: make(chan struct{}, cfg.MaxRequests), erasure: erasure.New(cfg.Store)}
+	hooks, err := newHooks(cfg.Webhooks, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("ingest.NewServer: %w", err)
+	}
+	s := &Server{cfg: cfg, log: log.Named("http"), sem: make(chan struct{}, cfg.MaxRequests), erasure: erasure.New(cfg.Store), hooks: hooks}
 	if cfg.Token != "" {
 		s.tokenHash = sha256.Sum256([]byte(cfg.Token))
 	}
@@ -226,10 +235,11 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 			return httperr.New(httperr.MethodNotAllowed, r.Method+" "+path+": the route takes "+method)
 		})))
 	}
-	route("POST", "/v1/messages", cfg.MaxBodyBytes, s.gated(s.handle(s.messages)))
+	route("POST", "/v1/messages", cfg.MaxBodyBytes, s.gated("POST /v1/messages", s.handle(s.messages)))
 	route("GET", "/v1/batches/{id}", 0, s.handle(s.batch))
 	route("GET", "/v1/batches/{id}/results", 0, s.handle(s.results))
 	route("POST", "/v1/erasures", maxErasureBody, s.handle(s.erasures))
+	route("POST", "/v1/webhooks/{name}", cfg.MaxBodyBytes, s.gated(webhookRoute, s.handle(s.webhook)))
 	routes = append(routes, "GET /healthz", "GET /readyz", "GET /metrics")
 	mux.Handle("GET /healthz", s.limitBody("GET /healthz", 0, s.handle(s.healthz)))
 	mux.Handle("GET /readyz", s.limitBody("GET /readyz", 0, s.handle(s.readyz)))

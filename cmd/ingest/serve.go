@@ -46,6 +46,7 @@ func serve(ctx context.Context, args []string, env startup.Env, token string, st
 			"Serves POST /v1/messages (Content-Type application/x-ndjson, application/jsonl, text/csv or application/json;\n"+
 			"query parameters schema, batch, name), GET /v1/batches/{id} (query parameter wait, up to 1m),\n"+
 			"GET /v1/batches/{id}/results (JSONL; query parameter after), POST /v1/erasures (JSON),\n"+
+			"POST /v1/webhooks/{name} (the webhooks of ingest.webhooks in the configuration),\n"+
 			"GET /healthz, GET /readyz and GET /metrics. With -api-tokens it takes the API tokens of\n"+
 			"triage admin token create (role ingest for programs that send messages; docs/input.md).\n"+
 			"A bearer token from INGEST_TOKEN or -token-file acts as admin, without expiry. Without either\n"+
@@ -106,6 +107,9 @@ type serveOptions struct {
 	// ShutdownGrace is how long the requests in flight have to finish
 	// once SIGTERM or SIGINT came (ctx ended). Default 30s.
 	ShutdownGrace time.Duration
+	// LookupEnv reads the webhooks' secrets (signature.secret_env);
+	// default os.LookupEnv.
+	LookupEnv func(string) (string, bool)
 	// Listening, if set, is called with the address once the server
 	// listens (tests use it to learn a ":0" port).
 	Listening func(net.Addr)
@@ -146,6 +150,11 @@ func serveCommand(ctx context.Context, o serveOptions, env startup.Env, log *zap
 		ids = append(ids, sc.ID)
 	}
 
+	hooks, err := serveWebhooks(cfg.Ingest.Webhooks, o.LookupEnv)
+	if err != nil {
+		return fail(exitError, "%v", err)
+	}
+
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
 		return fail(exitError, "listening on %s: %v", o.Addr, err)
@@ -175,13 +184,14 @@ func serveCommand(ctx context.Context, o serveOptions, env startup.Env, log *zap
 		MaxTextBytes: cfg.Ingest.MaxTextBytes, MaxErrors: cfg.Ingest.MaxErrors, NATSRetryTime: cfg.NATS.RetryTime,
 		MaxBodyBytes: o.MaxBodyBytes, Token: token, APITokens: o.APITokens,
 		Parallel: o.Parallel, MaxRequests: o.MaxRequests, RequestTimeout: o.RequestTimeout, Logger: log,
-		Registry: reg,
+		Registry: reg, Webhooks: hooks,
 	})
 	if err != nil {
 		return fail(exitError, "%v", err)
 	}
 	log.Info("serving", zap.String("addr", ln.Addr().String()), zap.Bool("token", token != ""), zap.Bool("api_tokens", o.APITokens),
-		zap.Strings("schemas", ids), zap.Int64("max_body_bytes", cmp.Or(max(o.MaxBodyBytes, 0), ingestapi.DefaultMaxBodyBytes)))
+		zap.Strings("schemas", ids), zap.Int64("max_body_bytes", cmp.Or(max(o.MaxBodyBytes, 0), ingestapi.DefaultMaxBodyBytes)),
+		zap.Strings("webhooks", webhookNames(hooks)))
 	if o.Listening != nil {
 		o.Listening(ln.Addr())
 	}

@@ -62,6 +62,12 @@ const (
 	CompressedBody Code = "compressed_body" // invalid: a compressed body or an archive
 	NotText        Code = "not_text"        // invalid: UTF-16 or binary data
 	CrossOrigin    Code = "cross_origin"    // forbidden: sent by a web page of another origin
+	// A signed webhook's (ingest serve, POST /v1/webhooks/{name}).
+	SignatureMissing Code = "signature_missing" // unauthenticated: no signature (or timestamp) header
+	SignatureInvalid Code = "signature_invalid" // unauthenticated: a malformed signature, or not the body's
+	SignatureExpired Code = "signature_expired" // unauthenticated: a signed timestamp outside the window
+	Replayed         Code = "replayed"          // conflict: a signature taken already within its window
+	Unmapped         Code = "unmapped"          // unprocessable: a webhook body that does not fit its mapping
 )
 
 // Category is one row of the table: a code, its HTTP status and what it
@@ -84,15 +90,20 @@ var categories = []Category{
 	{CompressedBody, http.StatusBadRequest, Invalid, "the body is compressed (gzip, zstd, bzip2, xz) or an archive (zip, tar), sent without Content-Encoding"},
 	{NotText, http.StatusBadRequest, Invalid, "the body is not text: UTF-16, or binary data"},
 	{Unauthenticated, http.StatusUnauthorized, "", "no credentials (token or session), or wrong ones"},
+	{SignatureMissing, http.StatusUnauthorized, Unauthenticated, "a signed webhook without its signature header, or without its timestamp header"},
+	{SignatureInvalid, http.StatusUnauthorized, Unauthenticated, "a webhook signature that does not parse, or is not the body's with the webhook's secret"},
+	{SignatureExpired, http.StatusUnauthorized, Unauthenticated, "a webhook signature whose signed timestamp is outside the webhook's tolerance"},
 	{Forbidden, http.StatusForbidden, "", "the credentials do not allow it: a missing or wrong CSRF token, say"},
 	{CrossOrigin, http.StatusForbidden, Forbidden, "the request comes from a web page of another origin"},
 	{NotFound, http.StatusNotFound, "", "no such route, batch, item, message or page"},
 	{MethodNotAllowed, http.StatusMethodNotAllowed, "", "the route takes another method (the Allow header names it)"},
 	{Conflict, http.StatusConflict, "", "the state forbids it: an id used already, an item claimed or decided, a count changed"},
+	{Replayed, http.StatusConflict, Conflict, "a signed webhook request taken already, sent again within its timestamp's window"},
 	{TooLarge, http.StatusRequestEntityTooLarge, "", "the body is over the route's limit, or a route that takes no body got one"},
 	{UnsupportedMediaType, http.StatusUnsupportedMediaType, "", "the Content-Type, its charset or a Content-Encoding is not taken"},
 	{MisdirectedRequest, http.StatusMisdirectedRequest, "", "the Host is not one this server answers (without a token: only loopback names)"},
 	{Unprocessable, http.StatusUnprocessableEntity, "", "the request is well-formed but nothing of it can be taken: every line rejected, a record that does not validate"},
+	{Unmapped, http.StatusUnprocessableEntity, Unprocessable, "a webhook body that does not fit the webhook's mapping: a pointer it does not hold, a value of the wrong type"},
 	{TooManyRequests, http.StatusTooManyRequests, "", "too many requests at once (Retry-After says when to try again)"},
 	{Internal, http.StatusInternalServerError, "", "the server failed; the detail is logged, not sent"},
 	{Unavailable, http.StatusServiceUnavailable, "", "Postgres or NATS is unreachable, or the server is shutting down (Retry-After says when to try again)"},
