@@ -857,9 +857,9 @@ func (h *harness) inject(ctx context.Context, at string, e event) error {
 	return nil
 }
 
-// drain waits until the consumer holds no message, pending or unacked,
-// so redeliveries still on their way are counted; at most two ack waits
-// and a bit.
+// drain waits until the workers' consumers (every one of nats.consumers'
+// mode) hold no message, pending or unacked, so redeliveries still on
+// their way are counted; at most two ack waits and a bit.
 func (h *harness) drain(ctx context.Context) {
 	limit := 2*h.cfg.Worker.AckWait + 10*time.Second
 	dctx, cancel := context.WithTimeout(ctx, limit)
@@ -877,27 +877,45 @@ func (h *harness) drain(ctx context.Context) {
 	}
 	var last string
 	for {
-		cons, err := js.Consumer(dctx, h.cfg.NATS.Stream, h.cfg.NATS.Consumer)
-		if err == nil {
-			var info *jetstream.ConsumerInfo
-			if info, err = cons.Info(dctx); err == nil {
-				last = fmt.Sprintf("%d pending, %d unacked, %d redelivered", info.NumPending, info.NumAckPending, info.NumRedelivered)
-				if info.NumPending == 0 && info.NumAckPending == 0 {
-					h.logf("stream drained: consumer %s has nothing pending or unacked", h.cfg.NATS.Consumer)
-					return
+		drained := 0
+		specs := h.cfg.Consumers()
+		for _, spec := range specs {
+			cons, err := js.Consumer(dctx, h.cfg.NATS.Stream, spec.Name)
+			if err == nil {
+				var info *jetstream.ConsumerInfo
+				if info, err = cons.Info(dctx); err == nil {
+					last = fmt.Sprintf("consumer %s: %d pending, %d unacked, %d redelivered", spec.Name, info.NumPending, info.NumAckPending, info.NumRedelivered)
+					if info.NumPending == 0 && info.NumAckPending == 0 {
+						drained++
+						continue
+					}
 				}
 			}
+			if err != nil {
+				last = fmt.Sprintf("consumer %s: %v", spec.Name, err)
+			}
+			break
 		}
-		if err != nil {
-			last = err.Error()
+		if drained == len(specs) {
+			h.logf("stream drained: consumers %s have nothing pending or unacked", consumerNames(specs))
+			return
 		}
 		select {
 		case <-dctx.Done():
-			h.problem("consumer not drained after %s: %s", limit, last)
+			h.problem("consumers not drained after %s: %s", limit, last)
 			return
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// consumerNames lists specs' names, comma-separated.
+func consumerNames(specs []config.ConsumerSpec) string {
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.Name
+	}
+	return strings.Join(names, ", ")
 }
 
 // stopWorkers stops every worker gracefully (SIGTERM); a worker that does
