@@ -3,6 +3,8 @@ package worker_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -33,8 +35,21 @@ import (
 // with -schema: every schema loaded, only its schema's consumer read, on
 // its own LLM simulator.
 type pool struct {
-	calls *atomic.Int64 // chat completions its simulator served
-	stop  func()
+	calls  *atomic.Int64 // chat completions its simulator served
+	health string        // its /readyz address
+	stop   func()
+}
+
+// readyz returns the pool's /readyz status and body.
+func (p *pool) readyz(t *testing.T) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + p.health + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, strings.TrimSpace(string(body))
 }
 
 // startPool starts a worker service serving cfg.Worker.Schema's consumer.
@@ -81,10 +96,16 @@ func startPool(t *testing.T, cfg *config.Config, st *store.Store, q *queuetest.B
 	if err != nil {
 		t.Fatal(err)
 	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.health = ln.Addr().String()
+	ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- worker.RunService(ctx, worker.ServiceConfig{
+		done <- worker.RunService(ctx, worker.ServiceConfig{HealthAddr: p.health,
 			Worker: w, Store: st, Conn: q.Conn, Consumers: cons, AllConsumers: cfg.Consumers(), Publisher: pub, Relay: rel,
 			JS: q.JS, NATS: q.NATS, Concurrency: 4, ShutdownGrace: 2 * time.Second, SweepEvery: -1, ReconcileEvery: -1, Logger: log,
 		})
@@ -218,5 +239,23 @@ func TestSchemaPools(t *testing.T) {
 	}
 	if got := count(t, `SELECT count(*) FROM runs WHERE status = 'queued'`); got != 0 {
 		t.Fatalf("%d runs still queued", got)
+	}
+
+	// A pool whose consumer is deleted under it is not ready, and says
+	// which consumer is missing.
+	p := pools["return_request"]
+	testsignal.Eventually(t, 30*time.Second, "pool return_request ready", func() bool {
+		code, _ := p.readyz(t)
+		return code == http.StatusOK
+	})
+	gone := q.NATS.SchemaConsumer("return_request").Name
+	if err := q.JS.DeleteConsumer(t.Context(), q.NATS.Stream, gone); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := p.readyz(t); code != http.StatusServiceUnavailable || body != "consumer "+gone+" does not exist" {
+		t.Fatalf("/readyz with its consumer deleted: %d %q", code, body)
+	}
+	if code, body := pools["customer_message"].readyz(t); code != http.StatusOK {
+		t.Fatalf("/readyz of the other pool: %d %q", code, body)
 	}
 }

@@ -114,6 +114,7 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 			rctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 			defer cancel()
 			paused := cfg.Worker.Paused()
+			missing := missingConsumer(rctx, consumers)
 			switch {
 			case !consuming.Load():
 				http.Error(w, "not consuming", http.StatusServiceUnavailable)
@@ -127,6 +128,10 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 				http.Error(w, strings.TrimSuffix(b.String(), "\n"), http.StatusServiceUnavailable)
 			case cfg.Store.Pool.Ping(rctx) != nil:
 				http.Error(w, "postgres unreachable", http.StatusServiceUnavailable)
+			case missing != "":
+				// Deleted under the worker (nats consumer rm, a switch of
+				// nats.consumers): it pulls nothing until it is made again.
+				http.Error(w, "consumer "+missing+" does not exist", http.StatusServiceUnavailable)
 			default:
 				w.Write([]byte("ready\n"))
 			}
@@ -209,6 +214,21 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 	wg.Wait()
 	cfg.Worker.Close()
 	return err
+}
+
+// missingConsumer returns the name of the first of consumers the server
+// says does not exist, or "". Other failures to ask are not reported here
+// (a disconnection is /readyz's own case).
+func missingConsumer(ctx context.Context, consumers []jetstream.Consumer) string {
+	for _, c := range consumers {
+		if _, err := c.Info(ctx); queue.IsConsumerNotFound(err) {
+			if info := c.CachedInfo(); info != nil {
+				return info.Name
+			}
+			return "(unnamed)"
+		}
+	}
+	return ""
 }
 
 // recreate returns what the reconciler calls when the runs stream is gone
