@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -68,6 +69,9 @@ type options struct {
 	// stream's leader (each followed by the kill of a second server).
 	Cluster     bool
 	LeaderKills int
+	// Consumers is nats.consumers: shared (default) or per_schema, where
+	// the workers (none given -schema) read one consumer per schema.
+	Consumers string
 }
 
 // harness runs one chaos run. Its fields are set up step by step by run;
@@ -341,6 +345,7 @@ worker:
   in_progress_every: %s
 nats:
   replicas: %d
+  consumers: %s
 relay:
   # The reconciler's tick scaled to a run of a minute or two (default 1m):
   # the pass after the stream's store is lost republishes the queued runs
@@ -349,7 +354,7 @@ relay:
   reconcile_every: 5s
 simulator:
   seed: %d
-`, h.o.Concurrency, h.o.AckWait, h.o.MaxDeliver, max(h.o.AckWait/3, 100*time.Millisecond), h.replicas(), h.o.Seed)
+`, h.o.Concurrency, h.o.AckWait, h.o.MaxDeliver, max(h.o.AckWait/3, 100*time.Millisecond), h.replicas(), cmp.Or(h.o.Consumers, config.ConsumersShared), h.o.Seed)
 	if err := os.WriteFile(h.cfgPath, []byte(body), 0o644); err != nil {
 		return err
 	}
