@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/extractq/extractq/config"
+	"github.com/extractq/extractq/internal/testsignal"
 	"github.com/extractq/extractq/queue"
 )
 
@@ -200,6 +202,37 @@ func TestConsumerModes(t *testing.T) {
 		}
 		if _, err := queue.EnsureConsumers(t.Context(), b.js, b.modeConfig(config.ConsumersPerSchema)); err != nil {
 			t.Fatalf("switch once the run was acked: %v", err)
+		}
+	})
+
+	t.Run("SwitchWaitsForTheOldWorkersToStop", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		shared := b.modeConfig(config.ConsumersShared)
+		old, err := queue.EnsureConsumers(t.Context(), b.js, shared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// An idle worker of the old mode: its pull requests wait.
+		stop := runInBackground(t, old[0], func(context.Context, *queue.Delivery) queue.Decision { return queue.Ack() },
+			queue.ConsumerOptions{FetchWait: time.Second})
+		perSchema := b.modeConfig(config.ConsumersPerSchema)
+		testsignal.Eventually(t, 30*time.Second, "the switch refused while a worker pulls", func() bool {
+			_, err := queue.EnsureConsumers(t.Context(), b.js, perSchema)
+			var mse *queue.ModeSwitchError
+			if err == nil {
+				t.Fatal("the shared consumer was deleted under a worker pulling from it")
+			}
+			return errors.As(err, &mse) && mse.Waiting > 0 && mse.AckPending == 0
+		})
+		stop()
+		// Its pull requests expire (FetchWait) once it stopped.
+		testsignal.Eventually(t, 30*time.Second, "the switch once the worker stopped", func() bool {
+			_, err := queue.EnsureConsumers(t.Context(), b.js, perSchema)
+			return err == nil
+		})
+		if got := b.consumerNames(t); slices.Contains(got, b.cfg.Consumer) {
+			t.Fatalf("consumers after the switch %v", got)
 		}
 	})
 
