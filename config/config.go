@@ -187,6 +187,12 @@ type Worker struct {
 	// ShutdownGrace is how long runs in flight may finish after SIGTERM
 	// before they are cancelled (and redelivered later). Default 30s.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+	// Schema, with nats.consumers per_schema, makes the worker process
+	// serve only this schema's consumer (a pool of its own, see
+	// NATS.Consumers); it must be a configured schema id. Empty: every
+	// schema's consumer. Not with nats.consumers shared. WORKER_SCHEMA and
+	// cmd/worker's -schema flag override it. Default empty.
+	Schema string `yaml:"schema"`
 }
 
 // NATS names the stream, subjects and consumer, so tests, the demo and
@@ -197,8 +203,20 @@ type NATS struct {
 	// SubjectPrefix prefixes every subject: runs are published on
 	// "<prefix>.runs.<schema id>". Default "extractq".
 	SubjectPrefix string `yaml:"subject_prefix"`
-	// Consumer is the durable pull consumer's name. Default "workers".
+	// Consumer is the durable pull consumer's name, or its prefix with
+	// Consumers per_schema. Default "workers".
 	Consumer string `yaml:"consumer"`
+	// Consumers says how the workers read the stream: ConsumersShared (one
+	// durable consumer, Consumer, filtered to RunsWildcard(), read by
+	// every worker) or ConsumersPerSchema (one durable consumer per
+	// configured schema, "<consumer>-<schema id>", filtered to
+	// RunsSubject(schema id): a pool of workers per schema, each scaled
+	// on its own consumer's backlog; see Config.Consumers). A work-queue
+	// stream refuses consumers whose filters overlap, so the two modes'
+	// consumers never live side by side: the worker deletes the other
+	// mode's consumers as it starts, once no run is in flight on them
+	// (queue.EnsureConsumers). Default ConsumersShared.
+	Consumers string `yaml:"consumers"`
 	// DuplicateWindow is the stream's dedup window. Default 2m.
 	DuplicateWindow time.Duration `yaml:"duplicate_window"`
 	// MaxMsgs and MaxBytes bound the stream; 0 means unbounded. When the
@@ -250,6 +268,65 @@ func (n NATS) RunsSubject(schemaID string) string {
 
 // RunsWildcard returns the subject filter of every run.
 func (n NATS) RunsWildcard() string { return n.SubjectPrefix + ".runs.>" }
+
+// The values of nats.consumers.
+const (
+	ConsumersShared    = "shared"
+	ConsumersPerSchema = "per_schema"
+)
+
+// ConsumerSpec is one durable consumer of the runs stream: its name,
+// its filter subject and the schema it serves ("" for the shared one,
+// which serves all).
+type ConsumerSpec struct {
+	Name     string
+	Filter   string
+	SchemaID string
+}
+
+// SharedConsumer returns the consumer of nats.consumers shared:
+// nats.consumer, filtered to every run.
+func (n NATS) SharedConsumer() ConsumerSpec {
+	return ConsumerSpec{Name: n.Consumer, Filter: n.RunsWildcard()}
+}
+
+// SchemaConsumer returns the consumer of schemaID's runs with
+// nats.consumers per_schema: "<consumer>-<schema id>", filtered to
+// RunsSubject(schemaID).
+func (n NATS) SchemaConsumer(schemaID string) ConsumerSpec {
+	return ConsumerSpec{Name: n.Consumer + "-" + schemaID, Filter: n.RunsSubject(schemaID), SchemaID: schemaID}
+}
+
+// Consumers returns every consumer of the workers in nats.consumers' mode:
+// the shared one, or one per configured schema, in the order of schemas.
+func (c Config) Consumers() []ConsumerSpec {
+	if c.NATS.Consumers != ConsumersPerSchema {
+		return []ConsumerSpec{c.NATS.SharedConsumer()}
+	}
+	specs := make([]ConsumerSpec, len(c.Schemas))
+	for i, s := range c.Schemas {
+		specs[i] = c.NATS.SchemaConsumer(s.ID)
+	}
+	return specs
+}
+
+// WorkerConsumers returns the consumers this worker process reads: all of
+// Consumers, or, with worker.schema set, that schema's one.
+func (c Config) WorkerConsumers() []ConsumerSpec {
+	if c.Worker.Schema != "" && c.NATS.Consumers == ConsumersPerSchema {
+		return []ConsumerSpec{c.NATS.SchemaConsumer(c.Worker.Schema)}
+	}
+	return c.Consumers()
+}
+
+// ConsumerOf returns the consumer that serves schemaID's runs in
+// nats.consumers' mode.
+func (n NATS) ConsumerOf(schemaID string) ConsumerSpec {
+	if n.Consumers == ConsumersPerSchema {
+		return n.SchemaConsumer(schemaID)
+	}
+	return n.SharedConsumer()
+}
 
 // TriageSubject returns the core NATS subject on which event ("new") of
 // a triage item of schemaID is announced:
@@ -476,6 +553,7 @@ func (c Config) WithDefaults() Config {
 	c.NATS.Stream = cmp.Or(c.NATS.Stream, "EXTRACTQ")
 	c.NATS.SubjectPrefix = cmp.Or(c.NATS.SubjectPrefix, "extractq")
 	c.NATS.Consumer = cmp.Or(c.NATS.Consumer, "workers")
+	c.NATS.Consumers = cmp.Or(c.NATS.Consumers, ConsumersShared)
 	c.NATS.DuplicateWindow = cmp.Or(c.NATS.DuplicateWindow, 2*time.Minute)
 	c.Relay.SweepEvery = cmp.Or(c.Relay.SweepEvery, 30*time.Second)
 	c.Relay.SweepAge = cmp.Or(c.Relay.SweepAge, time.Minute)
@@ -570,6 +648,9 @@ func (c Config) Validate() error {
 	if (c.NATS.TLS.CertFile == "") != (c.NATS.TLS.KeyFile == "") {
 		return errors.New("nats.tls: cert_file and key_file go together: set both or neither")
 	}
+	if err := c.validateConsumers(); err != nil {
+		return err
+	}
 	if c.Worker.Concurrency < 1 {
 		return fmt.Errorf("worker.concurrency: %d is below 1", c.Worker.Concurrency)
 	}
@@ -614,6 +695,36 @@ func (c Config) Validate() error {
 	}
 	if err := c.Postgres.validate(); err != nil {
 		return err
+	}
+	return nil
+}
+
+// validateConsumers checks nats.consumers and worker.schema.
+func (c Config) validateConsumers() error {
+	switch c.NATS.Consumers {
+	case ConsumersShared:
+		if c.Worker.Schema != "" {
+			return fmt.Errorf("worker.schema: %q is set but nats.consumers is shared: one consumer serves every schema; set nats.consumers: per_schema for a pool per schema, or unset worker.schema", c.Worker.Schema)
+		}
+	case ConsumersPerSchema:
+		for i, s := range c.Schemas {
+			// JetStream's rule for consumer names (nats-server's
+			// isValidName): no whitespace, '.', '*', '>', path separators.
+			if strings.ContainsAny(s.ID, " \t\r\n.*>/\\") {
+				return fmt.Errorf("schemas[%d].id: %q cannot name a consumer (nats.consumers per_schema): no spaces, '.', '*', '>', '/' or '\\'", i, s.ID)
+			}
+		}
+		if c.Worker.Schema != "" {
+			if _, ok := c.SchemaByID(c.Worker.Schema); !ok {
+				ids := make([]string, len(c.Schemas))
+				for i, s := range c.Schemas {
+					ids[i] = s.ID
+				}
+				return fmt.Errorf("worker.schema: %q is not a configured schema (schemas: %s)", c.Worker.Schema, strings.Join(ids, ", "))
+			}
+		}
+	default:
+		return fmt.Errorf("nats.consumers: %q is not %s or %s", c.NATS.Consumers, ConsumersShared, ConsumersPerSchema)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,25 +69,65 @@ func TestParse(t *testing.T) {
 		}
 	})
 
+	t.Run("Consumers", func(t *testing.T) {
+		t.Parallel()
+		c := Default()
+		if c.NATS.Consumers != ConsumersShared {
+			t.Fatalf("default nats.consumers %q, want shared", c.NATS.Consumers)
+		}
+		shared := []ConsumerSpec{{Name: "workers", Filter: "extractq.runs.>"}}
+		if got := c.Consumers(); !slices.Equal(got, shared) || !slices.Equal(c.WorkerConsumers(), shared) {
+			t.Fatalf("shared consumers %+v", got)
+		}
+		if got := c.NATS.ConsumerOf("return_request"); got != shared[0] {
+			t.Fatalf("shared ConsumerOf %+v", got)
+		}
+		c, err := Parse([]byte("nats:\n  consumers: per_schema\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := []ConsumerSpec{
+			{Name: "workers-customer_message", Filter: "extractq.runs.customer_message", SchemaID: "customer_message"},
+			{Name: "workers-return_request", Filter: "extractq.runs.return_request", SchemaID: "return_request"},
+		}
+		if got := c.Consumers(); !slices.Equal(got, all) || !slices.Equal(c.WorkerConsumers(), all) {
+			t.Fatalf("per_schema consumers %+v, worker's %+v", got, c.WorkerConsumers())
+		}
+		c, err = Parse([]byte("nats:\n  consumers: per_schema\nworker:\n  schema: return_request\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.WorkerConsumers(); !slices.Equal(got, all[1:]) || !slices.Equal(c.Consumers(), all) {
+			t.Fatalf("worker.schema return_request reads %+v", got)
+		}
+		if got := c.NATS.ConsumerOf("return_request"); got != all[1] {
+			t.Fatalf("per_schema ConsumerOf %+v", got)
+		}
+	})
+
 	t.Run("ErrorsNameTheField", func(t *testing.T) {
 		t.Parallel()
 		for doc, want := range map[string]string{
-			"llm:\n  request_mode: grpc\n":                                 "llm.request_mode",
-			"schemas:\n  - {id: a, file: a.json, repair: twice}\n":         "schemas[0].repair",
-			"worker:\n  concurrency: -1\n":                                 "worker.concurrency",
-			"simulator:\n  fenced_rate: 2\n":                               "simulator.fenced_rate",
-			"simulator:\n  profile: bedrock\n":                             "simulator.profile",
-			"simulator:\n  refusal_rate: 1.5\n":                            "simulator.refusal_rate",
-			"nats:\n  strem: X\n":                                          `unknown key "strem" in nats`,
-			"ingest:\n  max_text_bytes: -5\n":                              "ingest.max_text_bytes",
-			"nats:\n  duplicate_window: -1s\n":                             "nats.duplicate_window",
-			"budget:\n  max_cost_usd: -3\n":                                "budget.max_cost_usd",
-			"llm:\n  provider: azure\n":                                    `llm.provider: "azure" is not one of openai, vllm, ollama, llamacpp, generic`,
-			"llm:\n  provider: OpenAI\n":                                   "llm.provider",
-			"nats:\n  replicas: 7\n":                                       "nats.replicas: 7 is not between 1 and 5",
-			"nats:\n  tls:\n    cert_file: c.pem\n":                        "nats.tls: cert_file and key_file go together",
-			"nats:\n  tls:\n    ca_flie: ca.pem\n":                         `unknown key "ca_flie" in nats.tls`,
-			"nats:\n  credentials_file: a.creds\n  nkey_seed_file: u.nk\n": "credentials_file and nkey_seed_file are both set",
+			"llm:\n  request_mode: grpc\n":                                            "llm.request_mode",
+			"schemas:\n  - {id: a, file: a.json, repair: twice}\n":                    "schemas[0].repair",
+			"worker:\n  concurrency: -1\n":                                            "worker.concurrency",
+			"simulator:\n  fenced_rate: 2\n":                                          "simulator.fenced_rate",
+			"simulator:\n  profile: bedrock\n":                                        "simulator.profile",
+			"simulator:\n  refusal_rate: 1.5\n":                                       "simulator.refusal_rate",
+			"nats:\n  strem: X\n":                                                     `unknown key "strem" in nats`,
+			"ingest:\n  max_text_bytes: -5\n":                                         "ingest.max_text_bytes",
+			"nats:\n  duplicate_window: -1s\n":                                        "nats.duplicate_window",
+			"budget:\n  max_cost_usd: -3\n":                                           "budget.max_cost_usd",
+			"llm:\n  provider: azure\n":                                               `llm.provider: "azure" is not one of openai, vllm, ollama, llamacpp, generic`,
+			"llm:\n  provider: OpenAI\n":                                              "llm.provider",
+			"nats:\n  replicas: 7\n":                                                  "nats.replicas: 7 is not between 1 and 5",
+			"nats:\n  tls:\n    cert_file: c.pem\n":                                   "nats.tls: cert_file and key_file go together",
+			"nats:\n  tls:\n    ca_flie: ca.pem\n":                                    `unknown key "ca_flie" in nats.tls`,
+			"nats:\n  credentials_file: a.creds\n  nkey_seed_file: u.nk\n":            "credentials_file and nkey_seed_file are both set",
+			"nats:\n  consumers: per_pool\n":                                          `nats.consumers: "per_pool" is not shared or per_schema`,
+			"worker:\n  schema: customer_message\n":                                   `worker.schema: "customer_message" is set but nats.consumers is shared`,
+			"nats:\n  consumers: per_schema\nworker:\n  schema: invoices\n":           `worker.schema: "invoices" is not a configured schema (schemas: customer_message, return_request)`,
+			"nats:\n  consumers: per_schema\nschemas:\n  - {id: a.b, file: a.json}\n": `schemas[0].id: "a.b" cannot name a consumer`,
 		} {
 			_, err := Parse([]byte(doc))
 			if err == nil || !strings.Contains(err.Error(), want) {

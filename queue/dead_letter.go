@@ -14,9 +14,17 @@ import (
 )
 
 // MaxDeliveriesSubject is the subject of the server's advisory for a
-// message of stream's consumer that reached its delivery limit.
+// message of the stream's shared consumer (nats.consumer) that reached its
+// delivery limit.
 func MaxDeliveriesSubject(cfg config.NATS) string {
-	return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + cfg.Stream + "." + cfg.Consumer
+	return MaxDeliveriesSubjectOf(cfg, cfg.Consumer)
+}
+
+// MaxDeliveriesSubjectOf is the subject of the server's advisory for a
+// message of the stream's consumer named consumer that reached its
+// delivery limit: "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<stream>.<consumer>".
+func MaxDeliveriesSubjectOf(cfg config.NATS, consumer string) string {
+	return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + cfg.Stream + "." + consumer
 }
 
 // DeadLetterStreamName is the stream that keeps the max-deliveries
@@ -24,16 +32,28 @@ func MaxDeliveriesSubject(cfg config.NATS) string {
 func DeadLetterStreamName(cfg config.NATS) string { return cfg.Stream + "_DEAD" }
 
 // EnsureDeadLetter creates the stream capturing the max-deliveries
-// advisories of the runs consumer, and its durable consumer, so a run whose
-// every delivery crashed its worker is found even when no worker was up
-// when the server gave up on it. The stream has cfg.Replicas copies, as
-// the runs stream has.
-func EnsureDeadLetter(ctx context.Context, js jetstream.JetStream, cfg config.NATS) (jetstream.Consumer, error) {
+// advisories of the workers' consumers, and its durable consumer, so a run
+// whose every delivery crashed its worker is found even when no worker was
+// up when the server gave up on it. consumers are the workers' consumers
+// (config.Config.Consumers: one subject each); none means the shared
+// consumer, nats.consumer. An existing stream's subjects are updated to
+// them (a switch of nats.consumers); advisories it holds are kept. One
+// durable consumer, "<consumer>_dead", reads the advisories of every
+// pool, so any worker records any schema's. The stream has cfg.Replicas
+// copies, as the runs stream has.
+func EnsureDeadLetter(ctx context.Context, js jetstream.JetStream, cfg config.NATS, consumers ...config.ConsumerSpec) (jetstream.Consumer, error) {
 	name := DeadLetterStreamName(cfg)
+	subjects := []string{MaxDeliveriesSubject(cfg)}
+	if len(consumers) > 0 {
+		subjects = subjects[:0]
+		for _, c := range consumers {
+			subjects = append(subjects, MaxDeliveriesSubjectOf(cfg, c.Name))
+		}
+	}
 	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        name,
 		Description: "max-deliveries advisories of " + cfg.Stream + " (runs that ran out of deliveries)",
-		Subjects:    []string{MaxDeliveriesSubject(cfg)},
+		Subjects:    subjects,
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     jetstream.FileStorage,
 		Discard:     jetstream.DiscardNew,

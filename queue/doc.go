@@ -18,8 +18,10 @@
 // [Connect] retries the first connection for up to [ConnectTimeout], then
 // reconnects forever and logs every disconnect and reconnect.
 // [EnsureStream] creates or updates the work-queue stream (a message is
-// removed once acked); [EnsureConsumer] creates or updates the durable pull
-// consumer. Both are idempotent, so every process may call them at start.
+// removed once acked, direct get allowed); [EnsureConsumers] creates or
+// updates the workers' durable pull consumers: one shared consumer, or one
+// per schema (config.NATS.Consumers), deleting the other mode's once they
+// are idle. Both are idempotent, so every process may call them at start.
 //
 // # Redelivery
 //

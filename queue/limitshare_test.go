@@ -190,3 +190,24 @@ func TestLimitShare(t *testing.T) {
 	srv.Shutdown()
 	waitShares(t, 0.1, a, b)
 }
+
+// TestLimitShareAcrossPools: with a pool of workers per schema, the
+// replicas of every pool share the one provider limit: a replica of each
+// of two pools takes half.
+func TestLimitShareAcrossPools(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, "")
+	url := servertest.URL(srv, "nats")
+	pool := func(schema string) *config.Config {
+		c := config.Default()
+		c.NATS.Stream, c.NATS.SubjectPrefix = "POOLS", "pools"
+		c.NATS.Consumers, c.Worker.Schema = config.ConsumersPerSchema, schema
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	a := startReplica(t, url, "customer_message-1", pool("customer_message").NATS, 10)
+	b := startReplica(t, url, "return_request-1", pool("return_request").NATS, 10)
+	waitShares(t, 0.5, a, b)
+}

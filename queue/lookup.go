@@ -17,10 +17,13 @@ import (
 // acked), purged, or a stream recreated since.
 var ErrNotStored = errors.New("queue: no run message at this sequence")
 
-// Lookup reads the runs stream's messages by sequence, with the stream
-// API's get-message request (JetStream's $JS.API.STREAM.MSG.GET, which
-// nats-server 2.9 serves without direct get). It is safe for concurrent
-// use.
+// Lookup reads the runs stream's messages by sequence, with JetStream's
+// direct get ($JS.API.DIRECT.GET, which the stream allows, see
+// StreamConfig) or, on a stream made without it, the stream API's
+// get-message request ($JS.API.STREAM.MSG.GET); nats.go picks by the
+// stream's configuration. A direct get may be answered by a copy a few
+// operations behind the stream's leader; the reconciler only reads runs
+// older than its grace. It is safe for concurrent use.
 type Lookup struct {
 	js  jetstream.JetStream
 	cfg config.NATS
@@ -89,16 +92,23 @@ func (c ConsumerState) GivenUp(seq uint64) bool {
 	return seq > 0 && seq <= c.Delivered && c.AckPending == 0
 }
 
-// Consumer reads the runs consumer's state now. A consumer that does not
-// exist returns an error wrapping jetstream.ErrConsumerNotFound.
+// Consumer reads the shared runs consumer's state now (ConsumerNamed
+// cfg.Consumer).
 func (l *Lookup) Consumer(ctx context.Context) (ConsumerState, error) {
-	c, err := l.js.Consumer(ctx, l.cfg.Stream, l.cfg.Consumer)
+	return l.ConsumerNamed(ctx, l.cfg.Consumer)
+}
+
+// ConsumerNamed reads the state of the stream's consumer name now. A
+// consumer that does not exist returns an error wrapping
+// jetstream.ErrConsumerNotFound.
+func (l *Lookup) ConsumerNamed(ctx context.Context, name string) (ConsumerState, error) {
+	c, err := l.js.Consumer(ctx, l.cfg.Stream, name)
 	if err != nil {
-		return ConsumerState{}, fmt.Errorf("queue.Lookup.Consumer(%q, %q): %w", l.cfg.Stream, l.cfg.Consumer, err)
+		return ConsumerState{}, fmt.Errorf("queue.Lookup.Consumer(%q, %q): %w", l.cfg.Stream, name, err)
 	}
 	info, err := c.Info(ctx)
 	if err != nil {
-		return ConsumerState{}, fmt.Errorf("queue.Lookup.Consumer(%q, %q): %w", l.cfg.Stream, l.cfg.Consumer, err)
+		return ConsumerState{}, fmt.Errorf("queue.Lookup.Consumer(%q, %q): %w", l.cfg.Stream, name, err)
 	}
 	return ConsumerState{Delivered: info.Delivered.Stream, AckPending: info.NumAckPending, MaxDeliver: info.Config.MaxDeliver}, nil
 }

@@ -82,6 +82,13 @@ func StreamConfig(cfg config.NATS) jetstream.StreamConfig {
 		MaxMsgs:    limitOrUnbounded(cfg.MaxMsgs),
 		MaxBytes:   limitOrUnbounded(cfg.MaxBytes),
 		Replicas:   max(cfg.Replicas, 1),
+		// Direct get: any server holding a copy answers reads of one
+		// message ($JS.API.DIRECT.GET), which `nats stream view` and
+		// `nats stream get` use. Without it the CLI reads through an
+		// ephemeral consumer, which a work-queue stream refuses beside the
+		// workers' (error 10100). nats-server 2.9 has it, and it can be
+		// turned on for an existing stream.
+		AllowDirect: true,
 	}
 }
 
@@ -112,9 +119,10 @@ func IsStreamFull(err error) bool {
 const errCodeStreamStoreFailed jetstream.ErrorCode = 10077
 
 // EnsureConsumer creates the durable pull consumer cfg.Consumer on the runs
-// stream, or updates it to this configuration (see ConsumerConfig). The
-// stream must exist (jetstream.ErrStreamNotFound otherwise). It is
-// idempotent.
+// stream, filtered to every run (nats.consumers shared), or updates it to
+// this configuration (see ConsumerConfig). The stream must exist
+// (jetstream.ErrStreamNotFound otherwise). It is idempotent. Workers use
+// EnsureConsumers, which knows both modes.
 func EnsureConsumer(ctx context.Context, js jetstream.JetStream, cfg config.NATS, w config.Worker) (jetstream.Consumer, error) {
 	c, err := js.CreateOrUpdateConsumer(ctx, cfg.Stream, ConsumerConfig(cfg, w))
 	if err != nil {
@@ -123,26 +131,37 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, cfg config.NATS
 	return c, nil
 }
 
-// ConsumerConfig returns the worker consumer's configuration: durable pull,
-// explicit ack, filter cfg.RunsWildcard(), MaxDeliver w.MaxDeliver, and a
-// growing redelivery schedule BackOff (see BackOffSchedule) whose first
-// step is w.AckWait. AckWait is set equal to BackOff[0], as the server
-// requires (nats-server 2.9 silently replaces any other AckWait with it).
+// ConsumerConfig returns the shared consumer's configuration
+// (ConsumerConfigOf cfg.SharedConsumer()).
+func ConsumerConfig(cfg config.NATS, w config.Worker) jetstream.ConsumerConfig {
+	return ConsumerConfigOf(cfg.SharedConsumer(), w)
+}
+
+// ConsumerConfigOf returns the configuration of the workers' consumer
+// spec: durable pull, explicit ack, filter spec.Filter, MaxDeliver
+// w.MaxDeliver, and a growing redelivery schedule BackOff (see
+// BackOffSchedule) whose first step is w.AckWait. AckWait is set equal to
+// BackOff[0], as the server requires (nats-server 2.9 silently replaces
+// any other AckWait with it).
 //
 // MaxAckPending, which bounds the messages out for ack across every worker
 // sharing the consumer, is max(1000, 2*w.Concurrency): each worker bounds
 // its own in-flight work (see Run), so this is only a fleet-wide ceiling.
-func ConsumerConfig(cfg config.NATS, w config.Worker) jetstream.ConsumerConfig {
+func ConsumerConfigOf(spec config.ConsumerSpec, w config.Worker) jetstream.ConsumerConfig {
 	bo := BackOffSchedule(w.AckWait, w.MaxDeliver)
+	desc := "extractq workers"
+	if spec.SchemaID != "" {
+		desc += " of schema " + spec.SchemaID
+	}
 	return jetstream.ConsumerConfig{
-		Durable:       cfg.Consumer,
-		Description:   "extractq workers",
+		Durable:       spec.Name,
+		Description:   desc,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       bo[0],
 		MaxDeliver:    w.MaxDeliver,
 		BackOff:       bo,
-		FilterSubject: cfg.RunsWildcard(),
+		FilterSubject: spec.Filter,
 		ReplayPolicy:  jetstream.ReplayInstantPolicy,
 		MaxAckPending: max(1000, 2*w.Concurrency),
 	}

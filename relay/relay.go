@@ -47,6 +47,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/extractq/extractq/config"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/store"
 )
@@ -339,6 +340,10 @@ type ReconcileParams struct {
 	// item of kind delivery); on success the copy is removed. deliveries
 	// is the consumer's MaxDeliver.
 	GivenUp queue.DeadLetterHandler
+	// Consumers are the workers' consumers (config.Config.Consumers),
+	// whose state GivenUp reads for each run's schema and which Recreate
+	// makes again when one is missing. Default the shared one.
+	Consumers []config.ConsumerSpec
 }
 
 // Reconcile looks on the stream for the queued runs whose copy was last
@@ -389,12 +394,9 @@ func (r *Relay) Reconcile(ctx context.Context, p ReconcileParams) (Reconciled, e
 	}
 	// Read after the listing: a run's copy delivered and given up on by
 	// then is still given up on (the consumer never delivers it again).
-	var cons queue.ConsumerState
+	var cons consumerStates
 	if p.GivenUp != nil {
-		if cons, err = r.cfg.Lookup.Consumer(ctx); err != nil {
-			r.log.Warn("reading the runs consumer failed; not looking for runs it gave up on this pass", zap.Error(err))
-			cons = queue.ConsumerState{}
-		}
+		cons = r.consumerStates(ctx, p)
 	}
 	var found []store.RunSeqRef
 	defer func() {
@@ -414,8 +416,8 @@ func (r *Relay) Reconcile(ctx context.Context, p ReconcileParams) (Reconciled, e
 		if err != nil {
 			return rec, err
 		}
-		if on && p.GivenUp != nil && cons.GivenUp(seq) {
-			routed, err := r.givenUp(ctx, p, run, seq, cons)
+		if on && p.GivenUp != nil && cons.of(run.SchemaID).GivenUp(seq) {
+			routed, err := r.givenUp(ctx, p, run, seq, cons.of(run.SchemaID))
 			if err != nil {
 				return rec, err
 			}
@@ -483,8 +485,8 @@ func (r *Relay) bounds(ctx context.Context, p ReconcileParams, rec *Reconciled) 
 		return r.cfg.Lookup.Bounds(ctx)
 	}
 	if err == nil && p.Recreate != nil && !rec.Lost && !rec.ConsumerRecreated {
-		if _, cerr := r.cfg.Lookup.Consumer(ctx); queue.IsConsumerNotFound(cerr) {
-			r.log.Error("the runs stream has no workers' consumer; creating it again", zap.Error(cerr))
+		if cerr := r.consumerMissing(ctx, p); cerr != nil {
+			r.log.Error("the runs stream lacks a workers' consumer; creating it again", zap.Error(cerr))
 			if err := p.Recreate(ctx); err != nil {
 				return 0, 0, err
 			}
@@ -529,9 +531,10 @@ type Options struct {
 	// ReconcileLimit is the most runs one pass looks for; a pass that
 	// reached it runs again at once (up to 20 passes a tick). Default 500.
 	ReconcileLimit int
-	// Recreate and GivenUp: see ReconcileParams.
-	Recreate func(ctx context.Context) error
-	GivenUp  queue.DeadLetterHandler
+	// Recreate, GivenUp and Consumers: see ReconcileParams.
+	Recreate  func(ctx context.Context) error
+	GivenUp   queue.DeadLetterHandler
+	Consumers []config.ConsumerSpec
 }
 
 func (o Options) withDefaults() Options {
@@ -585,7 +588,7 @@ func (r *Relay) Run(ctx context.Context, o Options) {
 						return
 					}
 					rec, err := r.Reconcile(ctx, ReconcileParams{Grace: o.ReconcileGrace, Limit: o.ReconcileLimit,
-						Recreate: o.Recreate, GivenUp: o.GivenUp, Start: start})
+						Recreate: o.Recreate, GivenUp: o.GivenUp, Consumers: o.Consumers, Start: start})
 					if err != nil && ctx.Err() == nil {
 						r.log.Warn("reconcile pass failed", zap.Error(err), zap.Int("checked", rec.Checked))
 					}

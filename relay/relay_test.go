@@ -421,6 +421,48 @@ func TestReconcileLossSkipsGrace(t *testing.T) {
 		}
 	})
 
+	// With a pool per schema, any one schema's consumer gone is made
+	// again: its pool's runs would wait for ever otherwise.
+	t.Run("SchemaConsumerGone", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		runs := b.runs(t, "lostschemaconsumer", 2)
+		b.publishAll(t, runs)
+		cfg := config.Default()
+		cfg.NATS = b.q.NATS
+		cfg.NATS.Consumers = config.ConsumersPerSchema
+		if _, err := queue.EnsureConsumers(t.Context(), b.q.JS, cfg); err != nil {
+			t.Fatal(err)
+		}
+		gone := cfg.NATS.SchemaConsumer("return_request").Name
+		if err := b.q.JS.DeleteConsumer(t.Context(), b.q.NATS.Stream, gone); err != nil {
+			t.Fatal(err)
+		}
+		recreate := func(ctx context.Context) error {
+			_, err := queue.EnsureConsumers(ctx, b.q.JS, cfg)
+			return err
+		}
+		rec, err := b.relay.Reconcile(t.Context(), relay.ReconcileParams{Grace: grace, Recreate: recreate, Consumers: cfg.Consumers()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rec.ConsumerRecreated || rec.Lost {
+			t.Fatalf("consumer %s gone: %+v, want it made again, no loss", gone, rec)
+		}
+		if _, err := b.q.JS.Consumer(t.Context(), b.q.NATS.Stream, gone); err != nil {
+			t.Fatalf("after the pass: %v", err)
+		}
+		// The shared consumer is no workers' consumer in this mode: its
+		// absence is not a loss.
+		if rec, err := b.relay.Reconcile(t.Context(), relay.ReconcileParams{Grace: grace, Consumers: cfg.Consumers(),
+			Recreate: func(context.Context) error {
+				t.Error("Recreate called with every consumer of the mode there")
+				return nil
+			}}); err != nil || rec.ConsumerRecreated {
+			t.Fatalf("a second pass: %+v, %v", rec, err)
+		}
+	})
+
 	t.Run("Gone", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -473,19 +515,35 @@ func TestReconcileLossSkipsGrace(t *testing.T) {
 // run never delivered.
 func TestReconcileGivenUp(t *testing.T) {
 	t.Parallel()
+	for _, mode := range []string{config.ConsumersShared, config.ConsumersPerSchema} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			testReconcileGivenUp(t, mode)
+		})
+	}
+}
+
+// testReconcileGivenUp: with nats.consumers mode, a run whose copy the
+// consumer of its schema gave up on is handed to GivenUp and removed.
+func testReconcileGivenUp(t *testing.T, mode string) {
 	b := setup(t)
 	runs := b.runs(t, "givenup", 2)
 	b.publishAll(t, runs[:1])
 	const ackWait = 200 * time.Millisecond
-	cons, err := queue.EnsureConsumer(t.Context(), b.q.JS, b.q.NATS, config.Worker{AckWait: ackWait, MaxDeliver: 2})
+	cfg := config.Default()
+	cfg.NATS = b.q.NATS
+	cfg.NATS.Consumers = mode
+	cfg.Worker = config.Worker{AckWait: ackWait, MaxDeliver: 2}
+	served, err := queue.EnsureConsumers(t.Context(), b.q.JS, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cons := served[0] // shared, or customer_message's, the runs' schema
 	var handed []queue.Envelope
 	var deliveries uint64
 	reconcile := func() relay.Reconciled {
 		t.Helper()
-		rec, err := b.relay.Reconcile(t.Context(), relay.ReconcileParams{Grace: time.Nanosecond,
+		rec, err := b.relay.Reconcile(t.Context(), relay.ReconcileParams{Grace: time.Nanosecond, Consumers: cfg.Consumers(),
 			GivenUp: func(_ context.Context, env queue.Envelope, n uint64) error {
 				handed, deliveries = append(handed, env), n
 				return nil
@@ -535,7 +593,7 @@ func TestReconcileGivenUp(t *testing.T) {
 	if l, err := b.st.RunLeaseTake(t.Context(), b.st.Pool, lease); err != nil || l.State != store.LeaseTaken {
 		t.Fatalf("lease %+v, %v", l, err)
 	}
-	if rec, err := b.relay.Reconcile(t.Context(), relay.ReconcileParams{Grace: time.Nanosecond,
+	if rec, err := b.relay.Reconcile(t.Context(), relay.ReconcileParams{Grace: time.Nanosecond, Consumers: cfg.Consumers(),
 		GivenUp: func(context.Context, queue.Envelope, uint64) error { t.Fatal("a leased run routed"); return nil }}); err != nil || rec.GivenUp != 0 {
 		t.Fatalf("leased: %+v, %v", rec, err)
 	}

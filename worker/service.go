@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +31,18 @@ type ServiceConfig struct {
 	Store    *store.Store
 	Conn     *nats.Conn
 	Consumer jetstream.Consumer
+	// Consumers are more consumers this worker reads, each with a consume
+	// loop of its own (Concurrency runs each): a worker of nats.consumers
+	// per_schema without worker.schema reads every schema's
+	// (queue.EnsureConsumers). Consumer, if set, is read first.
+	Consumers []jetstream.Consumer
+	// AllConsumers are every workers' consumer of the configured mode
+	// (config.Config.Consumers), other pools' included: the reconciler
+	// makes a missing one again (with the settings of this worker's
+	// first, under its own name and filter) and looks for the runs each
+	// gave up on, and the dead-letter stream captures each one's
+	// max-deliveries advisories. Default: the shared consumer, NATS.Consumer.
+	AllConsumers []config.ConsumerSpec
 	// JS, NATS and DeadLetter, when set, run the consumer of the
 	// max-deliveries advisories (queue.EnsureDeadLetter): runs that ran out
 	// of deliveries go to triage as kind delivery.
@@ -84,6 +97,13 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 	if log == nil {
 		log = zap.NewNop()
 	}
+	consumers := cfg.Consumers
+	if cfg.Consumer != nil {
+		consumers = append([]jetstream.Consumer{cfg.Consumer}, consumers...)
+	}
+	if len(consumers) == 0 {
+		return errors.New("worker.RunService: no consumer to read")
+	}
 	var consuming atomic.Bool
 	var wg sync.WaitGroup
 	var srv *http.Server
@@ -94,6 +114,7 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 			rctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 			defer cancel()
 			paused := cfg.Worker.Paused()
+			missing := missingConsumer(rctx, consumers)
 			switch {
 			case !consuming.Load():
 				http.Error(w, "not consuming", http.StatusServiceUnavailable)
@@ -107,6 +128,10 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 				http.Error(w, strings.TrimSuffix(b.String(), "\n"), http.StatusServiceUnavailable)
 			case cfg.Store.Pool.Ping(rctx) != nil:
 				http.Error(w, "postgres unreachable", http.StatusServiceUnavailable)
+			case missing != "":
+				// Deleted under the worker (nats consumer rm, a switch of
+				// nats.consumers): it pulls nothing until it is made again.
+				http.Error(w, "consumer "+missing+" does not exist", http.StatusServiceUnavailable)
 			default:
 				w.Write([]byte("ready\n"))
 			}
@@ -141,7 +166,8 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 	}
 	if rel := cfg.Relay; rel != nil {
 		o := relay.Options{SweepEvery: cfg.SweepEvery, SweepAge: cfg.SweepAge,
-			ReconcileEvery: cfg.ReconcileEvery, ReconcileGrace: cfg.ReconcileGrace, Recreate: cfg.recreate()}
+			ReconcileEvery: cfg.ReconcileEvery, ReconcileGrace: cfg.ReconcileGrace, Recreate: cfg.recreate(consumers),
+			Consumers: cfg.AllConsumers}
 		if cfg.Worker != nil {
 			o.GivenUp = cfg.Worker.DeliveryFailed
 		}
@@ -172,7 +198,13 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 	if cfg.Relay != nil {
 		opts.Requeuer = cfg.Relay
 	}
-	err := queue.Run(ctx, cfg.Consumer, cfg.Worker.Handle, opts)
+	errs := make([]error, len(consumers))
+	var runs sync.WaitGroup
+	for i, cons := range consumers {
+		runs.Go(func() { errs[i] = queue.Run(ctx, cons, cfg.Worker.Handle, opts) })
+	}
+	runs.Wait()
+	err := errors.Join(errs...)
 	consuming.Store(false)
 	if srv != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -184,28 +216,61 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 	return err
 }
 
+// missingConsumer returns the name of the first of consumers the server
+// says does not exist, or "". Other failures to ask are not reported here
+// (a disconnection is /readyz's own case).
+func missingConsumer(ctx context.Context, consumers []jetstream.Consumer) string {
+	for _, c := range consumers {
+		if _, err := c.Info(ctx); queue.IsConsumerNotFound(err) {
+			if info := c.CachedInfo(); info != nil {
+				return info.Name
+			}
+			return "(unnamed)"
+		}
+	}
+	return ""
+}
+
 // recreate returns what the reconciler calls when the runs stream is gone
-// (its server lost its store): create the stream again, the worker's
-// consumer with the configuration it had, and the dead-letter stream and
-// consumer. The worker's consumer handles name their consumers, so they
-// work again once these exist. Nil without JS.
-func (cfg ServiceConfig) recreate() func(ctx context.Context) error {
-	if cfg.JS == nil || cfg.Consumer == nil {
+// (its server lost its store) or lacks a workers' consumer: create the
+// stream again, each consumer the worker reads with the configuration it
+// had, every other of AllConsumers with the first one's configuration
+// under its own name and filter, and the dead-letter stream and consumer.
+// The worker's consumer handles name their consumers, so they work again
+// once these exist. Nil without JS.
+func (cfg ServiceConfig) recreate(consumers []jetstream.Consumer) func(ctx context.Context) error {
+	if cfg.JS == nil {
 		return nil
 	}
-	info := cfg.Consumer.CachedInfo()
-	if info == nil {
+	var configs []jetstream.ConsumerConfig
+	for _, c := range consumers {
+		if info := c.CachedInfo(); info != nil {
+			configs = append(configs, info.Config)
+		}
+	}
+	if len(configs) == 0 {
 		return nil
+	}
+	for _, spec := range cfg.AllConsumers {
+		if slices.ContainsFunc(configs, func(c jetstream.ConsumerConfig) bool { return c.Durable == spec.Name }) {
+			continue
+		}
+		c := configs[0]
+		c.Durable, c.Name, c.FilterSubject, c.FilterSubjects = spec.Name, "", spec.Filter, nil
+		c.Description = "extractq workers of schema " + spec.SchemaID
+		configs = append(configs, c)
 	}
 	return func(ctx context.Context) error {
 		if _, err := queue.EnsureStream(ctx, cfg.JS, cfg.NATS); err != nil {
 			return err
 		}
-		if _, err := cfg.JS.CreateOrUpdateConsumer(ctx, info.Stream, info.Config); err != nil {
-			return fmt.Errorf("recreating consumer %q: %w", info.Name, err)
+		for _, c := range configs {
+			if _, err := cfg.JS.CreateOrUpdateConsumer(ctx, cfg.NATS.Stream, c); err != nil {
+				return fmt.Errorf("recreating consumer %q: %w", c.Durable, err)
+			}
 		}
 		if cfg.DeadLetter != nil {
-			if _, err := queue.EnsureDeadLetter(ctx, cfg.JS, cfg.NATS); err != nil {
+			if _, err := queue.EnsureDeadLetter(ctx, cfg.JS, cfg.NATS, cfg.AllConsumers...); err != nil {
 				return err
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"go.uber.org/zap"
 
+	"github.com/extractq/extractq/config"
 	"github.com/extractq/extractq/ingest"
 	"github.com/extractq/extractq/internal/startup"
 	"github.com/extractq/extractq/pipeline"
@@ -214,11 +215,22 @@ func ingestFile(ctx context.Context, o fileOptions, env startup.Env, log *zap.Lo
 	}
 	switch code {
 	case exitTimeout:
-		fmt.Fprintf(stderr, "ingest: timed out after %v with %d of the batch's messages still queued\n", o.Timeout, rep.Queued)
+		fmt.Fprintf(stderr, "ingest: timed out after %v with %d of the batch's messages still queued; %s\n", o.Timeout, rep.Queued, waitingOn(cfg, o.SchemaID))
 	case exitNothingIngested:
 		fmt.Fprintf(stderr, "ingest: %s rejected; nothing was queued%s\n", allLinesWere(sum.Lines), optional("; %s", rep.Hint))
 	}
 	return code
+}
+
+// waitingOn says which consumer the runs of schemaID wait on, and which
+// workers read it.
+func waitingOn(cfg *config.Config, schemaID string) string {
+	c := cfg.NATS.ConsumerOf(schemaID)
+	if cfg.NATS.Consumers == config.ConsumersPerSchema {
+		return fmt.Sprintf("their runs wait on consumer %s of stream %s (nats.consumers per_schema): is a worker of that pool running (worker -schema %s, or one without -schema)?",
+			c.Name, cfg.NATS.Stream, schemaID)
+	}
+	return fmt.Sprintf("their runs wait on consumer %s of stream %s: is a worker running?", c.Name, cfg.NATS.Stream)
 }
 
 // writeTextReport writes rep as ingest prints it without -json; recorded

@@ -158,7 +158,7 @@ func TestIngestFileWaitTimesOut(t *testing.T) {
 	if !rep.TimedOut || rep.Queued != 2 || rep.Published != 2 {
 		t.Errorf("report = %+v, want timed out with 2 queued", rep)
 	}
-	if !strings.Contains(stderr, "timed out after 200ms with 2 of the batch's messages still queued") {
+	if !strings.Contains(stderr, "timed out after 200ms with 2 of the batch's messages still queued; their runs wait on consumer ") {
 		t.Errorf("stderr:\n%s", stderr)
 	}
 

@@ -4,16 +4,20 @@
 //
 // Usage:
 //
-//	worker [-config FILE] [-concurrency N] [-health-addr ADDR] [-log-level LEVEL]
+//	worker [-config FILE] [-concurrency N] [-schema ID] [-health-addr ADDR] [-log-level LEVEL]
 //
 // Connections come from DATABASE_URL, NATS_URL, LLM_BASE_URL, LLM_API_KEY
-// and LLM_MODEL; everything else from the configuration file.
+// and LLM_MODEL; everything else from the configuration file. With
+// nats.consumers per_schema, -schema (or WORKER_SCHEMA, worker.schema)
+// makes the worker one of that schema's pool: it reads only that schema's
+// consumer.
 package main
 
 import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/extractq/extractq/cmd/internal/cmdconfig"
+	"github.com/extractq/extractq/config"
 	"github.com/extractq/extractq/internal/startup"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/relay"
@@ -32,6 +37,7 @@ func main() {
 	env := startup.ReadEnv()
 	configPath := flag.String("config", env.Config, "configuration file (default: CONFIG, else the embedded defaults)")
 	concurrency := flag.Int("concurrency", 0, "messages in flight (default: worker.concurrency of the configuration)")
+	schema := flag.String("schema", "", "with nats.consumers per_schema, serve only this schema's consumer (default: WORKER_SCHEMA, else worker.schema)")
 	healthAddr := flag.String("health-addr", startup.GetEnv("HEALTH_ADDR", "127.0.0.1:9090"), "address of /healthz, /readyz and /metrics; empty for none")
 	pprofOn := flag.Bool("pprof", false, "serve Go's profiles on /debug/pprof/ at -health-addr (keep that address private)")
 	logLevel := flag.String("log-level", startup.GetEnv("LOG_LEVEL", "info"), "debug, info, warn or error")
@@ -54,9 +60,16 @@ func main() {
 	if *concurrency > 0 {
 		cfg.Worker.Concurrency = *concurrency
 	}
+	if *schema != "" {
+		cfg.Worker.Schema = *schema
+		if err := cfg.Validate(); err != nil {
+			cmdconfig.Fatal(log, "the -schema flag", err)
+		}
+	}
+	served := cfg.WorkerConsumers()
 	log.Info("starting worker", append(env.Redacted(), zap.String("model", cfg.LLM.Model), zap.String("provider", cfg.LLM.Provider),
 		zap.Int("concurrency", cfg.Worker.Concurrency), zap.String("stream", cfg.NATS.Stream),
-		zap.String("consumer", cfg.NATS.Consumer))...)
+		zap.String("consumers_mode", cfg.NATS.Consumers), zap.Strings("consumers", consumerNames(served)))...)
 
 	stopProfile, err := startup.StartCPUProfile(*cpuProfile)
 	if err != nil {
@@ -84,16 +97,17 @@ func main() {
 		cmdconfig.FatalUnlessStopped(ctx, log, step, err)
 	}
 	defer nc.Close()
-	var cons, dead jetstream.Consumer
+	var cons []jetstream.Consumer
+	var dead jetstream.Consumer
 	err = cmdconfig.RetryStartup(ctx, log, "creating the stream and consumers", func() error {
 		if _, err := queue.EnsureStream(ctx, js, cfg.NATS); err != nil {
 			return err
 		}
 		var err error
-		if cons, err = queue.EnsureConsumer(ctx, js, cfg.NATS, cfg.Worker); err != nil {
+		if cons, err = queue.EnsureConsumers(ctx, js, cfg); err != nil {
 			return err
 		}
-		dead, err = queue.EnsureDeadLetter(ctx, js, cfg.NATS)
+		dead, err = queue.EnsureDeadLetter(ctx, js, cfg.NATS, cfg.Consumers()...)
 		return err
 	})
 	if err != nil {
@@ -112,7 +126,8 @@ func main() {
 	}
 	w, err := worker.New(worker.Config{
 		Store: st, Extractor: extractor, Schemas: schemas, Model: cfg.LLM.Model,
-		DBTimeout: min(cfg.Worker.AckWait/2, 15e9), LeaseTTL: cfg.Worker.AckWait, Metrics: worker.NewMetrics(reg), Logger: log,
+		DBTimeout: min(cfg.Worker.AckWait/2, 15e9), LeaseTTL: cfg.Worker.AckWait, Logger: log,
+		Metrics:     worker.NewMetrics(prometheus.WrapRegistererWith(prometheus.Labels{"consumer": consumerLabel(served)}, reg)),
 		CommitBatch: cfg.Worker.CommitBatch, CommitWait: cfg.Worker.CommitWait,
 		Announcer: queue.NewAnnouncer(nc, cfg.NATS), Breaker: transport,
 	})
@@ -125,7 +140,7 @@ func main() {
 		cmdconfig.FatalUnlessStopped(ctx, log, "building the relay", err)
 	}
 	err = worker.RunService(ctx, worker.ServiceConfig{
-		Worker: w, Store: st, Conn: nc, Consumer: cons, Publisher: pub, Relay: rel,
+		Worker: w, Store: st, Conn: nc, Consumers: cons, AllConsumers: cfg.Consumers(), Publisher: pub, Relay: rel,
 		SweepEvery: cfg.Relay.SweepEvery, SweepAge: cfg.Relay.SweepAge,
 		ReconcileEvery: cfg.Relay.ReconcileEvery, ReconcileGrace: cfg.Relay.ReconcileGrace,
 		JS: js, NATS: cfg.NATS, DeadLetter: dead,
@@ -136,4 +151,19 @@ func main() {
 		cmdconfig.Fatal(log, "worker stopped", err)
 	}
 	log.Info("worker stopped")
+}
+
+func consumerNames(specs []config.ConsumerSpec) []string {
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.Name
+	}
+	return names
+}
+
+// consumerLabel is the consumer label of the worker's metrics: the
+// consumer it reads, or the names of those it reads joined by "+" (a
+// worker of nats.consumers per_schema without worker.schema).
+func consumerLabel(specs []config.ConsumerSpec) string {
+	return strings.Join(consumerNames(specs), "+")
 }

@@ -14,7 +14,7 @@ import (
 // binary is started by a test below as a worker process.
 func TestMain(m *testing.M) {
 	if os.Getenv("EXTRACTQ_TEST_WORKER_MAIN") == "1" {
-		os.Args = []string{"worker", "-health-addr", ""}
+		os.Args = append([]string{"worker", "-health-addr", ""}, strings.Fields(os.Getenv("EXTRACTQ_TEST_WORKER_ARGS"))...)
 		main()
 		os.Exit(0)
 	}
@@ -78,5 +78,30 @@ func TestStopWhileStarting(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), `"msg":"stopped while starting"`) {
 		t.Errorf("no \"stopped while starting\" line:\n%s", log.String())
+	}
+}
+
+// TestSchemaFlag: -schema is checked with the configuration before
+// anything connects: with nats.consumers shared it names both keys; an
+// id that is not configured names the configured ones.
+func TestSchemaFlag(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	perSchema := dir + "/per_schema.yaml"
+	if err := os.WriteFile(perSchema, []byte("nats:\n  consumers: per_schema\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ config, schema, want string }{
+		{"", "return_request", `worker.schema: \"return_request\" is set but nats.consumers is shared`},
+		{perSchema, "invoices", `worker.schema: \"invoices\" is not a configured schema (schemas: customer_message, return_request)`},
+	} {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), "EXTRACTQ_TEST_WORKER_MAIN=1", "EXTRACTQ_TEST_WORKER_ARGS=-schema "+tc.schema,
+			"DATABASE_URL=postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1",
+			"NATS_URL=nats://127.0.0.1:1", "CONFIG="+tc.config, "LOG_LEVEL=info")
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("-schema %s (config %q): %v, want exit 1 saying %s:\n%s", tc.schema, tc.config, err, tc.want, out)
+		}
 	}
 }

@@ -44,6 +44,10 @@ type Env struct {
 	NATSCA    string // NATS_CA: nats.tls.ca_file
 	NATSCert  string // NATS_CERT: nats.tls.cert_file
 	NATSKey   string // NATS_KEY: nats.tls.key_file
+
+	// WorkerSchema is WORKER_SCHEMA: worker.schema, the one schema whose
+	// consumer a worker of a pool per schema serves.
+	WorkerSchema string
 }
 
 // GetEnv returns the value of the environment variable key, or def.
@@ -65,6 +69,8 @@ func ReadEnv() Env {
 		NATSCA:      os.Getenv("NATS_CA"),
 		NATSCert:    os.Getenv("NATS_CERT"),
 		NATSKey:     os.Getenv("NATS_KEY"),
+
+		WorkerSchema: os.Getenv("WORKER_SCHEMA"),
 	}
 }
 
@@ -104,9 +110,11 @@ func NewLogger(component, level string) (*zap.Logger, error) {
 
 // LoadConfig loads the configuration file at path (empty: embedded
 // defaults) and applies LLM_MODEL and the NATS security variables
-// (NATS_CREDS, NATS_NKEY, NATS_CA, NATS_CERT, NATS_KEY), each replacing
-// its key when set. The result is validated again: NATS_NKEY with a
-// configured credentials file is an error, as both in the file are.
+// (NATS_CREDS, NATS_NKEY, NATS_CA, NATS_CERT, NATS_KEY) and
+// WORKER_SCHEMA (worker.schema), each replacing its key when set. The
+// result is validated again: NATS_NKEY with a configured credentials file
+// is an error, as both in the file are, and so is WORKER_SCHEMA with
+// nats.consumers shared.
 func LoadConfig(path string, env Env) (*config.Config, error) {
 	cfg, err := config.Load(path)
 	if err != nil {
@@ -127,8 +135,11 @@ func LoadConfig(path string, env Env) (*config.Config, error) {
 			*o.key = o.env
 		}
 	}
+	if env.WorkerSchema != "" {
+		cfg.Worker.Schema = env.WorkerSchema
+	}
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("configuration with the NATS_* variables: %w", err)
+		return nil, fmt.Errorf("configuration with the NATS_* and WORKER_SCHEMA variables: %w", err)
 	}
 	return cfg, nil
 }

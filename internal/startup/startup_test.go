@@ -1,6 +1,8 @@
 package startup
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -30,5 +32,29 @@ func TestLoadConfigNATSVariables(t *testing.T) {
 	_, err = LoadConfig("", Env{NATSCert: "c.pem"})
 	if err == nil || !strings.Contains(err.Error(), "cert_file and key_file go together") {
 		t.Fatalf("NATS_CERT alone: %v", err)
+	}
+}
+
+func TestLoadConfigWorkerSchema(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(path, []byte("nats:\n  consumers: per_schema\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(path, Env{WorkerSchema: "return_request"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.WorkerConsumers(); len(got) != 1 || got[0].Name != "workers-return_request" {
+		t.Fatalf("WORKER_SCHEMA=return_request reads %+v", got)
+	}
+	// Checked as the file is: an unknown schema, or shared consumers.
+	if _, err := LoadConfig(path, Env{WorkerSchema: "invoices"}); err == nil || !strings.Contains(err.Error(), `worker.schema: "invoices" is not a configured schema`) {
+		t.Fatalf("WORKER_SCHEMA=invoices: %v", err)
+	}
+	if _, err := LoadConfig("", Env{WorkerSchema: "return_request"}); err == nil ||
+		!strings.Contains(err.Error(), "worker.schema") || !strings.Contains(err.Error(), "nats.consumers is shared") {
+		t.Fatalf("WORKER_SCHEMA with shared consumers: %v", err)
 	}
 }

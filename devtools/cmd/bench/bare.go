@@ -61,7 +61,7 @@ func runBareWorker(cpuProfile string) error {
 		return err
 	}
 	defer nc.Close()
-	cons, err := queue.EnsureConsumer(ctx, js, cfg.NATS, cfg.Worker)
+	cons, err := queue.EnsureConsumers(ctx, js, cfg)
 	if err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func runBareWorker(cpuProfile string) error {
 	if err != nil {
 		return err
 	}
-	return worker.RunService(ctx, worker.ServiceConfig{Worker: w, Store: st, Conn: nc, Consumer: cons,
+	return worker.RunService(ctx, worker.ServiceConfig{Worker: w, Store: st, Conn: nc, Consumers: cons, AllConsumers: cfg.Consumers(),
 		Concurrency: cfg.Worker.Concurrency, SweepEvery: -1, Logger: log.WithOptions(zap.IncreaseLevel(zap.WarnLevel))})
 }
 

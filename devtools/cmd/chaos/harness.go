@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -68,6 +69,9 @@ type options struct {
 	// stream's leader (each followed by the kill of a second server).
 	Cluster     bool
 	LeaderKills int
+	// Consumers is nats.consumers: shared (default) or per_schema, where
+	// the workers (none given -schema) read one consumer per schema.
+	Consumers string
 }
 
 // harness runs one chaos run. Its fields are set up step by step by run;
@@ -341,6 +345,7 @@ worker:
   in_progress_every: %s
 nats:
   replicas: %d
+  consumers: %s
 relay:
   # The reconciler's tick scaled to a run of a minute or two (default 1m):
   # the pass after the stream's store is lost republishes the queued runs
@@ -349,7 +354,7 @@ relay:
   reconcile_every: 5s
 simulator:
   seed: %d
-`, h.o.Concurrency, h.o.AckWait, h.o.MaxDeliver, max(h.o.AckWait/3, 100*time.Millisecond), h.replicas(), h.o.Seed)
+`, h.o.Concurrency, h.o.AckWait, h.o.MaxDeliver, max(h.o.AckWait/3, 100*time.Millisecond), h.replicas(), cmp.Or(h.o.Consumers, config.ConsumersShared), h.o.Seed)
 	if err := os.WriteFile(h.cfgPath, []byte(body), 0o644); err != nil {
 		return err
 	}
@@ -857,9 +862,9 @@ func (h *harness) inject(ctx context.Context, at string, e event) error {
 	return nil
 }
 
-// drain waits until the consumer holds no message, pending or unacked,
-// so redeliveries still on their way are counted; at most two ack waits
-// and a bit.
+// drain waits until the workers' consumers (every one of nats.consumers'
+// mode) hold no message, pending or unacked, so redeliveries still on
+// their way are counted; at most two ack waits and a bit.
 func (h *harness) drain(ctx context.Context) {
 	limit := 2*h.cfg.Worker.AckWait + 10*time.Second
 	dctx, cancel := context.WithTimeout(ctx, limit)
@@ -877,27 +882,45 @@ func (h *harness) drain(ctx context.Context) {
 	}
 	var last string
 	for {
-		cons, err := js.Consumer(dctx, h.cfg.NATS.Stream, h.cfg.NATS.Consumer)
-		if err == nil {
-			var info *jetstream.ConsumerInfo
-			if info, err = cons.Info(dctx); err == nil {
-				last = fmt.Sprintf("%d pending, %d unacked, %d redelivered", info.NumPending, info.NumAckPending, info.NumRedelivered)
-				if info.NumPending == 0 && info.NumAckPending == 0 {
-					h.logf("stream drained: consumer %s has nothing pending or unacked", h.cfg.NATS.Consumer)
-					return
+		drained := 0
+		specs := h.cfg.Consumers()
+		for _, spec := range specs {
+			cons, err := js.Consumer(dctx, h.cfg.NATS.Stream, spec.Name)
+			if err == nil {
+				var info *jetstream.ConsumerInfo
+				if info, err = cons.Info(dctx); err == nil {
+					last = fmt.Sprintf("consumer %s: %d pending, %d unacked, %d redelivered", spec.Name, info.NumPending, info.NumAckPending, info.NumRedelivered)
+					if info.NumPending == 0 && info.NumAckPending == 0 {
+						drained++
+						continue
+					}
 				}
 			}
+			if err != nil {
+				last = fmt.Sprintf("consumer %s: %v", spec.Name, err)
+			}
+			break
 		}
-		if err != nil {
-			last = err.Error()
+		if drained == len(specs) {
+			h.logf("stream drained: consumers %s have nothing pending or unacked", consumerNames(specs))
+			return
 		}
 		select {
 		case <-dctx.Done():
-			h.problem("consumer not drained after %s: %s", limit, last)
+			h.problem("consumers not drained after %s: %s", limit, last)
 			return
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// consumerNames lists specs' names, comma-separated.
+func consumerNames(specs []config.ConsumerSpec) string {
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.Name
+	}
+	return strings.Join(names, ", ")
 }
 
 // stopWorkers stops every worker gracefully (SIGTERM); a worker that does

@@ -69,6 +69,7 @@ func main() {
 	flag.BoolVar(&o.StoreLoss, "store-loss", false, "stop NATS, delete its store and start it again empty, once, with runs queued (needs the relay's reconciler to bring them home)")
 	flag.DurationVar(&o.Window, "window", 0, "faults timed in seconds fire between 1s and this long after ingest started (default messages/100 seconds, at least 10s)")
 	flag.BoolVar(&o.Cluster, "cluster", false, "run NATS as a JetStream cluster of 3 natsd servers (routes on loopback), the stream with nats.replicas 3")
+	flag.StringVar(&o.Consumers, "consumers", "shared", "nats.consumers of the run: shared, or per_schema (the workers read one consumer per schema)")
 	flag.IntVar(&o.LeaderKills, "leader-kills", 1, "with -cluster: times the stream leader is killed (SIGKILL), then the new leader, both started again")
 	flag.Parse()
 	if !o.Cluster {
