@@ -485,7 +485,7 @@ ORDER BY s.created_at, s.id`, batchID)
 }
 
 // eraseQASQL erases the QA copies of the messages $1, as Erasure
-// describes: each sample's stratum (a value of the record) becomes ” and
+// describes: each sample's stratum (a value of the record) is emptied and
 // an open sample is closed as erased; each verdict's fix becomes NULL.
 // Whether a field was right stays: it holds no value, and keeps the
 // estimates whole.
