@@ -1,0 +1,76 @@
+package eval
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/extractq/extractq/store"
+)
+
+// QALabels returns the labels the QA reviews of batch batchID's runs make
+// (store.QALabels), one line per reviewed sample whose record is still
+// stored: the expected value of each field with a verdict is the record's
+// own when the reviewer marked it right, and the reviewer's fix when
+// wrong; fields without a verdict are unlabelled. The lines carry the
+// message text, so grounded fields follow the usual rule (an expected
+// value not in the text is expected null). It returns the labels and
+// their JSON Lines (as ReadLabels reads them, for the evaluation's
+// record of its labels). The labels cover the sampled records only, and
+// unweighted: the false-accept estimate weighted for the strata is
+// qa_field_estimates'.
+func QALabels(ctx context.Context, st *store.Store, db store.DBTX, batchID string) ([]Label, []byte, error) {
+	samples, err := st.QALabels(ctx, db, batchID)
+	if err != nil {
+		return nil, nil, err
+	}
+	var buf bytes.Buffer
+	for _, s := range samples {
+		var rec map[string]json.RawMessage
+		if err := json.Unmarshal(s.Record, &rec); err != nil {
+			return nil, nil, fmt.Errorf("QA sample %d: the record is not an object: %w", s.SampleID, err)
+		}
+		exp := map[string]json.RawMessage{}
+		for _, v := range s.Verdicts {
+			name, ok := topField(v.Path)
+			if !ok {
+				continue
+			}
+			switch {
+			case v.Correct && rec[name] != nil:
+				exp[name] = rec[name]
+			case v.Correct:
+				exp[name] = json.RawMessage(`null`)
+			case len(v.Fixed) > 0:
+				exp[name] = v.Fixed
+			default:
+				exp[name] = json.RawMessage(`null`)
+			}
+		}
+		line, err := json.Marshal(map[string]any{"id": s.ExternalID, "source": s.Source, "text": s.Text, "expected": exp, "qa_sample": s.SampleID})
+		if err != nil {
+			return nil, nil, err
+		}
+		buf.Write(line)
+		buf.WriteByte('\n')
+	}
+	if buf.Len() == 0 {
+		return nil, nil, fmt.Errorf("batch %s: no reviewed QA sample with its record: review some in the QA queue (docs/triage.md)", batchID)
+	}
+	labels, err := ReadLabels(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("QA labels of batch %s: %w", batchID, err)
+	}
+	return labels, buf.Bytes(), nil
+}
+
+// topField returns the property name of a top-level JSON Pointer such as
+// "/order_id" (RFC 6901 escapes undone); false for a deeper one.
+func topField(p string) (string, bool) {
+	if !strings.HasPrefix(p, "/") || strings.Contains(p[1:], "/") {
+		return "", false
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(p[1:], "~1", "/"), "~0", "~"), true
+}
