@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/extractq/extractq/store"
 )
@@ -73,4 +75,35 @@ func topField(p string) (string, bool) {
 		return "", false
 	}
 	return strings.ReplaceAll(strings.ReplaceAll(p[1:], "~1", "/"), "~0", "~"), true
+}
+
+// WriteQAEstimates writes the false-accept estimates of the QA reviews
+// (store.QAFieldEstimates) as a terminal table: per cohort and field, the
+// samples reviewed, those marked wrong, and the weighted rate in percent
+// with its 95% interval on the effective sample size. A cohort of the
+// simulator's model is labelled as simulator figures.
+func WriteQAEstimates(w io.Writer, est []store.QAEstimate) error {
+	fmt.Fprintln(w, "False accepts from the QA reviews (qa_field_estimates): weighted by the inverse of each sample's share; Wilson 95% interval on the effective n")
+	if len(est) == 0 {
+		_, err := fmt.Fprintln(w, "no QA sample reviewed yet")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	last := ""
+	for _, e := range est {
+		cohort := fmt.Sprintf("schema %s v%s, prompt %s, model %s", e.SchemaID, e.SchemaVersion, e.PromptVersion, e.Model)
+		if cohort != last {
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if IsSimulator(e.Model) {
+				cohort = "SIMULATOR FIGURES (" + cohort + "): they describe the LLM simulator's heuristics and settings, not a model"
+			}
+			fmt.Fprintln(w, cohort)
+			fmt.Fprintln(tw, "field\treviewed\twrong\tfalse accepts % [95%]\teffective n\t")
+			last = fmt.Sprintf("schema %s v%s, prompt %s, model %s", e.SchemaID, e.SchemaVersion, e.PromptVersion, e.Model)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f [%.1f–%.1f]\t%.1f\t\n", e.Field, e.Reviewed, e.Wrong, 100*e.FalseAcceptRate, 100*e.Low, 100*e.High, e.EffectiveN)
+	}
+	return tw.Flush()
 }

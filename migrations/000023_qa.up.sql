@@ -77,10 +77,10 @@ WITH y AS (
     GROUP BY schema_id, schema_version, prompt_version, model, field
 )
 SELECT schema_id, schema_version, prompt_version, model, field, reviewed, wrong,
-       round(p::numeric, 4) AS false_accept_rate,
+       round(p::numeric, 6) AS false_accept_rate,
        round(n::numeric, 1) AS effective_n,
-       round(greatest(0, (p + 3.841459 / (2 * n) - 1.959964 * sqrt(p * (1 - p) / n + 3.841459 / (4 * n * n))) / (1 + 3.841459 / n))::numeric, 4) AS low,
-       round(least(1, (p + 3.841459 / (2 * n) + 1.959964 * sqrt(p * (1 - p) / n + 3.841459 / (4 * n * n))) / (1 + 3.841459 / n))::numeric, 4) AS high
+       round(greatest(0, (p + 3.841459 / (2 * n) - 1.959964 * sqrt(p * (1 - p) / n + 3.841459 / (4 * n * n))) / (1 + 3.841459 / n))::numeric, 6) AS low,
+       round(least(1, (p + 3.841459 / (2 * n) + 1.959964 * sqrt(p * (1 - p) / n + 3.841459 / (4 * n * n))) / (1 + 3.841459 / n))::numeric, 6) AS high
 FROM a;
 
 -- analyst_grant (000021) grants qa_field_estimates too.

@@ -127,9 +127,9 @@ func TestQAFieldEstimates(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []store.QAEstimate{
-		{Field: store.QAFieldRecord, Reviewed: 6, Wrong: 3, FalseAcceptRate: 0.5, EffectiveN: 3.6, Low: 0.1415, High: 0.8585},
-		{Field: "/intent", Reviewed: 6, Wrong: 2, FalseAcceptRate: 0.4286, EffectiveN: 3.6, Low: 0.1085, High: 0.8220},
-		{Field: "/order_id", Reviewed: 6, Wrong: 1, FalseAcceptRate: 0.0714, EffectiveN: 3.6, Low: 0.0043, High: 0.5793},
+		{Field: store.QAFieldRecord, Reviewed: 6, Wrong: 3, FalseAcceptRate: 0.5, EffectiveN: 3.6, Low: 0.141469, High: 0.858531},
+		{Field: "/intent", Reviewed: 6, Wrong: 2, FalseAcceptRate: 0.428571, EffectiveN: 3.6, Low: 0.10855, High: 0.822047},
+		{Field: "/order_id", Reviewed: 6, Wrong: 1, FalseAcceptRate: 0.071429, EffectiveN: 3.6, Low: 0.004279, High: 0.579301},
 	}
 	if len(est) != len(want) {
 		t.Fatalf("estimates %+v, want %d rows", est, len(want))

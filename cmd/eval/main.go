@@ -178,15 +178,27 @@ func run(ctx context.Context, w io.Writer, st *store.Store, cfg *config.Config, 
 			}
 		}
 	}
+	var qaEst []store.QAEstimate
+	if o.qa {
+		if qaEst, err = st.QAFieldEstimates(ctx, st.Pool, a.SchemaID); err != nil {
+			return err
+		}
+	}
 	switch {
 	case o.json && cmp != nil:
 		return writeJSON(w, map[string]any{"a": a, "b": reports[1], "comparison": cmp})
+	case o.json && o.qa:
+		return writeJSON(w, map[string]any{"eval": a, "qa_estimates": qaEst})
 	case o.json:
 		return writeJSON(w, a)
 	case cmp != nil:
 		return cmp.WriteTable(w)
 	}
-	return a.WriteTable(w)
+	if err := a.WriteTable(w); err != nil || !o.qa {
+		return err
+	}
+	fmt.Fprintln(w)
+	return eval.WriteQAEstimates(w, qaEst)
 }
 
 // batchToScore returns the batch run (without -batch) evaluates: the

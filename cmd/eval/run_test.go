@@ -167,6 +167,12 @@ func TestRunQA(t *testing.T) {
 	if got := fields["order_id"]; !strings.HasPrefix(got, "order_id g 2 1 0 0 1") {
 		t.Errorf("order_id row %q, want tp 1 tn 1:\n%s", got, out.String())
 	}
+	// Then the weighted estimate: intent wrong in 1 of 2 samples of one
+	// share, 50.0%, Wilson at n = 2 [9.5–90.5].
+	if !strings.Contains(out.String(), "SIMULATOR FIGURES (schema customer_message v1, prompt extract.v1, model extractq-sim-1)") ||
+		!strings.HasPrefix(fields["/intent"], "/intent 2 1 50.0 [9.5–90.5] 2.0") {
+		t.Errorf("false-accept table:\n%s", out.String())
+	}
 	runs, err := st.EvalRunList(ctx, st.Pool, store.EvalRunListParams{BatchID: "b-qa"})
 	if err != nil || len(runs) != 1 || runs[0].LabelsName != "qa:b-qa" || runs[0].Matched != 2 {
 		t.Fatalf("recorded: %+v, %v; want one evaluation with labels qa:b-qa, 2 matched", runs, err)
