@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/store"
 )
 
@@ -106,4 +107,43 @@ func WriteQAEstimates(w io.Writer, est []store.QAEstimate) error {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f [%.1f–%.1f]\t%.1f\t\n", e.Field, e.Reviewed, e.Wrong, 100*e.FalseAcceptRate, 100*e.Low, 100*e.High, e.EffectiveN)
 	}
 	return tw.Flush()
+}
+
+// VerdictsFromLabel returns the verdicts a reviewer who knew label l
+// would give record (a sample's validated record of l's message): per
+// field of fields that l labels, right when the record's value scores as
+// exact against the label (TP or TN, with the fields' normalisation and
+// the grounding rule of Score), else wrong, fixed with the expected value
+// (null when expected null). It is the stand-in for people that measures
+// the QA tools on labelled data (devtools/cmd/qalabel); text is the
+// message text, for grounding when l gives none.
+func VerdictsFromLabel(schema *pipeline.Schema, fields []Field, l Label, record json.RawMessage, text string, opt Options) ([]store.QAVerdict, error) {
+	var rec map[string]any
+	if err := unmarshalNumber(record, &rec); err != nil {
+		return nil, fmt.Errorf("eval: record of message %q: %w", l.ID, err)
+	}
+	if l.Text != "" {
+		text = l.Text
+	}
+	var out []store.QAVerdict
+	for _, f := range fields {
+		exp, ok := l.Expected[f.Name]
+		if !ok {
+			continue
+		}
+		if f.Grounded && !opt.RawLabels && exp != nil && !inText(schema, f.Name, exp, l, text) {
+			exp = nil
+		}
+		v := store.QAVerdict{Path: "/" + strings.ReplaceAll(strings.ReplaceAll(f.Name, "~", "~0"), "/", "~1"),
+			Correct: outcome(f.canon(exp), f.canon(rec[f.Name])).Correct()}
+		if !v.Correct {
+			fix, err := json.Marshal(exp)
+			if err != nil {
+				return nil, err
+			}
+			v.Fixed = fix
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
