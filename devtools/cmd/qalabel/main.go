@@ -130,4 +130,3 @@ func run(labelsFile, specFile, schemaID, reviewer string) error {
 		reviewed, len(open), schemaID, labelsFile, wrong, unlabelled)
 	return nil
 }
-
