@@ -112,8 +112,49 @@ func TestQAPages(t *testing.T) {
 		t.Fatalf("GET /api/v1/reports/qa: %d %s", r.status, r.body)
 	}
 	if body.Counts.Open != 1 || body.Counts.Reviewed != 1 || len(body.Estimates) != 18 || body.Estimates[0].Field != store.QAFieldRecord ||
-		body.Estimates[0].Wrong != 1 || !body.Estimates[0].Simulated {
+		body.Estimates[0].Reviewed != 1 || body.Estimates[0].Wrong != 1 || !body.Estimates[0].Simulated {
 		t.Errorf("estimates: %+v", body)
+	}
+	// The API: the next sample is alice's claim (her save opened it), so
+	// the tool gets none to claim, and may read it but not review it.
+	if r := b.api(t, tok, "POST", "/api/v1/qa/claim-next", ""); r.status != http.StatusNotFound {
+		t.Errorf("API claim-next with the only open sample claimed: %d, want 404", r.status)
+	}
+	var next int64
+	if err := b.st.Pool.QueryRow(context.Background(), `SELECT id FROM qa_samples WHERE status = 'open'`).Scan(&next); err != nil {
+		t.Fatal(err)
+	}
+	r = b.api(t, tok, "GET", fmt.Sprintf("/api/v1/qa/%d", next), "")
+	var sample struct {
+		Text   string
+		Fields []string
+		Record map[string]any
+	}
+	if err := json.Unmarshal([]byte(r.body), &sample); err != nil || r.status != http.StatusOK || len(sample.Fields) != 17 || sample.Record["intent"] != "missing" {
+		t.Fatalf("API GET sample: %d %s", r.status, r.body)
+	}
+	verdicts := func(n int) string {
+		var vs []string
+		for _, f := range sample.Fields[:n] {
+			vs = append(vs, fmt.Sprintf(`{"path": %q, "correct": true}`, f))
+		}
+		return `{"verdicts": [` + strings.Join(vs, ",") + `]}`
+	}
+	review := fmt.Sprintf("/api/v1/qa/%d/review", next)
+	if r := b.api(t, tok, "POST", review, verdicts(16)); r.status != http.StatusBadRequest || !strings.Contains(r.body, "missing") {
+		t.Errorf("API review of 16 of 17 fields: %d %s, want 400 naming the one missing", r.status, r.body)
+	}
+	if r := b.api(t, tok, "POST", review, verdicts(17)); r.status != http.StatusConflict {
+		t.Errorf("API review of alice's claim: %d %s, want 409", r.status, r.body)
+	}
+	if _, err := b.st.Pool.Exec(context.Background(), `UPDATE qa_samples SET claim_expires = now() WHERE id = $1`, next); err != nil {
+		t.Fatal(err)
+	}
+	if r := b.api(t, tok, "POST", review, verdicts(17)); r.status != http.StatusOK || !strings.Contains(r.body, `"reviewed"`) {
+		t.Errorf("API review once alice's claim lapsed: %d %s, want 200", r.status, r.body)
+	}
+	if c, err := b.st.QASampleCounts(context.Background(), b.st.Pool, ""); err != nil || c.Open != 0 || c.Reviewed != 2 {
+		t.Errorf("counts after the API review: %+v, %v", c, err)
 	}
 	if r := b.api(t, tok, "GET", "/api/v1/reports/qa?schema=nope", ""); r.status != http.StatusBadRequest {
 		t.Errorf("unknown schema: %d, want 400", r.status)

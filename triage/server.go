@@ -410,6 +410,9 @@ func (s *Server) Install(outer *http.ServeMux) {
 	api("GET /api/v1/reports/failing-fields", anyAccount, reportFieldParams, s.apiFailingFields)
 	api("GET /api/v1/reports/repair", anyAccount, reportFieldParams, s.apiRepairEffect)
 	api("GET /api/v1/reports/qa", anyAccount, []string{"schema"}, s.apiQAEstimates)
+	api("POST /api/v1/qa/claim-next", reviewers, []string{"schema"}, s.apiQAClaimNext)
+	api("GET /api/v1/qa/{id}", reviewers, nil, s.apiQASample)
+	apiRecord("POST /api/v1/qa/{id}/review", reviewers, nil, s.apiQAReview)
 	api("GET /api/v1/batches", anyAccount, batchListParams, s.apiBatches)
 	api("GET /api/v1/batches/{id}", anyAccount, nil, s.apiBatch)
 	mux.Handle("/api/", s.api(anyToken, func(w http.ResponseWriter, r *http.Request) error {
