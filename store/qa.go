@@ -110,10 +110,18 @@ func pointerPath(p string) []string {
 }
 
 // qaSampleArgs returns qaSampleInsertSQL's arguments for p, or nil when p
-// draws nothing (no QA, or not a success).
+// draws nothing: no QA, not a success, or a draw no stratum's share is
+// above (most runs, so most outcomes cost no statement more).
 func qaSampleArgs(p RunOutcomeParams) []any {
 	q := p.QA
 	if q == nil || (p.Status != RunSucceeded && p.Status != RunRepaired) {
+		return nil
+	}
+	most := q.Share
+	for _, v := range q.Strata {
+		most = max(most, v)
+	}
+	if q.Draw >= most {
 		return nil
 	}
 	strata := q.Strata
