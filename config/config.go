@@ -138,6 +138,32 @@ type Schema struct {
 	// ending in ".tmpl", versioned by its content hash
 	// (pipeline.OpenPrompt) and read at start. Default "extract.v1".
 	Prompt string `yaml:"prompt"`
+	// QA sends a share of the schema's validated results to the QA queue
+	// of cmd/triage (docs/triage.md, "The QA queue"). Nil, the default,
+	// samples none.
+	QA *QA `yaml:"qa"`
+}
+
+// QA configures the QA sampling of one schema's validated results
+// (succeeded and repaired runs). Each run is drawn or not when its
+// outcome commits, by a deterministic draw in [0, 1) from a hash of the
+// seed, the message id and the run number: the same run always gets the
+// same answer, whichever worker commits it.
+type QA struct {
+	// Share is the probability, in [0, 1], that a run is drawn, for runs
+	// of a stratum Strata does not name. Required.
+	Share float64 `yaml:"share"`
+	// StratifyBy is a JSON Pointer (RFC 6901) into the record, such as
+	// "/intent": its value is the run's stratum. Default none (one
+	// stratum).
+	StratifyBy string `yaml:"stratify_by"`
+	// Strata overrides Share for the strata it names (the value at
+	// StratifyBy as text; "" for a null or absent value), to sample rare
+	// or risky strata more. Reports weight each sample by the inverse of
+	// its share. Default none.
+	Strata map[string]float64 `yaml:"strata"`
+	// Seed changes which runs are drawn. Default "".
+	Seed string `yaml:"seed"`
 }
 
 // Budget bounds what one message may cost, over all its calls.
@@ -596,6 +622,9 @@ func (c Config) Validate() error {
 		default:
 			return fmt.Errorf("schemas[%d].repair: %q is not regenerate or patch", i, s.Repair)
 		}
+		if err := s.QA.validate(); err != nil {
+			return fmt.Errorf("schemas[%d].qa.%w", i, err)
+		}
 	}
 	if c.Budget.MaxTokens < 1 {
 		return fmt.Errorf("budget.max_tokens: %d is below 1", c.Budget.MaxTokens)
@@ -760,4 +789,26 @@ func yamlError(err error) error {
 		return fmt.Sprintf("unknown key %q in %s", sm[1], section)
 	})
 	return errors.New(strings.TrimPrefix(msg, "yaml: "))
+}
+
+// validate names the bad field of q, as "share: ..."; nil q is valid.
+func (q *QA) validate() error {
+	if q == nil {
+		return nil
+	}
+	if !(q.Share >= 0 && q.Share <= 1) {
+		return fmt.Errorf("share: %v is not in [0, 1]", q.Share)
+	}
+	if q.StratifyBy != "" && !strings.HasPrefix(q.StratifyBy, "/") {
+		return fmt.Errorf("stratify_by: %q is not a JSON Pointer (it starts with /)", q.StratifyBy)
+	}
+	if len(q.Strata) > 0 && q.StratifyBy == "" {
+		return fmt.Errorf("strata: given without stratify_by")
+	}
+	for k, v := range q.Strata {
+		if !(v >= 0 && v <= 1) {
+			return fmt.Errorf("strata[%q]: %v is not in [0, 1]", k, v)
+		}
+	}
+	return nil
 }

@@ -29,6 +29,9 @@ import (
 //     items' entries become empty (NULL for before and after); who, what
 //     and when stay. One entry records the erasure of the message, and
 //     one more each of its triage items, so an item's history shows it.
+//   - qa_samples, qa_verdicts: a sample's stratum (a value of the
+//     record) becomes "" and an open sample is closed (erased); a
+//     verdict's fix becomes NULL. Whether each field was right stays.
 //   - failure_events are kept whole: they carry no customer values.
 //
 // A message with a queued run is not erased (ErasureQueued): the worker
@@ -388,6 +391,9 @@ func eraseMessages(ctx context.Context, tx DBTX, ids []int64, p ErasureParams, a
 		return time.Time{}, nil, err
 	}
 	if _, err := tx.Exec(ctx, eraseCopiesSQL, erased, actor, p.Via, action, CleanText(p.Reason)); err != nil {
+		return time.Time{}, nil, err
+	}
+	if _, err := tx.Exec(ctx, eraseQASQL, erased); err != nil {
 		return time.Time{}, nil, err
 	}
 	if _, err := tx.Exec(ctx, `SET LOCAL extractq.erasing = 'off'`); err != nil {

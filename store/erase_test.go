@@ -22,6 +22,8 @@ func textLeft(ctx context.Context, t *testing.T, db store.DBTX, id int64) []stri
 		{"extractions", `SELECT count(*) FROM extractions WHERE message_id = $1`},
 		{"triage_items.last_reply", `SELECT count(*) FROM triage_items WHERE message_id = $1 AND (last_reply <> '' OR decision_reason <> '')`},
 		{"triage_items.held_record", `SELECT count(*) FROM triage_items WHERE message_id = $1 AND (held_record IS NOT NULL OR held_evidence IS NOT NULL)`},
+		{"qa_samples.stratum", `SELECT count(*) FROM qa_samples WHERE message_id = $1 AND (stratum <> '' OR status = 'open')`},
+		{"qa_verdicts.fixed", `SELECT count(*) FROM qa_verdicts v JOIN qa_samples s ON s.id = v.sample_id WHERE s.message_id = $1 AND v.fixed IS NOT NULL`},
 		{"audit_log", `SELECT count(*) FROM audit_log WHERE action NOT IN ('erase', 'purge')
 		     AND (message_id = $1 OR triage_item_id IN (SELECT id FROM triage_items WHERE message_id = $1))
 		     AND (reason <> '' OR before IS NOT NULL OR after IS NOT NULL)`},

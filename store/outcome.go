@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/extractq/extractq/extracttype"
 )
 
@@ -101,6 +103,9 @@ type RunOutcomeParams struct {
 	// be nil otherwise.
 	Triage   *TriageParams
 	Failures []FailureEvent
+	// QA, if set, draws a succeeded or repaired run for the QA queue in
+	// the outcome's transaction (see QASampleParams); ignored otherwise.
+	QA *QASampleParams
 }
 
 func (p RunOutcomeParams) validate() error {
@@ -135,6 +140,9 @@ func (p RunOutcomeParams) validate() error {
 	if p.SchemaID == "" || p.SchemaVersion == "" {
 		return fmt.Errorf("schema id and schema version are required")
 	}
+	if err := p.QA.validate(); err != nil {
+		return err
+	}
 	for i, f := range p.Failures {
 		if f.CallIndex < -1 || f.CallIndex >= len(p.Calls) {
 			return fmt.Errorf("failure %d: call index %d out of range [-1, %d)", i, f.CallIndex, len(p.Calls))
@@ -167,6 +175,10 @@ func (s *Store) RunOutcomeInsert(ctx context.Context, db DBTX, p RunOutcomeParam
 	if err := p.validate(); err != nil {
 		return fmt.Errorf("store.RunOutcomeInsert(%d, %d): %w", p.MessageID, p.RunNo, err)
 	}
+	if _, isTx := db.(pgx.Tx); !isTx && qaSampleArgs(p) != nil {
+		// The QA draw commits with the outcome, or neither does.
+		return inTx(ctx, db, func(tx DBTX) error { return s.RunOutcomeInsert(ctx, tx, p) })
+	}
 	args, err := outcomeArgs(p)
 	if err != nil {
 		return fmt.Errorf("store.RunOutcomeInsert(%d, %d): %w", p.MessageID, p.RunNo, err)
@@ -176,6 +188,9 @@ func (s *Store) RunOutcomeInsert(ctx context.Context, db DBTX, p RunOutcomeParam
 		return fmt.Errorf("store.RunOutcomeInsert(%d, %d): %w", p.MessageID, p.RunNo, interpretError(err))
 	}
 	if finished == 1 {
+		if err := qaSampleInsert(ctx, db, p); err != nil {
+			return fmt.Errorf("store.RunOutcomeInsert(%d, %d): %w", p.MessageID, p.RunNo, interpretError(err))
+		}
 		return nil
 	}
 	var status string

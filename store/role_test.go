@@ -55,13 +55,14 @@ func TestAnalystRole(t *testing.T) {
 		`SELECT * FROM field_failures`,
 		`SELECT * FROM reply_failures`,
 		`SELECT * FROM eval_results`,
+		`SELECT * FROM qa_field_estimates`,
 	} {
 		if err := try(q); err != nil {
 			t.Errorf("as extractq_analyst, %s: %v", q, err)
 		}
 	}
 	for _, table := range []string{"messages", "llm_calls", "extractions", "triage_items", "audit_log", "current_results",
-		"reviewers", "api_tokens", "sessions"} {
+		"reviewers", "api_tokens", "sessions", "qa_samples", "qa_verdicts"} {
 		err := try(`SELECT * FROM ` + table)
 		var pe *pgconn.PgError
 		if !errors.As(err, &pe) || pe.Code != "42501" {
@@ -89,7 +90,7 @@ ORDER BY 1`)
 		t.Fatal(err)
 	}
 	if got := strings.Join(granted, " "); got != "batch_cost batch_summary batches eval_results failing_fields failure_events field_failures "+
-		"repair_effectiveness reply_failures runs triage_backlog" {
+		"qa_field_estimates repair_effectiveness reply_failures runs triage_backlog" {
 		t.Errorf("extractq_analyst may read %q, want the report views and the tables they read only", got)
 	}
 }

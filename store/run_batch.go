@@ -66,6 +66,7 @@ func (s *Store) RunWriteBatch(ctx context.Context, starts []RunLeaseParams, outc
 		b.Queue(outcomeWriteSQL, args...)
 		idx = append(idx, i)
 	}
+	nQA := qaQueue(&b, outcomes, idx) // QA draws, after every outcome
 	for i, p := range starts {
 		if p.Owner == "" || p.TTL <= 0 {
 			res[i].Err = fmt.Errorf("store.RunWriteBatch(%d, %d): lease owner and a positive TTL are required", p.MessageID, p.RunNo)
@@ -103,6 +104,10 @@ func (s *Store) RunWriteBatch(ctx context.Context, starts []RunLeaseParams, outc
 				br.Close()
 				return err
 			}
+		}
+		if err := qaResults(br, nQA); err != nil {
+			br.Close()
+			return err
 		}
 		return br.Close()
 	})

@@ -50,6 +50,7 @@ var codeTable = []struct {
 	{ErrConflict, httperr.Conflict},
 	{store.ErrClaimed, httperr.Conflict},
 	{store.ErrItemClosed, httperr.Conflict},
+	{store.ErrQAReviewed, httperr.Conflict},
 	{store.ErrCountChanged, httperr.Conflict},
 	{store.ErrReopenRefused, httperr.Conflict},
 	{store.ErrOutcomeExists, httperr.Conflict},

@@ -105,6 +105,7 @@ type reportsView struct {
 	Repairs   []store.RepairEffect
 	Batches   []store.BatchRow
 	Eval      *evalView
+	QA        *qaView
 }
 
 // reportsPage shows the failing fields, the repair's effect per field and
@@ -133,6 +134,9 @@ func (s *Server) reportsPage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if v.Eval, err = s.evalSection(ctx, rq); err != nil {
+		return err
+	}
+	if v.QA, err = s.qaSection(ctx, rq); err != nil {
 		return err
 	}
 	return s.render(w, r, http.StatusOK, "reports", "Reports", v)

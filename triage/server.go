@@ -377,6 +377,10 @@ func (s *Server) Install(outer *http.ServeMux) {
 	mux.Handle("POST /rerun", s.page(admins, s.bulkRerunPost))
 	mux.Handle("GET /audit", s.page(admins, s.auditPage))
 	mux.Handle("GET /reports", s.page(anyAccount, s.reportsPage))
+	mux.Handle("GET /qa", s.page(reviewers, s.qaPage))
+	mux.Handle("POST /qa/claim-next", s.page(reviewers, s.qaClaimNextPage))
+	mux.Handle("GET /qa/{id}", s.page(reviewers, s.qaItemPage))
+	mux.handleLimit("POST /qa/{id}", MaxRecordBody, s.page(reviewers, s.qaReviewPage))
 
 	// JSON API. Each route takes the query parameters named here and
 	// refuses others (takes), and admits the roles named.
@@ -405,6 +409,10 @@ func (s *Server) Install(outer *http.ServeMux) {
 	api("GET /api/v1/audit", admins, auditParams, s.apiAudit)
 	api("GET /api/v1/reports/failing-fields", anyAccount, reportFieldParams, s.apiFailingFields)
 	api("GET /api/v1/reports/repair", anyAccount, reportFieldParams, s.apiRepairEffect)
+	api("GET /api/v1/reports/qa", anyAccount, []string{"schema"}, s.apiQAEstimates)
+	api("POST /api/v1/qa/claim-next", reviewers, []string{"schema"}, s.apiQAClaimNext)
+	api("GET /api/v1/qa/{id}", reviewers, nil, s.apiQASample)
+	apiRecord("POST /api/v1/qa/{id}/review", reviewers, nil, s.apiQAReview)
 	api("GET /api/v1/batches", anyAccount, batchListParams, s.apiBatches)
 	api("GET /api/v1/batches/{id}", anyAccount, nil, s.apiBatch)
 	mux.Handle("/api/", s.api(anyToken, func(w http.ResponseWriter, r *http.Request) error {

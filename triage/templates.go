@@ -27,7 +27,7 @@ import (
 //go:embed templates
 var templateFS embed.FS
 
-var pageNames = []string{"queue", "item", "login", "rerun", "audit", "reports", "error"}
+var pageNames = []string{"queue", "item", "login", "rerun", "audit", "reports", "error", "qa", "qaitem"}
 
 var templateFuncs = template.FuncMap{
 	"ago":     ago,

@@ -24,7 +24,7 @@ func LoadSchemas(cfg *config.Config) (map[string]SchemaEntry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("schema %s: %w", sc.ID, err)
 		}
-		out[sc.ID] = SchemaEntry{Schema: s, Prompt: p, Repair: sc.Repair}
+		out[sc.ID] = SchemaEntry{Schema: s, Prompt: p, Repair: sc.Repair, QA: sc.QA}
 	}
 	return out, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	"go.uber.org/zap"
 
+	"github.com/extractq/extractq/config"
 	"github.com/extractq/extractq/extracttype"
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/provider"
@@ -27,6 +28,9 @@ type SchemaEntry struct {
 	Prompt *pipeline.Prompt
 	// Repair is pipeline.RepairRegenerate or pipeline.RepairPatch.
 	Repair string
+	// QA, if set, draws the schema's validated results for the QA
+	// queue (worker/qa.go); nil samples none.
+	QA *config.QA
 }
 
 // Config configures a Worker. Store, Extractor and Schemas are required.
@@ -536,6 +540,7 @@ func (w *Worker) writeOutcome(ctx context.Context, rw store.RunWithMessage, entr
 	if err != nil {
 		return fmt.Errorf("building outcome: %w", err)
 	}
+	params.QA = qaParams(entry.QA, rw.Run.MessageID, rw.Run.RunNo)
 	if com := w.com; com != nil {
 		if err := com.commit(params); !errors.Is(err, errCommitterClosed) {
 			return err

@@ -79,6 +79,8 @@ type setupOpts struct {
 	q *queuetest.Bundle
 	// concurrency is the runs in flight; default 4.
 	concurrency int
+	// qa is the schema's QA sampling; default none.
+	qa *config.QA
 }
 
 func setup(t *testing.T, o setupOpts) *testBundle {
@@ -131,7 +133,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	wst := cmp.Or(o.workerSt, b.st)
 	w, err := worker.New(worker.Config{
 		Store: wst, Extractor: ext, Model: cfg.LLM.Model, NakDelay: 20 * time.Millisecond, MaxNakDelay: 50 * time.Millisecond,
-		Schemas:     map[string]worker.SchemaEntry{"customer_message": {Schema: b.schema, Prompt: prompt, Repair: cmp.Or(o.repair, pipeline.RepairRegenerate)}},
+		Schemas:     map[string]worker.SchemaEntry{"customer_message": {Schema: b.schema, Prompt: prompt, Repair: cmp.Or(o.repair, pipeline.RepairRegenerate), QA: o.qa}},
 		CommitBatch: o.batch, Metrics: worker.NewMetrics(b.reg), Logger: log,
 		Announcer: queue.NewAnnouncer(b.q.Conn, b.q.NATS),
 	})

@@ -6,12 +6,17 @@
 //
 // Usage:
 //
-//	eval -labels FILE [-batch ID | -source FILE] [-spec FILE] [-schema-file FILE] [-raw-labels] [-ignore-source] [-json] [-no-save]
+//	eval -labels FILE [-batch ID | -source FILE | -run] [-spec FILE] [-schema-file FILE] [-raw-labels] [-ignore-source] [-json] [-no-save]
 //	eval -labels FILE -batch A -compare B [-spec FILE] [-ignore-source] [-json] [-no-save]
+//	eval -qa -batch ID [-spec FILE] [-json] [-no-save]
 //
 // Without -batch it evaluates the newest batch with messages ingested
 // from -source, by default the labels file itself (the bundled sample
-// carries its labels). The label semantics, the spec file and the
+// carries its labels); when there is none, or with -run, it first
+// ingests that file (NATS_URL) and waits up to -timeout for the worker's
+// outcomes, then evaluates the batch it ran. With -qa the labels are the
+// QA reviews of the batch's sampled results (docs/triage.md, "The QA
+// queue"), not a file. The label semantics, the spec file and the
 // statistics are in docs/eval.md. Figures of a batch run on the LLM
 // simulator are labelled as simulator figures. It reads DATABASE_URL and
 // CONFIG. Exit status: 0 printed, 1 failed, 2 bad usage.
@@ -41,8 +46,12 @@ import (
 )
 
 type options struct {
-	labels, batch, source, compare, spec, schemaFile, config string
-	raw, ignoreSource, json, noSave                          bool
+	labels, batch, source, compare, spec, schemaFile, config, schema string
+	raw, ignoreSource, json, noSave, qa, run                         bool
+	timeout                                                          time.Duration
+	// ingest runs a batch of the labelled messages (natsIngest); nil
+	// when it cannot.
+	ingest ingestFunc
 }
 
 func main() {
@@ -59,16 +68,26 @@ func main() {
 	flag.BoolVar(&o.ignoreSource, "ignore-source", false, "match label lines on id only, whatever source they give (a batch that ingested them again under another source)")
 	flag.BoolVar(&o.json, "json", false, "print JSON instead of the table")
 	flag.BoolVar(&o.noSave, "no-save", false, "do not record the evaluation in Postgres")
+	flag.BoolVar(&o.qa, "qa", false, "labels from the QA reviews of the batch's sampled results, not a file (needs -batch)")
+	flag.BoolVar(&o.run, "run", false, "ingest the labelled messages (-source, by default the labels file) and wait for the worker, then evaluate that batch")
+	flag.StringVar(&o.schema, "schema", "", "with -run: the schema the messages are extracted with (default: the configuration's first)")
+	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "with -run, or no batch yet: the most to wait for the worker's outcomes")
 	flag.Parse()
 	switch {
 	case flag.NArg() > 0:
 		fmt.Fprintf(os.Stderr, "eval: unexpected argument %q (the labels file is -labels)\n", flag.Arg(0))
 		os.Exit(2)
-	case o.labels == "":
-		fmt.Fprintln(os.Stderr, "eval: -labels FILE is required")
+	case o.qa && (o.labels != "" || o.batch == "" || o.compare != "" || o.run):
+		fmt.Fprintln(os.Stderr, "eval: -qa takes -batch ID, and neither -labels, -compare nor -run: its labels are the batch's QA reviews")
+		os.Exit(2)
+	case o.labels == "" && !o.qa:
+		fmt.Fprintln(os.Stderr, "eval: -labels FILE (or -qa -batch ID) is required")
 		os.Exit(2)
 	case o.compare != "" && o.batch == "":
 		fmt.Fprintln(os.Stderr, "eval: -compare B needs -batch A")
+		os.Exit(2)
+	case o.run && o.batch != "":
+		fmt.Fprintln(os.Stderr, "eval: -run makes its own batch: leave out -batch")
 		os.Exit(2)
 	}
 	log, err := startup.NewLogger("eval", "warn")
@@ -78,7 +97,8 @@ func main() {
 	}
 	ctx, stop := startup.Context()
 	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	// Five minutes to score, on top of the wait for the worker's outcomes.
+	ctx, cancel := context.WithTimeout(ctx, max(o.timeout, 0)+5*time.Minute)
 	defer cancel()
 	cfg, err := startup.LoadConfig(o.config, env)
 	if err != nil {
@@ -92,6 +112,7 @@ func main() {
 		os.Exit(1)
 	}
 	defer st.Close()
+	o.ingest = natsIngest(env, cfg, st, log, o.timeout, os.Stderr)
 	if err := run(ctx, os.Stdout, st, cfg, o); err != nil {
 		fmt.Fprintln(os.Stderr, "eval:", err)
 		st.Close()
@@ -101,13 +122,16 @@ func main() {
 
 // run evaluates as o says, on st, and writes the table or JSON to w.
 func run(ctx context.Context, w io.Writer, st *store.Store, cfg *config.Config, o options) error {
-	raw, err := os.ReadFile(o.labels)
-	if err != nil {
-		return err
-	}
-	labels, err := eval.ReadLabels(bytes.NewReader(raw))
-	if err != nil {
-		return fmt.Errorf("%s: %w", o.labels, err)
+	var raw []byte
+	var labels []eval.Label
+	var err error
+	if !o.qa {
+		if raw, err = os.ReadFile(o.labels); err != nil {
+			return err
+		}
+		if labels, err = eval.ReadLabels(bytes.NewReader(raw)); err != nil {
+			return fmt.Errorf("%s: %w", o.labels, err)
+		}
 	}
 	var spec eval.Spec
 	if o.spec != "" {
@@ -116,18 +140,19 @@ func run(ctx context.Context, w io.Writer, st *store.Store, cfg *config.Config, 
 		}
 	}
 	if o.batch == "" {
-		src := o.source
-		if src == "" {
-			src = o.labels
-		}
-		if o.batch, err = st.BatchLatest(ctx, st.Pool, src, ""); errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("no batch with messages was ingested from %s: name one with -batch, or -source FILE", src)
-		} else if err != nil {
+		if o.batch, err = batchToScore(ctx, st, cfg, o); err != nil {
 			return err
 		}
 	}
+	labelsName := filepath.Base(o.labels)
+	if o.qa {
+		if labels, raw, err = eval.QALabels(ctx, st, st.Pool, o.batch); err != nil {
+			return err
+		}
+		labelsName = "qa:" + o.batch
+	}
 	sum := sha256.Sum256(raw)
-	save := eval.SaveParams{LabelsName: filepath.Base(o.labels), LabelsSHA256: hex.EncodeToString(sum[:])}
+	save := eval.SaveParams{LabelsName: labelsName, LabelsSHA256: hex.EncodeToString(sum[:])}
 	opt := eval.Options{RawLabels: o.raw, IgnoreSource: o.ignoreSource}
 	a, err := evaluate(ctx, st, cfg, o, o.batch, labels, spec, opt)
 	if err != nil {
@@ -153,15 +178,58 @@ func run(ctx context.Context, w io.Writer, st *store.Store, cfg *config.Config, 
 			}
 		}
 	}
+	var qaEst []store.QAEstimate
+	if o.qa {
+		if qaEst, err = st.QAFieldEstimates(ctx, st.Pool, a.SchemaID); err != nil {
+			return err
+		}
+	}
 	switch {
 	case o.json && cmp != nil:
 		return writeJSON(w, map[string]any{"a": a, "b": reports[1], "comparison": cmp})
+	case o.json && o.qa:
+		return writeJSON(w, map[string]any{"eval": a, "qa_estimates": qaEst})
 	case o.json:
 		return writeJSON(w, a)
 	case cmp != nil:
 		return cmp.WriteTable(w)
 	}
-	return a.WriteTable(w)
+	if err := a.WriteTable(w); err != nil || !o.qa {
+		return err
+	}
+	fmt.Fprintln(w)
+	return eval.WriteQAEstimates(w, qaEst)
+}
+
+// batchToScore returns the batch run (without -batch) evaluates: the
+// newest batch with messages ingested from -source (by default the
+// labels file), or, with -run or when there is none, the batch o.ingest
+// runs of that file.
+func batchToScore(ctx context.Context, st *store.Store, cfg *config.Config, o options) (string, error) {
+	src := o.source
+	if src == "" {
+		src = o.labels
+	}
+	if !o.run {
+		batch, err := st.BatchLatest(ctx, st.Pool, src, "")
+		if err == nil || !errors.Is(err, store.ErrNotFound) {
+			return batch, err
+		}
+		if o.ingest == nil {
+			return "", fmt.Errorf("no batch with messages was ingested from %s: name one with -batch, or -source FILE", src)
+		}
+	}
+	if o.ingest == nil {
+		return "", errors.New("-run: cannot ingest here")
+	}
+	schemaID := o.schema
+	if schemaID == "" {
+		schemaID = cfg.DefaultSchema().ID
+	}
+	if _, ok := cfg.SchemaByID(schemaID); !ok {
+		return "", fmt.Errorf("-schema %q is not in the configuration", schemaID)
+	}
+	return o.ingest(ctx, src, schemaID)
 }
 
 func evaluate(ctx context.Context, st *store.Store, cfg *config.Config, o options, batchID string, labels []eval.Label, spec eval.Spec, opt eval.Options) (*eval.Report, error) {
@@ -180,7 +248,9 @@ func evaluate(ctx context.Context, st *store.Store, cfg *config.Config, o option
 		return nil, err
 	}
 	sc, err := eval.Score(schema, fields, labels, preds, opt)
-	if _, ok := errors.AsType[*eval.LabelError](err); ok {
+	if _, ok := errors.AsType[*eval.LabelError](err); ok && o.qa {
+		return nil, fmt.Errorf("QA labels of batch %s: %w", batchID, err)
+	} else if ok {
 		return nil, fmt.Errorf("%s: %w", o.labels, err)
 	} else if err != nil {
 		return nil, err

@@ -362,50 +362,23 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// waitBatch polls the batch (none when sum.BatchID is "") and the
-// queued runs of sum.Waiting until no run is queued. It reports false on
-// timeout or when ctx ends.
+// waitBatch waits, as ingest.Wait does, until no run of sum is queued,
+// with a progress bar unless o.Quiet. It reports false on timeout or
+// when ctx ends.
 func waitBatch(ctx context.Context, st *store.Store, sum ingest.Summary, o fileOptions, stderr io.Writer) bool {
-	poll := o.PollEvery
-	if poll <= 0 {
-		poll = 250 * time.Millisecond
-	}
-	deadline := time.Now().Add(o.Timeout)
 	var bar *progressbar.ProgressBar
-	for {
-		var bs store.BatchSummary
-		var err error
-		if sum.BatchID != "" {
-			bs, err = st.BatchSummary(ctx, st.Pool, sum.BatchID)
+	ok := ingest.Wait(ctx, st, sum, ingest.WaitOptions{PollEvery: o.PollEvery, Timeout: o.Timeout, Progress: func(done, total int) {
+		if bar == nil && !o.Quiet {
+			bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(stderr),
+				progressbar.OptionSetDescription("extracting"), progressbar.OptionShowCount(),
+				progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish())
 		}
-		if err == nil {
-			if bar == nil && !o.Quiet {
-				bar = progressbar.NewOptions(bs.Messages, progressbar.OptionSetWriter(stderr),
-					progressbar.OptionSetDescription("extracting"), progressbar.OptionShowCount(),
-					progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish())
-			}
-			if bar != nil {
-				bar.Set(bs.Messages - bs.Queued)
-			}
-			done := bs.Done()
-			if done && len(sum.Waiting) > 0 {
-				n, err := st.RunCountQueued(ctx, st.Pool, sum.Waiting)
-				done = err == nil && n == 0
-			}
-			if done {
-				if bar != nil {
-					bar.Finish()
-				}
-				return true
-			}
+		if bar != nil {
+			bar.Set(done)
 		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(poll):
-		}
+	}})
+	if ok && bar != nil {
+		bar.Finish()
 	}
+	return ok
 }
