@@ -30,6 +30,10 @@ import (
 //     and when stay. One entry records the erasure of the message, and
 //     one more each of its triage items, so an item's history shows it.
 //   - failure_events are kept whole: they carry no customer values.
+//   - results_outbox: the message's rows are deleted (results and held
+//     runs copy the record), and one erased event is written, whose
+//     publish purges the message's earlier events from the results
+//     stream (package relay).
 //
 // A message with a queued run is not erased (ErasureQueued): the worker
 // would read its text, and its outcome would write the text back. Once
@@ -391,6 +395,9 @@ func eraseMessages(ctx context.Context, tx DBTX, ids []int64, p ErasureParams, a
 		return time.Time{}, nil, err
 	}
 	if _, err := tx.Exec(ctx, `SET LOCAL extractq.erasing = 'off'`); err != nil {
+		return time.Time{}, nil, err
+	}
+	if _, err := tx.Exec(ctx, outboxEraseSQL, erased); err != nil {
 		return time.Time{}, nil, err
 	}
 	return at, erased, nil

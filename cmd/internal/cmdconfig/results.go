@@ -1,0 +1,34 @@
+package cmdconfig
+
+import (
+	"context"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/extractq/extractq/config"
+	"github.com/extractq/extractq/queue"
+	"github.com/extractq/extractq/relay"
+	"github.com/extractq/extractq/store"
+)
+
+// ResultsRelay applies results.enabled to the deployment (every command
+// writing a change reads it from Postgres: store.ResultsOutboxEnable) and,
+// when it is on, makes the results stream and returns the relay that
+// publishes the outbox; nil when it is off.
+func ResultsRelay(ctx context.Context, cfg config.Config, st *store.Store, js jetstream.JetStream, log *zap.Logger) (*relay.Results, error) {
+	if err := st.ResultsOutboxEnable(ctx, st.Pool, cfg.Results.Enabled); err != nil {
+		return nil, err
+	}
+	if !cfg.Results.Enabled {
+		return nil, nil
+	}
+	stream := queue.NewResultsStream(js, cfg.NATS, cfg.Results)
+	if _, err := stream.Ensure(ctx); err != nil {
+		return nil, err
+	}
+	log.Info("results stream on", zap.String("stream", stream.Name()), zap.Bool("include_text", cfg.Results.IncludeText),
+		zap.Duration("max_age", cfg.Results.MaxAge))
+	return relay.NewResults(relay.ResultsConfig{Store: st, Stream: stream, NATS: cfg.NATS, IncludeText: cfg.Results.IncludeText,
+		MaxAge: cfg.Results.MaxAge, Logger: log})
+}
