@@ -106,3 +106,73 @@ func (s *ResultsStream) PurgeBefore(ctx context.Context, filter string, seq uint
 	}
 	return nil
 }
+
+// ResultMsg is one event for PublishMany.
+type ResultMsg struct {
+	Subject, MsgID string
+	Data           []byte
+}
+
+// ResultStored is where PublishMany stored one ResultMsg, or why not.
+type ResultStored struct {
+	Seq       uint64
+	Duplicate bool
+	Err       error
+}
+
+// maxResultsPending bounds PublishMany's publishes awaiting their
+// acknowledgement.
+const maxResultsPending = 256
+
+// PublishMany publishes msgs asynchronously, in order (one connection's
+// publishes reach the stream in the order sent), at most 256 awaiting
+// their acknowledgement, and returns one result per message, in order. A
+// message not acknowledged within AttemptTimeout, or refused, gets an
+// error (nothing is retried here: the caller publishes it again, under
+// the same id). When ctx is done, those not yet acknowledged get ctx's
+// error.
+func (s *ResultsStream) PublishMany(ctx context.Context, msgs []ResultMsg) []ResultStored {
+	out := make([]ResultStored, len(msgs))
+	type pending struct {
+		i        int
+		fut      jetstream.PubAckFuture
+		deadline time.Time
+	}
+	var window []pending
+	wait := func(pd pending) {
+		timer := time.NewTimer(time.Until(pd.deadline))
+		defer timer.Stop()
+		select {
+		case ack := <-pd.fut.Ok():
+			out[pd.i] = ResultStored{Seq: ack.Sequence, Duplicate: ack.Duplicate}
+		case err := <-pd.fut.Err():
+			out[pd.i].Err = fmt.Errorf("queue.ResultsStream.PublishMany(%s): %w", msgs[pd.i].Subject, err)
+		case <-timer.C:
+			out[pd.i].Err = fmt.Errorf("queue.ResultsStream.PublishMany(%s): no acknowledgement within %s", msgs[pd.i].Subject, s.AttemptTimeout)
+		case <-ctx.Done():
+			out[pd.i].Err = fmt.Errorf("queue.ResultsStream.PublishMany(%s): %w", msgs[pd.i].Subject, ctx.Err())
+		}
+	}
+	for i, m := range msgs {
+		if m.MsgID == "" {
+			out[i].Err = errors.New("queue.ResultsStream.PublishMany: empty message id")
+			continue
+		}
+		for len(window) >= maxResultsPending {
+			wait(window[0])
+			window = window[1:]
+		}
+		msg := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: nats.Header{}}
+		msg.Header.Set(jetstream.MsgIDHeader, m.MsgID)
+		fut, err := s.js.PublishMsgAsync(msg, jetstream.WithExpectStream(s.cfg.Name), jetstream.WithRetryAttempts(0))
+		if err != nil {
+			out[i].Err = fmt.Errorf("queue.ResultsStream.PublishMany(%s): %w", m.Subject, err)
+			continue
+		}
+		window = append(window, pending{i: i, fut: fut, deadline: time.Now().Add(s.AttemptTimeout)})
+	}
+	for _, pd := range window {
+		wait(pd)
+	}
+	return out
+}

@@ -19,8 +19,9 @@ import (
 // The results relay publishes the results outbox (store, migration
 // 000024) on the results stream, in the outbox's id order, one relay at a
 // time (store.ResultsOutboxLock), each event under its event id as
-// Nats-Msg-Id, and records each event's stream sequence; a publish that
-// fails leaves its row and the rows after it for the next pass. An erased
+// Nats-Msg-Id, asynchronously in order, and records each event's stream
+// sequence; a publish that fails leaves its row and the rows after it for
+// the next pass. An erased
 // event, once stored, purges every earlier event of its message from the
 // stream. Its check (Results.Check) publishes every row kept again when
 // the stream is not the one the rows went to (its server lost its store,
@@ -191,15 +192,8 @@ func (r *Results) Publish(ctx context.Context) (ResultsPublished, error) {
 			}
 			created = created.UTC().Truncate(time.Microsecond)
 		}
-		done := make([]store.OutboxPublished, 0, len(evs))
-		for _, ev := range evs {
-			seq, err := r.publishOne(ctx, ev)
-			if err != nil {
-				pubErr = err
-				break
-			}
-			done = append(done, store.OutboxPublished{ID: ev.ID, StreamSeq: seq})
-		}
+		done, err := r.publishPage(ctx, evs)
+		pubErr = err
 		res.Events, res.More = len(done), len(done) == publishLimit
 		return r.cfg.Store.ResultsOutboxMarkPublished(ctx, tx, done, created)
 	})
@@ -212,26 +206,48 @@ func (r *Results) Publish(ctx context.Context) (ResultsPublished, error) {
 	return res, nil
 }
 
-// publishOne publishes one row's event and, for an erased event, purges
-// the message's earlier events; it returns the event's sequence.
-func (r *Results) publishOne(ctx context.Context, ev store.OutboxEvent) (uint64, error) {
-	subject, data, err := r.Event(ev)
-	if err != nil {
-		return 0, err
-	}
-	seq, _, err := r.cfg.Stream.Publish(ctx, subject, ev.EventID, data)
-	if err != nil {
-		return 0, err
-	}
-	if ev.Type == store.EventErased {
-		// The erased event stays; every earlier event of the message, of
-		// whichever schema, goes. A duplicate answer gives the copy's
-		// sequence, so a purge that failed is done again on the next pass.
-		if err := r.cfg.Stream.PurgeBefore(ctx, r.cfg.NATS.ResultsMessageFilter(MessageKey(ev.Source, ev.ExternalID)), seq); err != nil {
-			return 0, err
+// publishPage publishes the events of rows evs asynchronously, in order,
+// a stretch at a time: each stretch ends with an erased event, whose
+// purge of the message's earlier events follows its publish. It returns
+// the rows stored, in order, up to the first that failed, and that
+// failure.
+func (r *Results) publishPage(ctx context.Context, evs []store.OutboxEvent) ([]store.OutboxPublished, error) {
+	done := make([]store.OutboxPublished, 0, len(evs))
+	msgs := make([]queue.ResultMsg, len(evs))
+	for i, ev := range evs {
+		subject, data, err := r.Event(ev)
+		if err != nil {
+			return done, err
 		}
+		msgs[i] = queue.ResultMsg{Subject: subject, MsgID: ev.EventID, Data: data}
 	}
-	return seq, nil
+	for start := 0; start < len(evs); {
+		end := start
+		for end < len(evs)-1 && evs[end].Type != store.EventErased {
+			end++
+		}
+		for k, st := range r.cfg.Stream.PublishMany(ctx, msgs[start:end+1]) {
+			ev := evs[start+k]
+			if st.Err != nil {
+				// The rows after it may be stored too: published again
+				// under the same ids, the stream answers duplicate with
+				// their sequences.
+				return done, st.Err
+			}
+			if ev.Type == store.EventErased {
+				// The erased event stays; every earlier event of the
+				// message, of whichever schema, goes. A duplicate answer
+				// gives the copy's sequence, so a purge that failed is
+				// done again on the next pass.
+				if err := r.cfg.Stream.PurgeBefore(ctx, r.cfg.NATS.ResultsMessageFilter(MessageKey(ev.Source, ev.ExternalID)), st.Seq); err != nil {
+					return done, err
+				}
+			}
+			done = append(done, store.OutboxPublished{ID: ev.ID, StreamSeq: st.Seq})
+		}
+		start = end + 1
+	}
+	return done, nil
 }
 
 // ResultsChecked is what one Check did.

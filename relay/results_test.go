@@ -33,8 +33,15 @@ type resultsBundle struct {
 }
 
 func setupResults(t *testing.T, includeText bool) *resultsBundle {
+	return newResultsBundle(t, includeText)
+}
+
+// setupResultsB is setupResults for a benchmark.
+func setupResultsB(b *testing.B) *resultsBundle { return newResultsBundle(b, false) }
+
+func newResultsBundle(t testing.TB, includeText bool) *resultsBundle {
 	t.Helper()
-	ctx := t.Context()
+	ctx := context.Background()
 	b := &resultsBundle{st: storetest.NewStore(t), q: queuetest.NewStream(t)}
 	rc := config.Default().Results
 	b.stream = queue.NewResultsStream(b.q.JS, b.q.NATS, rc)

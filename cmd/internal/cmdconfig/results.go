@@ -24,7 +24,12 @@ func ResultsRelay(ctx context.Context, cfg config.Config, st *store.Store, js je
 		return nil, nil
 	}
 	stream := queue.NewResultsStream(js, cfg.NATS, cfg.Results)
-	if _, err := stream.Ensure(ctx); err != nil {
+	// A cluster electing its leaders may time out a request: retried, as
+	// the runs stream's creation is.
+	if err := RetryStartup(ctx, log, "creating the results stream", func() error {
+		_, err := stream.Ensure(ctx)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	log.Info("results stream on", zap.String("stream", stream.Name()), zap.Bool("include_text", cfg.Results.IncludeText),

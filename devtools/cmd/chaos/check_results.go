@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -128,17 +129,26 @@ func (h *harness) checkResults(ctx context.Context, pool *pgxpool.Pool) (results
 		if err != nil || info.State.Msgs == 0 {
 			return err
 		}
-		cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-		if err != nil {
-			return err
-		}
-		for uint64(r.OnStream) < info.State.Msgs {
-			msg, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+		// Read by sequence, each read retried: on a cluster whose leader
+		// just changed, a request may find no responder for a moment.
+		for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+			var msg *jetstream.RawStreamMsg
+			for try := 0; ; try++ {
+				if msg, err = s.GetMsg(ctx, seq); err == nil || errors.Is(err, jetstream.ErrMsgNotFound) || try == 20 {
+					break
+				}
+				if err := sleepCtx(ctx, 250*time.Millisecond); err != nil {
+					return err
+				}
+			}
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				continue
+			}
 			if err != nil {
-				return fmt.Errorf("reading event %d of %d: %w", r.OnStream+1, info.State.Msgs, err)
+				return fmt.Errorf("reading event %d (of sequences %d to %d): %w", seq, info.State.FirstSeq, info.State.LastSeq, err)
 			}
 			r.OnStream++
-			id := msg.Headers().Get(jetstream.MsgIDHeader)
+			id := msg.Header.Get(jetstream.MsgIDHeader)
 			n, ok := ids[id]
 			switch {
 			case !ok:
