@@ -285,21 +285,23 @@ WHERE m.id = ANY($1) AND ` + outboxEnabledSQL
 // the one that commits last sees every other's outcome (next statement).
 const outboxBatchLockSQL = `
 SELECT b.id FROM batches b
-WHERE b.id IN (SELECT r.batch_id FROM runs r
-               JOIN unnest($1::bigint[], $2::int[]) AS u(message_id, run_no)
-                 ON r.message_id = u.message_id AND r.run_no = u.run_no)
+WHERE b.id IN (` + outboxRunBatchesSQL + `)
   AND ` + outboxEnabledSQL + `
 ORDER BY b.id
 FOR UPDATE OF b`
+
+// outboxRunBatchesSQL lists the batches of the runs ($1, $2), each run
+// read by its primary key.
+const outboxRunBatchesSQL = `
+SELECT (SELECT r.batch_id FROM runs r WHERE r.message_id = u.message_id AND r.run_no = u.run_no)
+FROM unnest($1::bigint[], $2::int[]) AS u(message_id, run_no)`
 
 // outboxBatchDoneSQL lists, after outboxBatchLockSQL (a new snapshot in
 // READ COMMITTED, taken once the locks are held), the batches of runs
 // ($1, $2) with no queued run and no batch.done yet.
 const outboxBatchDoneSQL = `
 SELECT b.id FROM batches b
-WHERE b.id IN (SELECT r.batch_id FROM runs r
-               JOIN unnest($1::bigint[], $2::int[]) AS u(message_id, run_no)
-                 ON r.message_id = u.message_id AND r.run_no = u.run_no)
+WHERE b.id IN (` + outboxRunBatchesSQL + `)
   AND ` + outboxEnabledSQL + `
   AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.batch_id = b.id AND r.status = 'queued')
   AND NOT EXISTS (SELECT 1 FROM results_outbox o WHERE o.batch_id = b.id AND o.type = 'batch.done')
