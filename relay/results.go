@@ -92,7 +92,9 @@ type ResultsConfig struct {
 	// MaxAge is how long published rows are kept (results.max_age); 0
 	// keeps them.
 	MaxAge time.Duration
-	Logger *zap.Logger
+	// Metrics, if set, receives the relay's counts (NewResultsMetrics).
+	Metrics *ResultsMetrics
+	Logger  *zap.Logger
 }
 
 // Results publishes the results outbox. It is safe for concurrent use.
@@ -198,8 +200,10 @@ func (r *Results) Publish(ctx context.Context) (ResultsPublished, error) {
 		return r.cfg.Store.ResultsOutboxMarkPublished(ctx, tx, done, created)
 	})
 	if err != nil {
+		r.cfg.Metrics.published(0, true)
 		return ResultsPublished{}, fmt.Errorf("relay.Results.Publish: %w", err)
 	}
+	r.cfg.Metrics.published(res.Events, pubErr != nil)
 	if pubErr != nil {
 		return res, fmt.Errorf("relay.Results.Publish: %w", pubErr)
 	}
@@ -242,6 +246,7 @@ func (r *Results) publishPage(ctx context.Context, evs []store.OutboxEvent) ([]s
 				if err := r.cfg.Stream.PurgeBefore(ctx, r.cfg.NATS.ResultsMessageFilter(MessageKey(ev.Source, ev.ExternalID)), st.Seq); err != nil {
 					return done, err
 				}
+				r.cfg.Metrics.purged()
 			}
 			done = append(done, store.OutboxPublished{ID: ev.ID, StreamSeq: st.Seq})
 		}
@@ -311,6 +316,7 @@ func (r *Results) Check(ctx context.Context) (ResultsChecked, error) {
 		return c, fmt.Errorf("relay.Results.Check: %w", err)
 	}
 	if c.Lost {
+		r.cfg.Metrics.republished(c.Republish)
 		r.Wake()
 	}
 	return c, nil

@@ -124,7 +124,7 @@ func main() {
 	if err != nil {
 		cmdconfig.FatalUnlessStopped(ctx, log, "building the relay", err)
 	}
-	results, err := cmdconfig.ResultsRelay(ctx, *cfg, st, js, log)
+	results, err := cmdconfig.ResultsRelay(ctx, *cfg, st, js, reg, log)
 	if err != nil {
 		cmdconfig.FatalUnlessStopped(ctx, log, "setting up the results stream", err)
 	}

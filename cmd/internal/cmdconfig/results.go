@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/extractq/extractq/config"
@@ -15,8 +16,9 @@ import (
 // ResultsRelay applies results.enabled to the deployment (every command
 // writing a change reads it from Postgres: store.ResultsOutboxEnable) and,
 // when it is on, makes the results stream and returns the relay that
-// publishes the outbox; nil when it is off.
-func ResultsRelay(ctx context.Context, cfg config.Config, st *store.Store, js jetstream.JetStream, log *zap.Logger) (*relay.Results, error) {
+// publishes the outbox, its metrics registered on reg; nil when it is
+// off.
+func ResultsRelay(ctx context.Context, cfg config.Config, st *store.Store, js jetstream.JetStream, reg prometheus.Registerer, log *zap.Logger) (*relay.Results, error) {
 	if err := st.ResultsOutboxEnable(ctx, st.Pool, cfg.Results.Enabled); err != nil {
 		return nil, err
 	}
@@ -35,5 +37,5 @@ func ResultsRelay(ctx context.Context, cfg config.Config, st *store.Store, js je
 	log.Info("results stream on", zap.String("stream", stream.Name()), zap.Bool("include_text", cfg.Results.IncludeText),
 		zap.Duration("max_age", cfg.Results.MaxAge))
 	return relay.NewResults(relay.ResultsConfig{Store: st, Stream: stream, NATS: cfg.NATS, IncludeText: cfg.Results.IncludeText,
-		MaxAge: cfg.Results.MaxAge, Logger: log})
+		MaxAge: cfg.Results.MaxAge, Metrics: relay.NewResultsMetrics(reg), Logger: log})
 }
