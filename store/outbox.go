@@ -283,12 +283,15 @@ WHERE m.id = ANY($1) AND ` + outboxEnabledSQL
 // transaction just finished), in id order, while the outbox is enabled:
 // the transactions finishing a batch's runs wait for each other here, so
 // the one that commits last sees every other's outcome (next statement).
+// FOR NO KEY UPDATE does not conflict with the key-share locks that
+// inserting a run or message of the batch takes (its foreign key), so an
+// ingest still writing the batch does not hold its outcomes back.
 const outboxBatchLockSQL = `
 SELECT b.id FROM batches b
 WHERE b.id IN (` + outboxRunBatchesSQL + `)
   AND ` + outboxEnabledSQL + `
 ORDER BY b.id
-FOR UPDATE OF b`
+FOR NO KEY UPDATE OF b`
 
 // outboxRunBatchesSQL lists the batches of the runs ($1, $2), each run
 // read by its primary key.
