@@ -1,8 +1,10 @@
 package store_test
 
 import (
+	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/extractq/extractq/store"
 	"github.com/extractq/extractq/store/storetest"
@@ -86,6 +88,31 @@ func TestResultsOutbox(t *testing.T) {
 		}
 		if got := outboxTypes(t, st); got[store.EventResult] != 60 || got[store.EventBatchDone] != 5 {
 			t.Errorf("outbox = %v, want 60 results and 5 batch.done", got)
+		}
+	})
+
+	// An ingest transaction still writing the batch (its foreign keys hold
+	// a key-share lock on the batch's row) does not hold back an outcome
+	// of the batch: the batch lock does not conflict with it.
+	t.Run("IngestDoesNotBlockOutcomes", func(t *testing.T) {
+		t.Parallel()
+		ctx := t.Context()
+		st := storetest.NewStore(t)
+		if err := st.ResultsOutboxEnable(ctx, st.Pool, true); err != nil {
+			t.Fatal(err)
+		}
+		batch := batchFixture(ctx, t, st, st.Pool)
+		done := messageFixture(ctx, t, st, st.Pool, batch)
+		tx, err := st.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx))
+		messageFixture(ctx, t, st, tx, batch)
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := st.RunOutcomeInsertMany(wctx, []store.RunOutcomeParams{succeededOutcome(done)})[0]; err != nil {
+			t.Fatalf("outcome beside an open ingest transaction: %v", err)
 		}
 	})
 
