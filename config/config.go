@@ -37,6 +37,7 @@ type Config struct {
 	Worker    Worker    `yaml:"worker"`
 	NATS      NATS      `yaml:"nats"`
 	Relay     Relay     `yaml:"relay"`
+	Results   Results   `yaml:"results"`
 	Ingest    Ingest    `yaml:"ingest"`
 	Postgres  Postgres  `yaml:"postgres"`
 	Simulator Simulator `yaml:"simulator"`
@@ -586,6 +587,7 @@ func (c Config) WithDefaults() Config {
 	c.Relay.ReconcileEvery = cmp.Or(c.Relay.ReconcileEvery, time.Minute)
 	c.Relay.ReconcileGrace = cmp.Or(c.Relay.ReconcileGrace, 5*time.Minute)
 	c.NATS.Replicas = cmp.Or(c.NATS.Replicas, 1)
+	c.Results = c.Results.withDefaults()
 	c.Ingest.MaxTextBytes = cmp.Or(c.Ingest.MaxTextBytes, 32768)
 	c.Ingest.MaxErrors = cmp.Or(c.Ingest.MaxErrors, 1000)
 	c.NATS.RetryTime = cmp.Or(c.NATS.RetryTime, 2*time.Minute)
@@ -667,6 +669,9 @@ func (c Config) Validate() error {
 	}
 	if c.NATS.MaxMsgs < 0 || c.NATS.MaxBytes < 0 {
 		return errors.New("nats: max_msgs and max_bytes must not be negative")
+	}
+	if err := c.Results.validate(c.NATS); err != nil {
+		return err
 	}
 	if c.NATS.Replicas < 1 || c.NATS.Replicas > 5 {
 		return fmt.Errorf("nats.replicas: %d is not between 1 and 5", c.NATS.Replicas)

@@ -33,6 +33,10 @@ import (
 //     record) becomes "" and an open sample is closed (erased); a
 //     verdict's fix becomes NULL. Whether each field was right stays.
 //   - failure_events are kept whole: they carry no customer values.
+//   - results_outbox: the message's rows are deleted (results and held
+//     runs copy the record), and one erased event is written, whose
+//     publish purges the message's earlier events from the results
+//     stream (package relay).
 //
 // A message with a queued run is not erased (ErasureQueued): the worker
 // would read its text, and its outcome would write the text back. Once
@@ -397,6 +401,9 @@ func eraseMessages(ctx context.Context, tx DBTX, ids []int64, p ErasureParams, a
 		return time.Time{}, nil, err
 	}
 	if _, err := tx.Exec(ctx, `SET LOCAL extractq.erasing = 'off'`); err != nil {
+		return time.Time{}, nil, err
+	}
+	if _, err := tx.Exec(ctx, outboxEraseSQL, erased); err != nil {
 		return time.Time{}, nil, err
 	}
 	return at, erased, nil

@@ -27,6 +27,9 @@ func textLeft(ctx context.Context, t *testing.T, db store.DBTX, id int64) []stri
 		{"audit_log", `SELECT count(*) FROM audit_log WHERE action NOT IN ('erase', 'purge')
 		     AND (message_id = $1 OR triage_item_id IN (SELECT id FROM triage_items WHERE message_id = $1))
 		     AND (reason <> '' OR before IS NOT NULL OR after IS NOT NULL)`},
+		// The results outbox keeps only the erased event, which holds no
+		// record (the stream's side: relay and erasure tests).
+		{"results_outbox", `SELECT count(*) FROM results_outbox WHERE message_id = $1 AND (type <> 'erased' OR record IS NOT NULL)`},
 	}
 	var left []string
 	for _, c := range checks {
@@ -48,6 +51,9 @@ func TestMessagesErase(t *testing.T) {
 	// its transaction, and the test checks the audit log is append-only
 	// again once that transaction has ended.
 	st := storetest.NewStore(t)
+	if err := st.ResultsOutboxEnable(ctx, st.Pool, true); err != nil {
+		t.Fatal(err)
+	}
 	batch := batchFixture(ctx, t, st, st.Pool)
 
 	// A result, an approved triage item (its audit entry holds the
@@ -138,6 +144,15 @@ func TestMessagesErase(t *testing.T) {
 	for _, r := range []store.Run{queued, keep} {
 		if left := textLeft(ctx, t, st.Pool, r.MessageID); !slices.Contains(left, "messages.body") {
 			t.Errorf("message %d, not erased, lost its text: left only %v", r.MessageID, left)
+		}
+	}
+
+	// Each erased message has its erased event, for the results stream
+	// to purge the message's earlier events.
+	for _, r := range []store.Run{done, approved, open} {
+		var n int
+		if err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM results_outbox WHERE message_id = $1 AND type = 'erased'`, r.MessageID).Scan(&n); err != nil || n != 1 {
+			t.Errorf("message %d: %d erased events (%v), want 1", r.MessageID, n, err)
 		}
 	}
 
@@ -240,6 +255,9 @@ func TestMessagesPurge(t *testing.T) {
 	ctx := t.Context()
 	// A schema of its own: MessagesPurge commits each chunk on the pool.
 	st := storetest.NewStore(t)
+	if err := st.ResultsOutboxEnable(ctx, st.Pool, true); err != nil {
+		t.Fatal(err)
+	}
 	batch := batchFixture(ctx, t, st, st.Pool)
 
 	var old []store.Run

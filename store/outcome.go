@@ -162,8 +162,10 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
 // RunOutcomeInsert writes a run's whole outcome, atomically, in one
 // statement (outcomeWriteSQL): the run's status and finished_at where the
 // run is still queued, and then, only then, every call, the extraction
-// (succeeded, repaired) or the triage item (held, failed), and the failure
-// events, each linked to its call by FailureEvent.CallIndex. If the run is
+// (succeeded, repaired) or the triage item (held, failed), the failure
+// events, each linked to its call by FailureEvent.CallIndex, and the
+// results outbox's event (with a batch.done when it was its batch's last
+// outcome; one transaction of its own when db is the pool). If the run is
 // not queued, nothing is written and the error wraps ErrOutcomeExists (or
 // ErrNotFound for an unknown run). db may be the pool or a transaction.
 //
@@ -184,7 +186,15 @@ func (s *Store) RunOutcomeInsert(ctx context.Context, db DBTX, p RunOutcomeParam
 		return fmt.Errorf("store.RunOutcomeInsert(%d, %d): %w", p.MessageID, p.RunNo, err)
 	}
 	var finished int
-	if err := db.QueryRow(ctx, outcomeWriteSQL, args...).Scan(&finished); err != nil {
+	err = inTx(ctx, db, func(tx DBTX) error {
+		if err := tx.QueryRow(ctx, outcomeWriteSQL, args...).Scan(&finished); err != nil || finished == 0 {
+			return err
+		}
+		// The results outbox's batch.done, if this was the batch's last
+		// outcome (outboxBatchCheck).
+		return s.outboxBatchCheck(ctx, tx, []RunSeqRef{{MessageID: p.MessageID, RunNo: p.RunNo}})
+	})
+	if err != nil {
 		return fmt.Errorf("store.RunOutcomeInsert(%d, %d): %w", p.MessageID, p.RunNo, interpretError(err))
 	}
 	if finished == 1 {

@@ -17,7 +17,7 @@ WITH fin AS (
     UPDATE runs
     SET status = $3, finished_at = now(), published_at = coalesce(published_at, now())
     WHERE message_id = $1 AND run_no = $2 AND status = 'queued'
-    RETURNING message_id, run_no
+    RETURNING message_id, run_no, batch_id
 ), calls AS (
     INSERT INTO llm_calls (
         message_id, run_no, attempt, purpose, model, prompt_version, schema_id, schema_version,
@@ -58,6 +58,15 @@ WITH fin AS (
         AS f(call_attempt, attempt, schema_id, schema_version, prompt_version, model, kind, path,
              path_pattern, keyword, message)
     LEFT JOIN calls c ON c.attempt = f.call_attempt
+), ob AS (
+    INSERT INTO results_outbox (type, message_id, run_no, batch_id, schema_id, schema_version, prompt_version,
+        model, outcome, record, detail)
+    SELECT CASE $3 WHEN 'held' THEN 'held' WHEN 'failed' THEN 'failed' ELSE 'result' END,
+           message_id, run_no, batch_id, $23, $24, $50, $51,
+           CASE $3 WHEN 'held' THEN $49::text WHEN 'failed' THEN '' ELSE $3 END,
+           coalesce($26::jsonb, $47::jsonb),
+           CASE WHEN $3 = 'failed' THEN jsonb_build_object('reason', $29::text, 'errors', $30::jsonb) ELSE '{}' END
+    FROM fin WHERE ` + outboxEnabledSQL + `
 )
 SELECT count(*) FROM fin`
 
@@ -118,7 +127,12 @@ func outcomeArgs(p RunOutcomeParams) ([]any, error) {
 		triReason, triErrors, triReply,
 		fCall, fAttempt, fSchema, fSchemaVer, fPromptVer, fModel, fKind, fPath, fPattern, fKeyword, fMessage)
 	args = append(args, calls[19:]...)
-	return append(args, heldData, heldEvidence, heldAs), nil
+	// The outbox event's prompt version and model: the last call's.
+	var promptVer, model string
+	if n := len(p.Calls); n > 0 {
+		promptVer, model = CleanText(p.Calls[n-1].PromptVersion), CleanText(p.Calls[n-1].Model)
+	}
+	return append(args, heldData, heldEvidence, heldAs, promptVer, model), nil
 }
 
 // callArrays returns the column arrays of calls, one element per call, in

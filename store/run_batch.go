@@ -67,6 +67,17 @@ func (s *Store) RunWriteBatch(ctx context.Context, starts []RunLeaseParams, outc
 		idx = append(idx, i)
 	}
 	nQA := qaQueue(&b, outcomes, idx) // QA draws, after every outcome
+	// The results outbox's batch.done: the batches of the outcomes are
+	// locked once they are written, then checked (outboxBatchLockSQL).
+	var refs []RunSeqRef
+	for _, i := range idx {
+		refs = append(refs, RunSeqRef{MessageID: outcomes[i].MessageID, RunNo: outcomes[i].RunNo})
+	}
+	if len(refs) > 0 {
+		ids, nos := runRefArrays(refs)
+		b.Queue(outboxBatchLockSQL, ids, nos)
+		b.Queue(outboxBatchDoneSQL, ids, nos)
+	}
 	for i, p := range starts {
 		if p.Owner == "" || p.TTL <= 0 {
 			res[i].Err = fmt.Errorf("store.RunWriteBatch(%d, %d): lease owner and a positive TTL are required", p.MessageID, p.RunNo)
@@ -109,7 +120,25 @@ func (s *Store) RunWriteBatch(ctx context.Context, starts []RunLeaseParams, outc
 			br.Close()
 			return err
 		}
-		return br.Close()
+		var done []string
+		if len(refs) > 0 {
+			if _, err := br.Exec(); err != nil {
+				br.Close()
+				return err
+			}
+			rows, err := br.Query()
+			if err == nil {
+				done, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			}
+			if err != nil {
+				br.Close()
+				return err
+			}
+		}
+		if err := br.Close(); err != nil {
+			return err
+		}
+		return s.outboxBatchDone(ctx, tx, done)
 	})
 	if txErr != nil && (ctx.Err() != nil || errors.Is(txErr, context.DeadlineExceeded) || Transient(txErr)) {
 		err := fmt.Errorf("store.RunWriteBatch(%d starts, %d outcomes): %w", len(starts), len(idx), interpretError(txErr))

@@ -41,7 +41,8 @@ type TriageApproval struct {
 // TriageItemApprove makes the reviewer's record the result of the item's
 // failed run, in one transaction: an extraction (outcome approved,
 // created_by the reviewer), the item closed as approved with who and when,
-// and an audit entry with the state before and after. The item must be
+// the results outbox's result event, and an audit entry with the state
+// before and after. The item must be
 // open and not under another reviewer's live lease (*ItemClosedError,
 // *ItemClaimedError); unknown items wrap ErrNotFound.
 func (s *Store) TriageItemApprove(ctx context.Context, db DBTX, p TriageItemApproveParams) (TriageApproval, error) {
@@ -81,6 +82,10 @@ RETURNING decided_at`, it.ID, p.Reviewer, CleanText(p.OverrideReason)).Scan(&out
 			return fmt.Errorf("close item: %w", err)
 		}
 		out = TriageApproval{ItemID: it.ID, MessageID: it.MessageID, RunNo: it.RunNo, DecidedBy: p.Reviewer, DecidedAt: out.DecidedAt}
+		if err := outboxDecision(ctx, tx, it.MessageID, it.RunNo, EventResult, p.SchemaVersion, "approved",
+			CleanJSON(p.Data), map[string]any{"decided_by": p.Reviewer}); err != nil {
+			return err
+		}
 		after := map[string]any{
 			"status": TriageApproved, "data": json.RawMessage(CleanJSON(p.Data)), "schema_version": p.SchemaVersion,
 			"decided_by": p.Reviewer,
@@ -117,7 +122,8 @@ type TriageItemRejectParams struct {
 }
 
 // TriageItemReject closes the item as rejected with the reviewer's
-// reason, in one transaction with its audit entry. No result is written.
+// reason, in one transaction with its audit entry and the results
+// outbox's rejected event. No result is written.
 // Errors are as TriageItemApprove's.
 func (s *Store) TriageItemReject(ctx context.Context, db DBTX, p TriageItemRejectParams) (time.Time, error) {
 	fail := func(err error) (time.Time, error) {
@@ -140,6 +146,10 @@ WHERE id = $1
 RETURNING decided_at`, it.ID, p.Reviewer, CleanText(p.Reason)).Scan(&at)
 		if err != nil {
 			return fmt.Errorf("close item: %w", err)
+		}
+		if err := outboxDecision(ctx, tx, it.MessageID, it.RunNo, EventRejected, "", "", nil,
+			map[string]any{"decided_by": p.Reviewer}); err != nil {
+			return err
 		}
 		return auditInsert(ctx, tx, AuditInsertParams{
 			Actor: p.Reviewer, Via: p.Via, Action: AuditReject, TriageItemID: it.ID, MessageID: it.MessageID,

@@ -31,7 +31,7 @@ type TriageItemReopenParams struct {
 // claimed by the reviewer, its decision cleared; an approval's record
 // (the extraction it wrote) is deleted, so the message's result is what
 // it was before; the audit log gets a reopen entry with the decision
-// before. An open item, one whose message was erased, a re-run, another reviewer's decision, or one
+// before, and the results outbox a retracted event. An open item, one whose message was erased, a re-run, another reviewer's decision, or one
 // older than Within returns an error wrapping ErrReopenRefused; an
 // unknown item ErrNotFound.
 func (s *Store) TriageItemReopen(ctx context.Context, db DBTX, p TriageItemReopenParams) error {
@@ -92,6 +92,10 @@ SET status = 'open', decided_by = NULL, decided_at = NULL, decision_reason = '',
     claimed_by = $2, claim_expires = now() + interval '10 minutes', updated_at = now()
 WHERE id = $1`, p.ItemID, p.Reviewer); err != nil {
 			return fail(fmt.Errorf("reopen: %w", err))
+		}
+		if err := outboxDecision(ctx, tx, messageID, runNo, EventRetracted, "", "", nil,
+			map[string]any{"undone": status, "decided_by": p.Reviewer}); err != nil {
+			return fail(err)
 		}
 		return auditInsert(ctx, tx, AuditInsertParams{Actor: p.Reviewer, Via: p.Via, Action: AuditReopen, TriageItemID: p.ItemID,
 			MessageID: messageID, RunNo: runNo, Before: before, After: map[string]any{"status": TriageOpen, "claimed_by": p.Reviewer}})

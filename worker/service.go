@@ -60,6 +60,10 @@ type ServiceConfig struct {
 	// Relay, if set, is the relay of Store and Publisher (with its
 	// metrics); default one without metrics.
 	Relay *relay.Relay
+	// Results, if set, publishes the results outbox beside the consumer
+	// (relay.Results.Run with ResultsOptions).
+	Results        *relay.Results
+	ResultsOptions relay.ResultsOptions
 	// Consumer options: see queue.ConsumerOptions.
 	Concurrency     int
 	InProgressEvery time.Duration
@@ -175,6 +179,14 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 		go func() {
 			defer wg.Done()
 			rel.Run(ctx, o)
+		}()
+	}
+
+	if res := cfg.Results; res != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res.Run(ctx, cfg.ResultsOptions)
 		}()
 	}
 

@@ -139,7 +139,12 @@ func main() {
 	if err != nil {
 		cmdconfig.FatalUnlessStopped(ctx, log, "building the relay", err)
 	}
+	results, err := cmdconfig.ResultsRelay(ctx, *cfg, st, js, reg, log)
+	if err != nil {
+		cmdconfig.FatalUnlessStopped(ctx, log, "setting up the results stream", err)
+	}
 	err = worker.RunService(ctx, worker.ServiceConfig{
+		Results: results, ResultsOptions: relay.ResultsOptions{PublishEvery: cfg.Results.PublishEvery, CheckEvery: cfg.Relay.ReconcileEvery},
 		Worker: w, Store: st, Conn: nc, Consumers: cons, AllConsumers: cfg.Consumers(), Publisher: pub, Relay: rel,
 		SweepEvery: cfg.Relay.SweepEvery, SweepAge: cfg.Relay.SweepAge,
 		ReconcileEvery: cfg.Relay.ReconcileEvery, ReconcileGrace: cfg.Relay.ReconcileGrace,

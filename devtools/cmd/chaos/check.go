@@ -47,10 +47,14 @@ type verdict struct {
 	// Outcome counts by run status, and triage items by reason.
 	ByStatus map[string]int
 	ByReason map[string]int
+	// Results counts the results stream against the outbox.
+	Results resultsVerdict
 }
 
 // ok reports whether nothing was lost, duplicated or unvalidated.
-func (v verdict) ok() bool { return v.Lost == 0 && v.Duplicated == 0 && v.Unvalidated == 0 }
+func (v verdict) ok() bool {
+	return v.Lost == 0 && v.Duplicated == 0 && v.Unvalidated == 0 && v.Results.ok()
+}
 
 // finalLine is the harness's last line of output.
 func (v verdict) finalLine() string {

@@ -235,11 +235,16 @@ func (h *harness) run(ctx context.Context) (verdict, error) {
 	cancelChaos()
 
 	h.drain(ctx)
+	h.waitResults(ctx, 90*time.Second)
 	h.stopWorkers()
 	cctx2, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	h.logf("checking: outcomes, duplicates, results validated again against their schema")
 	v, err = checkStore(cctx2, h.pool, h.schemas, h.o.Messages, h.sim.served())
+	if err == nil {
+		h.logf("checking: the results stream against the outbox, every change published once")
+		v.Results, err = h.checkResults(cctx2, h.pool)
+	}
 	if n := v.ByReason["delivery"]; err == nil && n > 0 {
 		h.problem("%d runs sent to triage as kind delivery: no message here is poison, so a fault became human work", n)
 	}
@@ -352,6 +357,10 @@ relay:
   # at once (it skips reconcile_grace, left at its default), and a tick of
   # a minute would add up to a minute to the run's tail.
   reconcile_every: 5s
+results:
+  # The results stream, counted by the checks: every change once.
+  enabled: true
+  publish_every: 200ms
 simulator:
   seed: %d
 `, h.o.Concurrency, h.o.AckWait, h.o.MaxDeliver, max(h.o.AckWait/3, 100*time.Millisecond), h.replicas(), cmp.Or(h.o.Consumers, config.ConsumersShared), h.o.Seed)
@@ -987,9 +996,10 @@ func (h *harness) report(v verdict) {
 			fmt.Fprintln(h.out, l)
 		}
 	}
+	fmt.Fprintln(h.out, v.Results.line())
 	if !v.ok() {
-		fmt.Fprintf(h.out, "FAIL: lost %d, duplicated %d, unvalidated %d (rerun with -keep -seed %d to keep the logs and data)\n",
-			v.Lost, v.Duplicated, v.Unvalidated, h.o.Seed)
+		fmt.Fprintf(h.out, "FAIL: lost %d, duplicated %d, unvalidated %d, results stream ok %t (rerun with -keep -seed %d to keep the logs and data)\n",
+			v.Lost, v.Duplicated, v.Unvalidated, v.Results.ok(), h.o.Seed)
 	}
 	for _, p := range h.problems {
 		fmt.Fprintf(h.out, "FAIL: %s\n", firstLine(p))

@@ -1,0 +1,2 @@
+DROP TABLE results_outbox;
+DROP TABLE results_outbox_state;
