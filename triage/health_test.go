@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/extractq/extractq/store"
-	"github.com/extractq/extractq/triage"
 	"github.com/extractq/extractq/store/storetest"
+	"github.com/extractq/extractq/triage"
 )
 
 // TestReadyz: GET /readyz answers 200 while the database answers, and
