@@ -144,6 +144,12 @@ func TestManifests(t *testing.T) {
 	}
 }
 
+// podSpec is a workload's pod template, by the workload's name.
+type podSpec struct {
+	name string
+	spec corev1.PodSpec
+}
+
 func checkOverlay(t *testing.T, r *rendered) {
 	oc := loadConfig(t, r)
 	c := oc.cfg
@@ -255,35 +261,18 @@ func checkOverlay(t *testing.T, r *rendered) {
 
 	t.Run("Workloads", func(t *testing.T) {
 		built := imageCommands(t)
-		var specs []struct {
-			name string
-			spec corev1.PodSpec
-		}
+		var specs []podSpec
 		for _, d := range r.deployments {
-			specs = append(specs, struct {
-				name string
-				spec corev1.PodSpec
-			}{d.Name, d.Spec.Template.Spec})
+			specs = append(specs, podSpec{d.Name, d.Spec.Template.Spec})
 		}
 		for _, j := range r.jobs {
-			specs = append(specs, struct {
-				name string
-				spec corev1.PodSpec
-			}{j.Name, j.Spec.Template.Spec})
+			specs = append(specs, podSpec{j.Name, j.Spec.Template.Spec})
 		}
 		for _, cj := range r.cronJobs {
-			specs = append(specs, struct {
-				name string
-				spec corev1.PodSpec
-			}{cj.Name, cj.Spec.JobTemplate.Spec.Template.Spec})
+			specs = append(specs, podSpec{cj.Name, cj.Spec.JobTemplate.Spec.Template.Spec})
 		}
 		for _, name := range []string{"extractq-worker", "extractq-triage", "extractq-ingest", "extractq-migrate", "extractq-retention"} {
-			if !slices.ContainsFunc(specs, func(s struct {
-				name string
-				spec corev1.PodSpec
-			}) bool {
-				return s.name == name
-			}) {
+			if !slices.ContainsFunc(specs, func(s podSpec) bool { return s.name == name }) {
 				t.Errorf("%s missing", name)
 			}
 		}
