@@ -138,8 +138,14 @@ type ServerConfig struct {
 	// DefaultRequestTimeout.
 	RequestTimeout time.Duration
 	// Registry, when set, gets the server's metrics, and GET /metrics
-	// serves what it gathers (Prometheus text format, no token needed).
+	// serves what it gathers (Prometheus text format, no token needed)
+	// unless MetricsApart.
 	Registry *prometheus.Registry
+	// MetricsApart leaves GET /metrics out of the server's routes (404):
+	// the caller serves Registry on a listener of its own, so that the
+	// API's port does not show the metrics (cmd/ingest serve
+	// -metrics-addr).
+	MetricsApart bool
 	// ResultColumns are the CSV columns of each schema's results
 	// (export.SchemaColumns), for GET /v1/batches/{id}/results?format=csv;
 	// a schema missing here is answered 422 for CSV.
@@ -223,7 +229,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	// takes none refuses one, the others read at most their limit.
 	if cfg.Registry != nil {
 		s.metrics = newServerMetrics(cfg.Registry)
-		mux.Handle("GET /metrics", s.limitBody("GET /metrics", 0, promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})))
+		if !cfg.MetricsApart {
+			mux.Handle("GET /metrics", s.limitBody("GET /metrics", 0, promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})))
+		}
 	}
 	// Each API route, instrumented, and a 405 for its other methods.
 	var routes []string
@@ -240,7 +248,10 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	route("GET", "/v1/batches/{id}/results", 0, s.handle(s.results))
 	route("POST", "/v1/erasures", maxErasureBody, s.handle(s.erasures))
 	route("POST", "/v1/webhooks/{name}", cfg.MaxBodyBytes, s.gated(webhookRoute, s.handle(s.webhook)))
-	routes = append(routes, "GET /healthz", "GET /readyz", "GET /metrics")
+	routes = append(routes, "GET /healthz", "GET /readyz")
+	if !cfg.MetricsApart {
+		routes = append(routes, "GET /metrics")
+	}
 	mux.Handle("GET /healthz", s.limitBody("GET /healthz", 0, s.handle(s.healthz)))
 	mux.Handle("GET /readyz", s.limitBody("GET /readyz", 0, s.handle(s.readyz)))
 	mux.Handle("/", s.limitBody("", 0, s.handle(func(w http.ResponseWriter, r *http.Request) error {

@@ -148,6 +148,7 @@ func TestRouteRoles(t *testing.T) {
 	}
 	routes := []roleRoute{
 		{pattern: "GET /healthz", setup: static("/healthz")},
+		{pattern: "GET /readyz", setup: static("/readyz")},
 		{pattern: "GET /static/", setup: static("/static/style.css")},
 		{pattern: "GET /login", setup: static("/login")},
 		{pattern: "POST /login", setup: static("/login"), form: formOf(url.Values{"login": {"nobody"}, "password": {"wrong password"}})},

@@ -352,7 +352,8 @@ func (s *Server) Install(outer *http.ServeMux) {
 	mux := instrumentedMux{outer, s}
 	// Public.
 	mux.Handle("GET /static/", staticHandler())
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /healthz", healthz)
+	mux.Handle("GET /readyz", ReadyHandler(s.cfg.Store))
 	mux.Handle("GET /login", s.public(s.loginPage))
 	mux.handleLimit("POST /login", MaxLoginBody, s.public(s.login))
 	mux.Handle("POST /logout", s.page(anyAccount, s.logout))

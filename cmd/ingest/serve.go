@@ -9,6 +9,7 @@ import (
 	"github.com/extractq/extractq/export"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
 	"github.com/extractq/extractq/ingestapi"
@@ -32,6 +34,8 @@ func serve(ctx context.Context, args []string, env startup.Env, token string, st
 	fs.SetOutput(stderr)
 	o := serveOptions{Token: token}
 	fs.StringVar(&o.Addr, "addr", defaultServeAddr, "listen address; without a token it must be a loopback one")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", startup.GetEnv("INGEST_METRICS_ADDR", ""),
+		"address of GET /metrics (Prometheus), apart from the API's; empty: GET /metrics on -addr")
 	fs.StringVar(&o.ConfigPath, "config", env.Config, "configuration file (default: CONFIG, else the embedded defaults)")
 	fs.StringVar(&o.TokenFile, "token-file", "", "file holding the bearer token (instead of INGEST_TOKEN)")
 	fs.BoolVar(&o.APITokens, "api-tokens", false, "take the API tokens of triage admin token create, each with its role and expiry")
@@ -47,7 +51,7 @@ func serve(ctx context.Context, args []string, env startup.Env, token string, st
 			"query parameters schema, batch, name), GET /v1/batches/{id} (query parameter wait, up to 1m),\n"+
 			"GET /v1/batches/{id}/results (JSONL; query parameter after), POST /v1/erasures (JSON),\n"+
 			"POST /v1/webhooks/{name} (the webhooks of ingest.webhooks in the configuration),\n"+
-			"GET /healthz, GET /readyz and GET /metrics. With -api-tokens it takes the API tokens of\n"+
+			"GET /healthz, GET /readyz and GET /metrics (on -metrics-addr when set). With -api-tokens it takes the API tokens of\n"+
 			"triage admin token create (role ingest for programs that send messages; docs/input.md).\n"+
 			"A bearer token from INGEST_TOKEN or -token-file acts as admin, without expiry. Without either\n"+
 			"it listens on a loopback address only, and answers only requests whose Host is a loopback\n"+
@@ -110,9 +114,15 @@ type serveOptions struct {
 	// LookupEnv reads the webhooks' secrets (signature.secret_env);
 	// default os.LookupEnv.
 	LookupEnv func(string) (string, bool)
+	// MetricsAddr, when set, is where GET /metrics is served, apart from
+	// Addr (which then answers it 404): a port that is not the API's,
+	// for Prometheus only. Empty: GET /metrics on Addr.
+	MetricsAddr string
 	// Listening, if set, is called with the address once the server
-	// listens (tests use it to learn a ":0" port).
-	Listening func(net.Addr)
+	// listens (tests use it to learn a ":0" port); MetricsListening with
+	// MetricsAddr's.
+	Listening        func(net.Addr)
+	MetricsListening func(net.Addr)
 }
 
 // serveCommand is `ingest serve`: it serves the HTTP ingest server (see
@@ -184,10 +194,25 @@ func serveCommand(ctx context.Context, o serveOptions, env startup.Env, log *zap
 		MaxTextBytes: cfg.Ingest.MaxTextBytes, MaxErrors: cfg.Ingest.MaxErrors, NATSRetryTime: cfg.NATS.RetryTime,
 		MaxBodyBytes: o.MaxBodyBytes, Token: token, APITokens: o.APITokens,
 		Parallel: o.Parallel, MaxRequests: o.MaxRequests, RequestTimeout: o.RequestTimeout, Logger: log,
-		Registry: reg, Webhooks: hooks,
+		Registry: reg, Webhooks: hooks, MetricsApart: o.MetricsAddr != "",
 	})
 	if err != nil {
 		return fail(exitError, "%v", err)
+	}
+	if o.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", o.MetricsAddr)
+		if err != nil {
+			return fail(exitError, "listening on -metrics-addr %s: %v", o.MetricsAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = msrv.Serve(mln) }()
+		defer msrv.Close()
+		log.Info("serving /metrics", zap.String("addr", mln.Addr().String()))
+		if o.MetricsListening != nil {
+			o.MetricsListening(mln.Addr())
+		}
 	}
 	log.Info("serving", zap.String("addr", ln.Addr().String()), zap.Bool("token", token != ""), zap.Bool("api_tokens", o.APITokens),
 		zap.Strings("schemas", ids), zap.Int64("max_body_bytes", cmp.Or(max(o.MaxBodyBytes, 0), ingestapi.DefaultMaxBodyBytes)),

@@ -183,3 +183,59 @@ func wantError(t *testing.T, what string, r reply, status int, code string) {
 		t.Errorf("%s: status %d, body %s; want %d with error code %q", what, r.status, r.body, status, code)
 	}
 }
+
+// TestServeMetricsApart: with -metrics-addr, GET /metrics is served there
+// and not on the API's port, which answers it 404 (deploy/k8s exposes
+// the API's port only).
+func TestServeMetricsApart(t *testing.T) {
+	t.Parallel()
+	e := ingesttest.NewEnv(t)
+	env := startup.Env{DatabaseURL: storetest.SchemaURL(t, e.Store), NATSURL: queuetest.URL()}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addrc, metricsc := make(chan net.Addr, 1), make(chan net.Addr, 1)
+	o := serveOptions{Token: testToken, Addr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", ConfigPath: serveConfig(t, e),
+		Listening: func(a net.Addr) { addrc <- a }, MetricsListening: func(a net.Addr) { metricsc <- a }}
+	var stderr bytes.Buffer
+	codec := make(chan int, 1)
+	go func() { codec <- serveCommand(ctx, o, env, zap.NewNop(), &stderr) }()
+	var addr, metrics net.Addr
+	for addr == nil || metrics == nil {
+		select {
+		case addr = <-addrc:
+		case metrics = <-metricsc:
+		case code := <-codec:
+			t.Fatalf("serveCommand exited %d before listening: %s", code, stderr.String())
+		case <-time.After(time.Minute):
+			t.Fatal("serveCommand did not listen within a minute")
+		}
+	}
+	get := func(url string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(b)
+	}
+	if status, body := get("http://" + addr.String() + "/metrics"); status != http.StatusNotFound || strings.Contains(body, "extractq_ingest") {
+		t.Errorf("GET /metrics on the API's port: %d %s, want 404 without metrics", status, body)
+	}
+	if status, body := get("http://" + metrics.String() + "/metrics"); status != http.StatusOK || !strings.Contains(body, "extractq_ingest_http_requests_in_flight") {
+		t.Errorf("GET /metrics on -metrics-addr: %d, want 200 with the ingest metrics:\n%s", status, body)
+	}
+	cancel()
+	select {
+	case code := <-codec:
+		if code != exitOK {
+			t.Errorf("exit %d after the shutdown, want 0; stderr %s", code, stderr.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("serveCommand did not return after its context ended")
+	}
+}

@@ -72,7 +72,7 @@ func serve(args []string) int {
 		fs.PrintDefaults()
 	}
 	addr := fs.String("addr", startup.GetEnv("TRIAGE_ADDR", "127.0.0.1:8080"), "listen address")
-	metricsAddr := fs.String("metrics-addr", startup.GetEnv("TRIAGE_METRICS_ADDR", ""), "address of GET /metrics (Prometheus), apart from the UI's; empty for none")
+	metricsAddr := fs.String("metrics-addr", startup.GetEnv("TRIAGE_METRICS_ADDR", ""), "address of GET /metrics (Prometheus), GET /healthz and GET /readyz (the database answers), apart from the UI's; empty for none")
 	configPath := fs.String("config", env.Config, "configuration file (default: CONFIG, else the embedded defaults)")
 	lease := fs.Duration("lease", 10*time.Minute, "how long a claim lasts (renewed while the item is open)")
 	publicURL := fs.String("public-url", startup.GetEnv("TRIAGE_PUBLIC_URL", ""),
@@ -138,12 +138,14 @@ func serve(args []string) int {
 		if err != nil {
 			cmdconfig.Fatal(log, "listening for /metrics", err)
 		}
-		mux := http.NewServeMux()
+		// The probes' routes too: this listener is on the pod's address
+		// even while the UI listens on loopback only (no account yet).
+		mux := triage.HealthMux(st)
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = msrv.Serve(ln) }()
 		defer msrv.Close()
-		log.Info("serving /metrics", zap.String("addr", ln.Addr().String()))
+		log.Info("serving /metrics, /healthz and /readyz", zap.String("addr", ln.Addr().String()))
 	}
 	err = triage.Run(ctx, *addr, triage.Config{
 		Store: st, Schemas: schemas, Publisher: pub, Logger: log, PublicURL: *publicURL, InsecureCookies: *insecure, Lease: *lease,
