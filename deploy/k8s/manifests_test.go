@@ -15,7 +15,6 @@ import (
 	"testing"
 
 	monv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
-	yamlv3 "gopkg.in/yaml.v3"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,70 +61,37 @@ func (r *rendered) env(c corev1.Container) map[string]string {
 	return out
 }
 
-// overlayConfig is a kustomization's configuration file: parsed by the
-// config package, and the raw values the consumers' names come from.
+// overlayConfig is a kustomization's configuration file, parsed by the
+// config package.
 type overlayConfig struct {
 	cfg *config.Config
-	raw struct {
-		NATS struct {
-			Consumer  string `yaml:"consumer"`
-			Consumers string `yaml:"consumers"`
-		} `yaml:"nats"`
-	}
 }
 
-// loadConfig parses the config.yaml of r's ConfigMap extractq-config. A
-// config package that does not know nats.consumers (pools of workers per
-// schema) yet is given the file without it, and the pools' consumer names
-// are still checked from the raw values by the rule nats.consumers
-// documents.
+// loadConfig parses the config.yaml of r's ConfigMap extractq-config.
 func loadConfig(t *testing.T, r *rendered) *overlayConfig {
 	t.Helper()
 	cm := r.configMap("extractq-config")
 	if cm == nil {
 		t.Fatalf("%s: no ConfigMap extractq-config", r.dir)
 	}
-	text := cm.Data["config.yaml"]
-	oc := &overlayConfig{}
-	if err := yamlv3.Unmarshal([]byte(text), &oc.raw); err != nil {
-		t.Fatalf("%s: config.yaml: %v", r.dir, err)
-	}
-	if _, err := config.Parse([]byte("nats: {consumers: per_schema}")); err != nil && oc.raw.NATS.Consumers != "" {
-		var m map[string]any
-		if err := yamlv3.Unmarshal([]byte(text), &m); err != nil {
-			t.Fatal(err)
-		}
-		delete(m["nats"].(map[string]any), "consumers")
-		b, err := yamlv3.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		text = string(b)
-		t.Logf("%s: the config package does not take nats.consumers; parsing config.yaml without it", r.dir)
-	}
-	c, err := config.Parse([]byte(text))
+	c, err := config.Parse([]byte(cm.Data["config.yaml"]))
 	if err != nil {
 		t.Fatalf("%s: config.yaml: config.Parse: %v", r.dir, err)
 	}
-	oc.cfg = c
-	return oc
+	return &overlayConfig{cfg: c}
 }
 
-// consumers returns the durable consumers the workers of oc read, by the
-// rule of nats.consumers: shared, nats.consumer; per_schema,
-// "<consumer>-<schema id>" for every schema, or for schema alone when a
-// pool serves one (worker.schema, WORKER_SCHEMA).
+// consumers returns the durable consumers the workers of oc read
+// (config.Config.WorkerConsumers): with nats.consumers shared,
+// nats.consumer; with per_schema, "<consumer>-<schema id>" for every
+// schema, or for schema alone when a pool serves one (worker.schema,
+// WORKER_SCHEMA).
 func (oc *overlayConfig) consumers(schema string) []string {
-	prefix := oc.cfg.NATS.Consumer
-	if oc.raw.NATS.Consumers != "per_schema" {
-		return []string{prefix}
-	}
-	if schema != "" {
-		return []string{prefix + "-" + schema}
-	}
+	c := *oc.cfg
+	c.Worker.Schema = schema
 	var out []string
-	for _, s := range oc.cfg.Schemas {
-		out = append(out, prefix+"-"+s.ID)
+	for _, spec := range c.WorkerConsumers() {
+		out = append(out, spec.Name)
 	}
 	return out
 }
@@ -163,8 +129,8 @@ func checkOverlay(t *testing.T, r *rendered) {
 		if c.NATS.Replicas != want {
 			t.Errorf("nats.replicas %d, want %d", c.NATS.Replicas, want)
 		}
-		if production && oc.raw.NATS.Consumers != "per_schema" {
-			t.Errorf("nats.consumers %q, want per_schema: the production overlay runs a pool per schema", oc.raw.NATS.Consumers)
+		if production && oc.cfg.NATS.Consumers != "per_schema" {
+			t.Errorf("nats.consumers %q, want per_schema: the production overlay runs a pool per schema", oc.cfg.NATS.Consumers)
 		}
 	})
 
