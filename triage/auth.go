@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -87,9 +88,23 @@ func HashPassword(password string, cost int, userInputs ...string) (string, erro
 	return string(h), nil
 }
 
-// dummyHash is compared against when the login is unknown, so a failed
-// login takes as long whether or not the account exists.
-var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("no such account, no such password"), bcrypt.DefaultCost)
+// dummyHashes holds the hashes dummyHash made, by cost.
+var dummyHashes sync.Map // int → []byte
+
+// dummyHash returns a bcrypt hash at cost, made once per process and
+// cost, that a login that names no account is checked against, so a
+// failed login takes as long whether or not the account exists.
+func dummyHash(cost int) []byte {
+	if h, ok := dummyHashes.Load(cost); ok {
+		return h.([]byte)
+	}
+	h, err := bcrypt.GenerateFromPassword([]byte("no such account, no such password"), cost)
+	if err != nil { // a cost out of bcrypt's range: validate refused it
+		panic(fmt.Sprintf("triage: dummy hash at cost %d: %v", cost, err))
+	}
+	h2, _ := dummyHashes.LoadOrStore(cost, h)
+	return h2.([]byte)
+}
 
 // APITokenPrefix starts every API token.
 const APITokenPrefix = "eqt_"
@@ -445,7 +460,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
 	if whyNotText(login) == "" {
 		rv, err = s.st.ReviewerGetByLogin(ctx, s.st.Pool, login)
 	}
-	hash := dummyHash
+	hash := s.dummyHash
 	if err == nil {
 		hash = []byte(rv.PasswordHash)
 	} else if !errors.Is(err, store.ErrNotFound) {

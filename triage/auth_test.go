@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/extractq/extractq/store"
 	"github.com/extractq/extractq/store/storetest"
 	"github.com/extractq/extractq/triage"
@@ -286,6 +288,30 @@ func TestOriginScheme(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestDummyHashCost checks that a login that names no account is checked
+// against a hash at bcrypt's default cost unless Config.BcryptCost says
+// otherwise (the tests' accounts are hashed at the least cost, and their
+// servers' dummy hashes too), and that a cost bcrypt refuses is refused.
+func TestDummyHashCost(t *testing.T) {
+	t.Parallel()
+	st := storetest.NewStore(t)
+	for _, tc := range []struct{ cost, want int }{{0, bcrypt.DefaultCost}, {bcrypt.MinCost, bcrypt.MinCost}} {
+		srv, err := triage.New(triage.Config{Store: st, Schemas: loadSchemas(t), BcryptCost: tc.cost})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := srv.DummyHashCost(); got != tc.want {
+			t.Errorf("BcryptCost %d: the dummy hash's cost is %d, want %d", tc.cost, got, tc.want)
+		}
+		srv.Close()
+	}
+	for _, bad := range []int{bcrypt.MinCost - 1, bcrypt.MaxCost + 1} {
+		if _, err := triage.New(triage.Config{Store: st, Schemas: loadSchemas(t), BcryptCost: bad}); err == nil || !strings.Contains(err.Error(), "BcryptCost") {
+			t.Errorf("BcryptCost %d: %v, want an error naming BcryptCost", bad, err)
+		}
+	}
 }
 
 // TestFailedLoginsAudited checks that each failed login is in the audit

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/sashabaranov/go-openai"
@@ -28,7 +27,7 @@ import (
 // simulator and scored by eval: the reports page, in chromium, shows the
 // figures eval computed, field by field, labelled as simulator figures.
 func TestBrowserEvalFigures(t *testing.T) {
-	chrome := chromiumPath(t)
+	chromiumPath(t)
 	t.Parallel()
 	ctx := context.Background()
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
@@ -102,23 +101,10 @@ func TestBrowserEvalFigures(t *testing.T) {
 
 	web := httptest.NewServer(b.srv.Handler())
 	defer web.Close()
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(chrome),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1440, 1000),
-	)
-	defer cancelAlloc()
-	tab, cancelTab := chromedp.NewContext(alloc)
+	tab, cancelTab := chromedp.NewContext(sharedBrowser(t, browserWatchdog), chromedp.WithNewBrowserContext())
 	defer cancelTab()
-	watchdog := time.AfterFunc(browserWatchdog, cancelTab)
-	defer watchdog.Stop()
 	if err := chromedp.Do(tab); err != nil {
-		t.Fatalf("starting chromium: %v", err)
+		t.Fatalf("opening a tab: %v", err)
 	}
 	sctx, cancel := context.WithTimeout(tab, browserStep)
 	defer cancel()

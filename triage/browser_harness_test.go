@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -12,49 +13,98 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// browserRig is one headless chromium and the triage server it drives,
-// for the flow tests (browser_flow_test.go): each reviewer gets a tab in
-// a browser context of their own (own cookies).
+// browserRig is a test's context of the shared chromium (sharedBrowser)
+// and the triage server it drives, for the flow tests
+// (browser_flow_test.go): each reviewer gets a tab in a browser context
+// of their own (own cookies).
 type browserRig struct {
 	b       *bundle
 	web     *httptest.Server
 	browser context.Context
 }
 
-// newBrowserRig starts chromium (skipping the test without it, as
-// chromiumPath does) against a plain-HTTP server of b, stopped at the
-// test's end; past limit every step fails at once instead of hanging.
-func newBrowserRig(t *testing.T, b *bundle, limit time.Duration) *browserRig {
+// chromium is the one headless chromium of this test binary, started by
+// the first browser test that asks (sharedBrowser) and stopped by
+// TestMain: starting one per test cost more CPU time than the tests'
+// pages. Each test opens its tabs in browser contexts of its own (own
+// cookies and storage, as separate browsers have), in a context of the
+// browser that its watchdog and its end cancel.
+var chromium struct {
+	mu      sync.Mutex
+	browser context.Context // nil until started
+	stop    func()
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	chromium.mu.Lock()
+	if chromium.stop != nil {
+		chromium.stop()
+	}
+	chromium.mu.Unlock()
+	os.Exit(code)
+}
+
+// sharedBrowser returns a context of the binary's chromium (starting it
+// on first use; skipping the test without it, as chromiumPath does),
+// cancelled when the test ends or past limit, so that past limit every
+// step of the test fails at once instead of hanging. Tabs made from it
+// with chromedp.WithNewBrowserContext are the test's alone.
+func sharedBrowser(t *testing.T, limit time.Duration) context.Context {
 	t.Helper()
 	chrome := chromiumPath(t)
+	chromium.mu.Lock()
+	defer chromium.mu.Unlock()
+	if chromium.browser == nil {
+		dir, err := os.MkdirTemp("", "triage-chromium-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+			chromedp.ExecPath(chrome),
+			chromedp.Flag("headless", true),
+			chromedp.Flag("no-sandbox", true),
+			chromedp.Flag("disable-gpu", true),
+			chromedp.Flag("disable-dev-shm-usage", true),
+			chromedp.Flag("disable-background-networking", true),
+			chromedp.Flag("disable-component-update", true),
+			chromedp.Flag("disable-sync", true),
+			chromedp.Flag("no-first-run", true),
+			chromedp.Flag("no-default-browser-check", true),
+			chromedp.Flag("hide-scrollbars", true),
+			chromedp.Flag("lang", "en-US"),
+			chromedp.UserDataDir(dir),
+			chromedp.WindowSize(1440, 1000),
+		)
+		browser, cancelBrowser := chromedp.NewContext(alloc)
+		stop := func() {
+			cancelBrowser()
+			cancelAlloc()
+			os.RemoveAll(dir)
+		}
+		if err := chromedp.Do(browser); err != nil { // start it, without a deadline
+			stop()
+			t.Fatalf("starting chromium: %v", err)
+		}
+		chromium.browser, chromium.stop = browser, stop
+	}
+	ctx, cancel := context.WithCancel(chromium.browser)
+	t.Cleanup(cancel)
+	watchdog := time.AfterFunc(limit, cancel)
+	t.Cleanup(func() { watchdog.Stop() })
+	return ctx
+}
+
+// newBrowserRig opens a context of the shared chromium (sharedBrowser,
+// with limit) against a plain-HTTP server of b, stopped at the test's
+// end.
+func newBrowserRig(t *testing.T, b *bundle, limit time.Duration) *browserRig {
+	t.Helper()
+	browser := sharedBrowser(t, limit)
 	// Plain HTTP on 127.0.0.1: the browser keeps the Secure session
 	// cookie there, as it does for any localhost origin.
 	web := httptest.NewServer(b.srv.Handler())
 	t.Cleanup(web.Close)
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chrome),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("no-default-browser-check", true),
-		chromedp.Flag("hide-scrollbars", true),
-		chromedp.Flag("lang", "en-US"),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1440, 1000),
-	)
-	t.Cleanup(cancelAlloc)
-	browser, cancelBrowser := chromedp.NewContext(alloc)
-	t.Cleanup(cancelBrowser)
-	watchdog := time.AfterFunc(limit, cancelBrowser)
-	t.Cleanup(func() { watchdog.Stop() })
-	if err := chromedp.Do(browser); err != nil {
-		t.Fatalf("starting chromium: %v", err)
-	}
 	return &browserRig{b: b, web: web, browser: browser}
 }
 

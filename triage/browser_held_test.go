@@ -19,7 +19,7 @@ import (
 // keyboard, the held record becomes the message's result, made by the
 // reviewer.
 func TestBrowserHeldApprove(t *testing.T) {
-	chrome := chromiumPath(t)
+	chromiumPath(t)
 	t.Parallel()
 	ctx := context.Background()
 	b := newBundle(t, bundleOpts{})
@@ -29,25 +29,10 @@ func TestBrowserHeldApprove(t *testing.T) {
 
 	web := httptest.NewServer(b.srv.Handler())
 	defer web.Close()
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(chrome),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("lang", "en-US"),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1440, 1000),
-	)
-	defer cancelAlloc()
-	tab, cancelTab := chromedp.NewContext(alloc)
+	tab, cancelTab := chromedp.NewContext(sharedBrowser(t, 2*time.Minute), chromedp.WithNewBrowserContext())
 	defer cancelTab()
-	watchdog := time.AfterFunc(2*time.Minute, cancelTab)
-	defer watchdog.Stop()
 	if err := chromedp.Do(tab); err != nil {
-		t.Fatalf("starting chromium: %v", err)
+		t.Fatalf("opening a tab: %v", err)
 	}
 	step := func(name string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()

@@ -80,7 +80,7 @@ const (
 )
 
 func TestBrowserEndToEnd(t *testing.T) {
-	chrome := chromiumPath(t)
+	chromiumPath(t)
 	t.Parallel()
 	ctx := context.Background()
 
@@ -113,32 +113,9 @@ func TestBrowserEndToEnd(t *testing.T) {
 	web := httptest.NewServer(b.srv.Handler())
 	defer web.Close()
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(chrome),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("no-default-browser-check", true),
-		chromedp.Flag("hide-scrollbars", true),
-		chromedp.Flag("lang", "en-US"),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1440, 1000),
-	)
-	defer cancelAlloc()
-	browser, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
-	// A bound on the whole test: past it the browser is stopped, so every
-	// step fails at once instead of hanging.
-	watchdog := time.AfterFunc(browserWatchdog, cancelBrowser)
-	defer watchdog.Stop()
-	if err := chromedp.Do(browser); err != nil { // start the browser, without a deadline
-		t.Fatalf("starting chromium: %v", err)
-	}
+	// A bound on the whole test: past it every step fails at once
+	// instead of hanging.
+	browser := sharedBrowser(t, browserWatchdog)
 
 	// Each reviewer has a browser context of their own (own cookies).
 	newTab := func(t *testing.T) context.Context {

@@ -119,7 +119,7 @@ func newBundle(t testing.TB, o bundleOpts) *bundle {
 	b := &bundle{st: storetest.NewStore(t), schemas: loadSchemas(t)}
 	cfg := triage.Config{Store: b.st, Schemas: b.schemas, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
 		LocalOnly: o.local, LocalCheckEvery: 100e6, PollInterval: 200e6, Registry: o.registry, LoginsPerMinute: o.logins,
-		InsecureCookies: o.plain, PublicURL: o.public}
+		InsecureCookies: o.plain, PublicURL: o.public, BcryptCost: bcrypt.MinCost}
 	if o.stream || o.live {
 		b.q = queuetest.NewStream(t)
 		cfg.Publisher = queue.NewPublisher(b.q.JS, b.q.NATS)

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/extractq/extractq/internal/httperr"
 	"github.com/extractq/extractq/store"
@@ -114,7 +115,7 @@ func TestRunSaysNoEnabledAccounts(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		done <- triage.Run(ctx, "0.0.0.0:0", triage.Config{Store: b.st, Schemas: b.schemas, Logger: zap.New(core)})
+		done <- triage.Run(ctx, "0.0.0.0:0", triage.Config{Store: b.st, Schemas: b.schemas, Logger: zap.New(core), BcryptCost: bcrypt.MinCost})
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for logs.FilterMessage("triage listening").Len() == 0 {

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/extractq/extractq/queue/queuetest"
 	"github.com/extractq/extractq/store"
@@ -30,7 +31,7 @@ func (b *bundle) replica(t *testing.T) *httptest.Server {
 	}
 	t.Cleanup(nc.Close)
 	srv, err := triage.New(triage.Config{Store: b.st, Schemas: b.schemas, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
-		PollInterval: 200e6, Events: nc, EventsNATS: b.q.NATS})
+		PollInterval: 200e6, Events: nc, EventsNATS: b.q.NATS, BcryptCost: bcrypt.MinCost})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/time/rate"
 
 	"github.com/extractq/extractq/config"
@@ -99,10 +100,16 @@ type Config struct {
 	// item pages are not live.
 	Events     *nats.Conn
 	EventsNATS config.NATS
+	// BcryptCost is the bcrypt cost of the hash a login that names no
+	// account is checked against, so that it takes as long as one that
+	// names an account: the cost of the accounts' hashes. Default
+	// bcrypt.DefaultCost (10), the admin command's (AdminIO.BcryptCost).
+	BcryptCost int
 }
 
 func (c Config) withDefaults() Config {
 	c.Lease = cmp.Or(c.Lease, store.DefaultLease)
+	c.BcryptCost = cmp.Or(c.BcryptCost, bcrypt.DefaultCost)
 	c.PollInterval = cmp.Or(c.PollInterval, 2*time.Second)
 	c.SessionLifetime = cmp.Or(c.SessionLifetime, 12*time.Hour)
 	c.SessionIdle = cmp.Or(c.SessionIdle, 2*time.Hour)
@@ -126,6 +133,9 @@ func (c Config) validate() error {
 		if e.Schema == nil {
 			return fmt.Errorf("triage.Config: Schemas[%q] has no schema", id)
 		}
+	}
+	if c.BcryptCost != 0 && (c.BcryptCost < bcrypt.MinCost || c.BcryptCost > bcrypt.MaxCost) {
+		return fmt.Errorf("triage.Config: BcryptCost %d: want %d to %d, or 0 for the default", c.BcryptCost, bcrypt.MinCost, bcrypt.MaxCost)
 	}
 	if c.PublicURL != "" {
 		if _, err := parsePublicURL(c.PublicURL); err != nil {
@@ -173,6 +183,8 @@ type Server struct {
 	limMu    sync.Mutex
 	limiters map[string]*limiterEntry
 	limNow   func() time.Time // the login limiter's clock: time.Now; tests set their own (SetLoginClock)
+
+	dummyHash []byte // compared against for a login that names no account; at Config.BcryptCost
 
 	closeOnce sync.Once
 	closing   chan struct{}
@@ -247,6 +259,8 @@ func New(cfg Config) (*Server, error) {
 		limiters: map[string]*limiterEntry{},
 		limNow:   time.Now,
 		closing:  make(chan struct{}),
+
+		dummyHash: dummyHash(cfg.BcryptCost),
 
 		localEnded: make(chan struct{}),
 	}

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/extractq/extractq/config"
+	"github.com/extractq/extractq/ingest"
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/provider"
 	"github.com/extractq/extractq/queue"
@@ -52,7 +53,8 @@ func scaledConfig() *config.Config {
 	return cfg
 }
 
-// The worker's own delivery times (worker.Config), scaled alike.
+// The worker's own delivery times (worker.Config) and the consumer's panic
+// delay (queue.ConsumerOptions), shipped as below and scaled alike.
 const (
 	shippedNakDelay    = 2 * time.Second
 	shippedMaxNakDelay = time.Minute
@@ -263,7 +265,7 @@ func (b *outageBundle) run(t *testing.T) {
 			Worker: b.w, Store: b.st, Conn: b.q.Conn, Consumer: cons, Publisher: b.pub,
 			JS: b.q.JS, NATS: b.cfg.NATS, DeadLetter: dead, HealthAddr: b.health, Gatherer: b.reg,
 			Concurrency: b.cfg.Worker.Concurrency, InProgressEvery: b.cfg.Worker.InProgressEvery,
-			ShutdownGrace: b.cfg.Worker.ShutdownGrace, SweepEvery: -1, Logger: b.log,
+			ShutdownGrace: b.cfg.Worker.ShutdownGrace, PanicDelay: shippedPanicDelay / timeScale, SweepEvery: -1, Logger: b.log,
 		})
 	}()
 	t.Cleanup(func() {
@@ -275,15 +277,22 @@ func (b *outageBundle) run(t *testing.T) {
 }
 
 // ingest records and publishes n messages with ids <prefix>1..<prefix>n,
-// each with classText, and returns the batch id.
+// each with classText, as cmd/ingest does (its default -parallel 8), and
+// returns the batch id.
 func (b *outageBundle) ingest(t *testing.T, prefix string, n int) string {
 	t.Helper()
 	var sb strings.Builder
 	for i := 1; i <= n; i++ {
 		fmt.Fprintf(&sb, "{\"id\":\"%s%d\",\"text\":%q}\n", prefix, i, classText)
 	}
-	in := testBundle{st: b.st, pub: b.pub}
-	sum := in.ingestReader(t, strings.NewReader(sb.String()))
+	in, err := ingest.New(ingest.Config{Store: b.st, Publisher: b.pub, SchemaID: "customer_message", MaxTextBytes: 32768, Parallel: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := in.Run(context.Background(), strings.NewReader(sb.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if sum.Published != n {
 		t.Fatalf("ingest published %d of %d: %+v", sum.Published, n, sum)
 	}
@@ -643,7 +652,7 @@ func (b *outageBundle) runMortal(t *testing.T, ctx context.Context, wg *sync.Wai
 		err := worker.RunService(wctx, worker.ServiceConfig{
 			Worker: w, Store: b.st, Conn: nc, Consumer: cons, Publisher: queue.NewPublisher(js, b.cfg.NATS),
 			Concurrency: b.cfg.Worker.Concurrency, InProgressEvery: b.cfg.Worker.InProgressEvery,
-			ShutdownGrace: b.cfg.Worker.ShutdownGrace, SweepEvery: -1, Logger: b.log,
+			ShutdownGrace: b.cfg.Worker.ShutdownGrace, PanicDelay: shippedPanicDelay / timeScale, SweepEvery: -1, Logger: b.log,
 		})
 		if err != nil {
 			t.Errorf("RunService: %v", err)

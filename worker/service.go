@@ -68,6 +68,7 @@ type ServiceConfig struct {
 	Concurrency     int
 	InProgressEvery time.Duration
 	ShutdownGrace   time.Duration
+	PanicDelay      time.Duration
 	TermWithReason  bool
 	// HealthAddr serves /healthz, /readyz and /metrics; empty means none.
 	HealthAddr string
@@ -204,7 +205,7 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 	consuming.Store(true)
 	opts := queue.ConsumerOptions{
 		Concurrency: cfg.Concurrency, InProgressEvery: cfg.InProgressEvery, ShutdownGrace: cfg.ShutdownGrace,
-		TermWithReason: cfg.TermWithReason, Ready: cfg.Ready, Publisher: cfg.Publisher,
+		PanicDelay: cfg.PanicDelay, TermWithReason: cfg.TermWithReason, Ready: cfg.Ready, Publisher: cfg.Publisher,
 		OnInProgress: cfg.Worker.extendLease, Log: log,
 	}
 	if cfg.Relay != nil {
