@@ -15,9 +15,13 @@ demo: ## run the bundled real sample end to end (services stay up; `make stop` e
 
 # test's set-up also installs chromium (for the triage browser test) and
 # pgbouncer (for the tests through PgBouncer) if missing.
+# -ldflags=-w: the test binaries are linked without DWARF, which only
+# debuggers read (stack traces and race reports come from the binary's
+# own tables); linking the race-detector binaries is most of the build.
+TESTFLAGS = -race -count=1 -ldflags=-w
 test: lint ## run the lint checks, then every test (race detector on) against the real Postgres and NATS
 	WITH_CHROMIUM=1 WITH_PGBOUNCER=1 scripts/setup.sh
-	$(GO) test -race -count=1 ./...
+	$(GO) test $(TESTFLAGS) ./...
 
 # staticcheck is pinned by go.mod's tool directive; its checks are the
 # default set; a finding that is right to keep gets a //lint:ignore with
@@ -35,7 +39,7 @@ conformance: setup ## run the provider conformance suite: every case on every si
 .PHONY: test/time
 test/time: ## run every test as make test does (after setup) and print wall and CPU time, CPU per test binary, the longest tests
 	WITH_CHROMIUM=1 WITH_PGBOUNCER=1 scripts/setup.sh
-	$(GO) run ./devtools/cmd/testtime
+	$(GO) run ./devtools/cmd/testtime -- -ldflags=-w
 
 test/short: ## run the tests without the race detector
 	$(GO) test -count=1 ./...
