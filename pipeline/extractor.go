@@ -79,6 +79,12 @@ type ExtractorConfig struct {
 	// Logger receives debug logs; nil means none. Customer text is never
 	// logged.
 	Logger *zap.Logger
+	// FixedParts, when set, is the provider.Transport's (Transport.FixedParts)
+	// that the client sends through: each request then carries a
+	// placeholder where its output schema goes, and the schema is encoded
+	// once per schema, form and request mode instead of on every call. Nil
+	// sends the schema itself (any client).
+	FixedParts *provider.FixedParts
 }
 
 // Extractor runs the extraction contract (see the package doc and

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -80,6 +81,9 @@ type sentSchema struct {
 	dropped []DroppedKeyword
 	// addedNull: the strict form made some optional property nullable.
 	addedNull bool
+	// placeholder stands for record under ExtractorConfig.FixedParts (nil
+	// without).
+	placeholder json.RawMessage
 }
 
 // Prepare computes what the extractor sends for s and, when the provider
@@ -101,6 +105,14 @@ func (e *Extractor) sent(s *Schema) *sentSchema {
 			if b, err := json.Marshal(conv); err == nil {
 				ss.record, ss.dropped, ss.addedNull = b, dropped, added
 			}
+		}
+	}
+	if e.cfg.FixedParts != nil {
+		// The key names what decides the bytes: the schema's version, the
+		// strict form, and the mode (the request wraps it differently).
+		key := fmt.Sprintf("record %s@%s strict=%t mode=%s", s.ID, s.Version, e.feats.Strict, e.cfg.RequestMode)
+		if p, err := e.cfg.FixedParts.Placeholder(key, ss.record); err == nil {
+			ss.placeholder = p
 		}
 	}
 	v, loaded := e.schemas.LoadOrStore(s, ss)
@@ -125,6 +137,25 @@ func (e *Extractor) outputSchema(in Input, strategy string) json.RawMessage {
 	return e.sent(in.Schema).record
 }
 
+// sentOutputSchema is outputSchema as the request carries it: its
+// placeholder under ExtractorConfig.FixedParts.
+func (e *Extractor) sentOutputSchema(in Input, strategy string) json.RawMessage {
+	if e.cfg.FixedParts == nil {
+		return e.outputSchema(in, strategy)
+	}
+	if strategy == RepairPatch {
+		key := fmt.Sprintf("patch strict=%t mode=%s", e.feats.Strict, e.cfg.RequestMode)
+		if p, err := e.cfg.FixedParts.Placeholder(key, PatchSchema(e.feats.Strict)); err == nil {
+			return p
+		}
+		return PatchSchema(e.feats.Strict)
+	}
+	if ss := e.sent(in.Schema); ss.placeholder != nil {
+		return ss.placeholder
+	}
+	return e.sent(in.Schema).record
+}
+
 // request builds the chat request of one call. strategy is "" for the
 // extraction, else the repair's: a patch repair asks for the patch schema
 // (response_format) or the patch tool (tools), never the record's. The
@@ -139,7 +170,7 @@ func (e *Extractor) request(msgs []openai.ChatCompletionMessage, in Input, strat
 	default:
 		req.MaxCompletionTokens = e.cfg.MaxCompletionTokens
 	}
-	schema := e.outputSchema(in, strategy)
+	schema := e.sentOutputSchema(in, strategy)
 	name, format := toolName, in.Schema.ID
 	desc := "Record the " + in.Schema.Title + " extracted from the message."
 	if strategy == RepairPatch {

@@ -70,6 +70,8 @@ type Transport struct {
 	remoteCause ErrorClass
 	onOpen      func(cause ErrorClass, until time.Time)
 	announced   time.Time // openUntil of the last opening told to onOpen
+
+	fixed *FixedParts
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -87,7 +89,7 @@ func New(cfg config.Provider, base http.RoundTripper, reg prometheus.Registerer,
 		log = zap.NewNop()
 	}
 	t := &Transport{cfg: cfg, base: base, log: log.Named("provider"), lim: newLimits(cfg.RequestsPerMinute, cfg.TokensPerMinute),
-		changed: make(chan struct{})}
+		changed: make(chan struct{}), fixed: NewFixedParts()}
 	t.cb = gobreaker.NewCircuitBreaker[*http.Response](gobreaker.Settings{
 		Name:        "llm_provider",
 		MaxRequests: 1,
@@ -136,14 +138,23 @@ func isExcluded(err error) bool {
 // ClientConfig.HTTPClient.
 func (t *Transport) Client() *http.Client { return &http.Client{Transport: t} }
 
+// FixedParts returns the request parts t puts back in place of their
+// placeholders (see FixedParts) before it sends a request.
+func (t *Transport) FixedParts() *FixedParts { return t.fixed }
+
 // RoundTrip sends req with the Transport's pacing, retries and breaker.
 // It returns the response of a call that succeeded (any 1xx-3xx, or a 2xx
 // that is a chat completion where one is expected), and otherwise a *Error
 // (see ErrorClass), or the context's error when req's context was
-// cancelled. Its request body is read once and replayed on each attempt.
+// cancelled. Its request body is read once, its fixed-part placeholders
+// replaced (FixedParts.Splice; an unknown one is an error and nothing is
+// sent), and replayed on each attempt.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	body, err := readBody(req)
 	if err != nil {
+		return nil, err
+	}
+	if body, err = t.fixed.Splice(body); err != nil {
 		return nil, err
 	}
 	ctx := req.Context()

@@ -1,0 +1,123 @@
+package provider
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+)
+
+// FixedParts holds the parts of chat requests that are the same on every
+// call of a schema (its JSON Schema, above all: 5.7 KB for
+// customer_message), encoded once. go-openai marshals the whole request on
+// every call, and encoding/json re-scans the bytes of every json.Marshaler
+// it meets (json.RawMessage included) to compact them, twice in tools mode
+// (Tool.MarshalJSON marshals a map holding the parameters). So the
+// request carries a placeholder, a short JSON string, in the part's place,
+// and the Transport puts the part's bytes back before the request is
+// sent, retried or its tokens estimated.
+//
+// A placeholder is `"extractq-fixed-<nonce>:<n>"`, nonce 16 random hex
+// digits drawn per FixedParts: customer text cannot hold it by chance, and
+// inside any encoded string a quote is escaped, so only a string token
+// whose whole value is the placeholder matches. Safe for concurrent use.
+type FixedParts struct {
+	prefix []byte // `"extractq-fixed-<nonce>:`
+
+	mu    sync.RWMutex
+	parts [][]byte
+	byKey map[string]int
+}
+
+// NewFixedParts returns an empty FixedParts with a fresh nonce.
+func NewFixedParts() *FixedParts {
+	var n [8]byte
+	_, _ = rand.Read(n[:]) // crypto/rand.Read does not fail (Go 1.24+)
+	return &FixedParts{prefix: []byte(`"extractq-fixed-` + hex.EncodeToString(n[:]) + ":"), byKey: map[string]int{}}
+}
+
+// Placeholder returns the placeholder standing for part under key, a JSON
+// string to put where part goes; the first call for a key compacts part
+// and keeps it, later calls return the same placeholder (part ignored).
+// It returns an error when part is not JSON.
+func (f *FixedParts) Placeholder(key string, part []byte) (json.RawMessage, error) {
+	f.mu.RLock()
+	n, ok := f.byKey[key]
+	f.mu.RUnlock()
+	if !ok {
+		var b bytes.Buffer
+		if err := json.Compact(&b, part); err != nil {
+			return nil, fmt.Errorf("provider: fixed part %q: %w", key, err)
+		}
+		f.mu.Lock()
+		if n, ok = f.byKey[key]; !ok {
+			n = len(f.parts)
+			f.parts = append(f.parts, b.Bytes())
+			f.byKey[key] = n
+		}
+		f.mu.Unlock()
+	}
+	return f.placeholder(n), nil
+}
+
+func (f *FixedParts) placeholder(n int) json.RawMessage {
+	p := append([]byte(nil), f.prefix...)
+	p = strconv.AppendInt(p, int64(n), 10)
+	return append(p, '"')
+}
+
+// Splice returns body with every placeholder replaced by its part, or body
+// itself when it holds none. It returns an error when a placeholder names
+// no part (never sent as is).
+func (f *FixedParts) Splice(body []byte) ([]byte, error) {
+	if f == nil {
+		return body, nil
+	}
+	i := f.next(body, 0)
+	if i < 0 {
+		return body, nil
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]byte, 0, len(body)+8<<10)
+	from := 0
+	for ; i >= 0; i = f.next(body, from) {
+		j := i + len(f.prefix)
+		k := bytes.IndexByte(body[j:], '"')
+		if k < 0 {
+			return nil, fmt.Errorf("provider: unterminated fixed-part placeholder at byte %d", i)
+		}
+		n, err := strconv.Atoi(string(body[j : j+k]))
+		if err != nil || n < 0 || n >= len(f.parts) {
+			return nil, fmt.Errorf("provider: fixed-part placeholder at byte %d names no part", i)
+		}
+		out = append(out, body[from:i]...)
+		out = append(out, f.parts[n]...)
+		from = j + k + 1
+	}
+	return append(out, body[from:]...), nil
+}
+
+// next returns the offset of the first placeholder at or after from whose
+// opening quote is not escaped, or -1.
+func (f *FixedParts) next(body []byte, from int) int {
+	for from < len(body) {
+		i := bytes.Index(body[from:], f.prefix)
+		if i < 0 {
+			return -1
+		}
+		i += from
+		back := 0
+		for k := i - 1; k >= 0 && body[k] == '\\'; k-- {
+			back++
+		}
+		if back%2 == 0 {
+			return i
+		}
+		from = i + 1
+	}
+	return -1
+}
