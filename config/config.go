@@ -138,6 +138,12 @@ type Schema struct {
 	// ending in ".tmpl", versioned by its content hash
 	// (pipeline.OpenPrompt) and read at start. Default "extract.v1".
 	Prompt string `yaml:"prompt"`
+	// Rendering is how the schema is written into each request: "full"
+	// (every description, the default) or "compact" (the root
+	// description left out, the others cut to their first clause; the
+	// prompt version recorded gains "+schema.compact.v1"). See
+	// docs/extraction.md, "Schema renderings".
+	Rendering string `yaml:"rendering"`
 }
 
 // Budget bounds what one message may cost, over all its calls.
@@ -447,6 +453,7 @@ func (c Config) WithDefaults() Config {
 	for i := range c.Schemas {
 		c.Schemas[i].Repair = cmp.Or(c.Schemas[i].Repair, "regenerate")
 		c.Schemas[i].Prompt = cmp.Or(c.Schemas[i].Prompt, "extract.v1")
+		c.Schemas[i].Rendering = cmp.Or(c.Schemas[i].Rendering, "full")
 	}
 	c.Budget.MaxTokens = cmp.Or(c.Budget.MaxTokens, 16000)
 	c.Budget.MaxCostUSD = cmp.Or(c.Budget.MaxCostUSD, 0.05)
@@ -513,6 +520,11 @@ func (c Config) Validate() error {
 		case "regenerate", "patch":
 		default:
 			return fmt.Errorf("schemas[%d].repair: %q is not regenerate or patch", i, s.Repair)
+		}
+		switch s.Rendering {
+		case "full", "compact":
+		default:
+			return fmt.Errorf("schemas[%d].rendering: %q is not full or compact", i, s.Rendering)
 		}
 	}
 	if c.Budget.MaxTokens < 1 {

@@ -73,6 +73,7 @@ func TestParse(t *testing.T) {
 		for doc, want := range map[string]string{
 			"llm:\n  request_mode: grpc\n":                                 "llm.request_mode",
 			"schemas:\n  - {id: a, file: a.json, repair: twice}\n":         "schemas[0].repair",
+			"schemas:\n  - {id: a, file: a.json, rendering: tiny}\n":       "schemas[0].rendering",
 			"worker:\n  concurrency: -1\n":                                 "worker.concurrency",
 			"simulator:\n  fenced_rate: 2\n":                               "simulator.fenced_rate",
 			"simulator:\n  profile: bedrock\n":                             "simulator.profile",

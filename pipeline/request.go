@@ -108,9 +108,9 @@ func (e *Extractor) sent(s *Schema) *sentSchema {
 		}
 	}
 	if e.cfg.FixedParts != nil {
-		// The key names what decides the bytes: the schema's version, the
-		// strict form, and the mode (the request wraps it differently).
-		key := fmt.Sprintf("record %s@%s strict=%t mode=%s", s.ID, s.Version, e.feats.Strict, e.cfg.RequestMode)
+		// The key names what decides the bytes: the schema's version and
+		// rendering, the strict form, and the mode (the request wraps it differently).
+		key := fmt.Sprintf("record %s@%s rendering=%s strict=%t mode=%s", s.ID, s.Version, s.Rendering, e.feats.Strict, e.cfg.RequestMode)
 		if p, err := e.cfg.FixedParts.Placeholder(key, ss.record); err == nil {
 			ss.placeholder = p
 		}
