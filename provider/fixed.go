@@ -82,9 +82,12 @@ func (f *FixedParts) Splice(body []byte) ([]byte, error) {
 	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	out := make([]byte, 0, len(body)+8<<10)
-	from := 0
-	for ; i >= 0; i = f.next(body, from) {
+	// First the placeholders and the size, so that the body is copied
+	// once into a buffer of its final size.
+	type hole struct{ start, end, part int }
+	var holes []hole
+	size := len(body)
+	for from := 0; i >= 0; i = f.next(body, from) {
 		j := i + len(f.prefix)
 		k := bytes.IndexByte(body[j:], '"')
 		if k < 0 {
@@ -94,9 +97,16 @@ func (f *FixedParts) Splice(body []byte) ([]byte, error) {
 		if err != nil || n < 0 || n >= len(f.parts) {
 			return nil, fmt.Errorf("provider: fixed-part placeholder at byte %d names no part", i)
 		}
-		out = append(out, body[from:i]...)
-		out = append(out, f.parts[n]...)
 		from = j + k + 1
+		holes = append(holes, hole{i, from, n})
+		size += len(f.parts[n]) - (from - i)
+	}
+	out := make([]byte, 0, size)
+	from := 0
+	for _, h := range holes {
+		out = append(out, body[from:h.start]...)
+		out = append(out, f.parts[h.part]...)
+		from = h.end
 	}
 	return append(out, body[from:]...), nil
 }
