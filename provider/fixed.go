@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"sync"
 )
@@ -73,21 +74,29 @@ func (f *FixedParts) placeholder(n int) json.RawMessage {
 // itself when it holds none. It returns an error when a placeholder names
 // no part (never sent as is).
 func (f *FixedParts) Splice(body []byte) ([]byte, error) {
+	pieces, err := f.pieces(body)
+	if err != nil || len(pieces) == 1 {
+		return body, err
+	}
+	return bytes.Join(pieces, nil), nil
+}
+
+// pieces returns body cut at its placeholders with each one's part in its
+// place, sharing body's and the parts' bytes (nothing copied): one piece,
+// body, when it holds no placeholder.
+func (f *FixedParts) pieces(body []byte) ([][]byte, error) {
 	if f == nil {
-		return body, nil
+		return [][]byte{body}, nil
 	}
 	i := f.next(body, 0)
 	if i < 0 {
-		return body, nil
+		return [][]byte{body}, nil
 	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	// First the placeholders and the size, so that the body is copied
-	// once into a buffer of its final size.
-	type hole struct{ start, end, part int }
-	var holes []hole
-	size := len(body)
-	for from := 0; i >= 0; i = f.next(body, from) {
+	var out [][]byte
+	from := 0
+	for ; i >= 0; i = f.next(body, from) {
 		j := i + len(f.prefix)
 		k := bytes.IndexByte(body[j:], '"')
 		if k < 0 {
@@ -97,19 +106,54 @@ func (f *FixedParts) Splice(body []byte) ([]byte, error) {
 		if err != nil || n < 0 || n >= len(f.parts) {
 			return nil, fmt.Errorf("provider: fixed-part placeholder at byte %d names no part", i)
 		}
+		out = append(out, body[from:i], f.parts[n])
 		from = j + k + 1
-		holes = append(holes, hole{i, from, n})
-		size += len(f.parts[n]) - (from - i)
 	}
-	out := make([]byte, 0, size)
-	from := 0
-	for _, h := range holes {
-		out = append(out, body[from:h.start]...)
-		out = append(out, f.parts[h.part]...)
-		from = h.end
-	}
-	return append(out, body[from:]...), nil
+	return append(out, body[from:]), nil
 }
+
+// pieceBody is a request body held in pieces (FixedParts.pieces), so that
+// a request in flight keeps only its own bytes, the fixed parts shared.
+type pieceBody struct {
+	pieces [][]byte
+	n      int // total length
+}
+
+func newPieceBody(pieces [][]byte) pieceBody {
+	b := pieceBody{pieces: pieces}
+	for _, p := range pieces {
+		b.n += len(p)
+	}
+	return b
+}
+
+// cost is estimateCost of the body whose bytes as read were raw: raw
+// holds every field estimateCost reads, and the fixed parts (inside
+// tools or response_format) add their length.
+func (b pieceBody) cost(raw []byte) int {
+	return estimateCost(raw) + (b.n-len(raw)+3)/4
+}
+
+// reader returns a fresh reader of the whole body.
+func (b pieceBody) reader() io.ReadCloser {
+	return &piecesReader{pieces: append([][]byte(nil), b.pieces...)}
+}
+
+type piecesReader struct{ pieces [][]byte }
+
+func (r *piecesReader) Read(p []byte) (int, error) {
+	for len(r.pieces) > 0 && len(r.pieces[0]) == 0 {
+		r.pieces = r.pieces[1:]
+	}
+	if len(r.pieces) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.pieces[0])
+	r.pieces[0] = r.pieces[0][n:]
+	return n, nil
+}
+
+func (r *piecesReader) Close() error { return nil }
 
 // next returns the offset of the first placeholder at or after from whose
 // opening quote is not escaped, or -1.
