@@ -13,7 +13,7 @@ func TestFirstClause(t *testing.T) {
 		"City name as typed.": "City name as typed",
 		"Order id: exactly 10 digits, kept as a string because it may start with 0.":                       "Order id: exactly 10 digits, kept as a string because it may start with 0",
 		"The customer's goal: one ABCD subflow. Always present, never null.":                               "The customer's goal: one ABCD subflow",
-		"The family of the intent (ABCD flow), fixed by the intent: account_access for recover_username.": "The family of the intent (ABCD flow), fixed by the intent",
+		"The family of the intent (ABCD flow), fixed by the intent: account_access for recover_username.":  "The family of the intent (ABCD flow), fixed by the intent",
 		"Membership level, normalised (customers misspell it: 'sliver' is silver).":                        "Membership level, normalised (customers misspell it: 'sliver' is silver)",
 		"Products the customer names (brand then item, e.g. calvin klein jacket). A product bought twice.": "Products the customer names (brand then item, e.g. calvin klein jacket)",
 		"Refund amount in US dollars and cents: a number as a string; more than 0.":                        "Refund amount in US dollars and cents",
