@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"encoding/json"
-	"fmt"
 	"strings"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -108,10 +107,8 @@ func (e *Extractor) sent(s *Schema) *sentSchema {
 		}
 	}
 	if e.cfg.FixedParts != nil {
-		// The key names what decides the bytes: the schema's version and
-		// rendering, the strict form, and the mode (the request wraps it differently).
-		key := fmt.Sprintf("record %s@%s rendering=%s strict=%t mode=%s", s.ID, s.Version, s.Rendering, e.feats.Strict, e.cfg.RequestMode)
-		if p, err := e.cfg.FixedParts.Placeholder(key, ss.record); err == nil {
+		// Keyed by the bytes: each schema, rendering and form its own.
+		if p, err := e.cfg.FixedParts.Placeholder(ss.record); err == nil {
 			ss.placeholder = p
 		}
 	}
@@ -144,9 +141,8 @@ func (e *Extractor) sentOutputSchema(in Input, strategy string) json.RawMessage 
 		return e.outputSchema(in, strategy)
 	}
 	if strategy == RepairPatch {
-		key := fmt.Sprintf("patch strict=%t mode=%s", e.feats.Strict, e.cfg.RequestMode)
-		if p, err := e.cfg.FixedParts.Placeholder(key, PatchSchema(e.feats.Strict)); err == nil {
-			return p
+		if e.patchPlaceholder != nil {
+			return e.patchPlaceholder
 		}
 		return PatchSchema(e.feats.Strict)
 	}

@@ -3,6 +3,7 @@ package provider
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -12,14 +13,14 @@ import (
 )
 
 // FixedParts holds the parts of chat requests that are the same on every
-// call of a schema (its JSON Schema, above all: 5.7 KB for
-// customer_message), encoded once. go-openai marshals the whole request on
+// call of a schema (its JSON Schema, above all: 7 KB for
+// customer_message as sent), encoded once. go-openai marshals the whole request on
 // every call, and encoding/json re-scans the bytes of every json.Marshaler
 // it meets (json.RawMessage included) to compact them, twice in tools mode
 // (Tool.MarshalJSON marshals a map holding the parameters). So the
 // request carries a placeholder, a short JSON string, in the part's place,
-// and the Transport puts the part's bytes back before the request is
-// sent, retried or its tokens estimated.
+// and the Transport sends the part's bytes in its place, shared by every
+// request (the body is sent in pieces, nothing copied), on each attempt.
 //
 // A placeholder is `"extractq-fixed-<nonce>:<n>"`, nonce 16 random hex
 // digits drawn per FixedParts: customer text cannot hold it by chance, and
@@ -30,7 +31,7 @@ type FixedParts struct {
 
 	mu    sync.RWMutex
 	parts [][]byte
-	byKey map[string]int
+	byKey map[string]int // SHA-256 of a part as given -> its index
 }
 
 // NewFixedParts returns an empty FixedParts with a fresh nonce.
@@ -40,18 +41,20 @@ func NewFixedParts() *FixedParts {
 	return &FixedParts{prefix: []byte(`"extractq-fixed-` + hex.EncodeToString(n[:]) + ":"), byKey: map[string]int{}}
 }
 
-// Placeholder returns the placeholder standing for part under key, a JSON
-// string to put where part goes; the first call for a key compacts part
-// and keeps it, later calls return the same placeholder (part ignored).
-// It returns an error when part is not JSON.
-func (f *FixedParts) Placeholder(key string, part []byte) (json.RawMessage, error) {
+// Placeholder returns the placeholder standing for part, a JSON string to
+// put where part goes: part is compacted and kept on its first call, and
+// the same bytes later get the same placeholder. It returns an error when
+// part is not JSON.
+func (f *FixedParts) Placeholder(part []byte) (json.RawMessage, error) {
+	sum := sha256.Sum256(part)
+	key := string(sum[:])
 	f.mu.RLock()
 	n, ok := f.byKey[key]
 	f.mu.RUnlock()
 	if !ok {
 		var b bytes.Buffer
 		if err := json.Compact(&b, part); err != nil {
-			return nil, fmt.Errorf("provider: fixed part %q: %w", key, err)
+			return nil, fmt.Errorf("provider: fixed part: %w", err)
 		}
 		f.mu.Lock()
 		if n, ok = f.byKey[key]; !ok {

@@ -24,14 +24,17 @@ import (
 func TestFixedPartsSplice(t *testing.T) {
 	t.Parallel()
 	f := provider.NewFixedParts()
-	p, err := f.Placeholder("a", []byte(`{ "type": "object" }`))
+	p, err := f.Placeholder([]byte(`{ "type": "object" }`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, _ := f.Placeholder("a", []byte(`{"ignored":true}`)); !bytes.Equal(again, p) {
+	if again, _ := f.Placeholder([]byte(`{ "type": "object" }`)); !bytes.Equal(again, p) {
 		t.Fatalf("second placeholder %s, want %s", again, p)
 	}
-	if _, err := f.Placeholder("bad", []byte(`{`)); err == nil {
+	if other, _ := f.Placeholder([]byte(`{"type":"array"}`)); bytes.Equal(other, p) {
+		t.Fatalf("another part got the same placeholder %s", p)
+	}
+	if _, err := f.Placeholder([]byte(`{`)); err == nil {
 		t.Fatal("a part that is not JSON was taken")
 	}
 	inner := strings.Trim(string(p), `"`)
