@@ -128,6 +128,7 @@ func TestParse(t *testing.T) {
 			"worker:\n  schema: customer_message\n":                                   `worker.schema: "customer_message" is set but nats.consumers is shared`,
 			"nats:\n  consumers: per_schema\nworker:\n  schema: invoices\n":           `worker.schema: "invoices" is not a configured schema (schemas: customer_message, return_request)`,
 			"nats:\n  consumers: per_schema\nschemas:\n  - {id: a.b, file: a.json}\n": `schemas[0].id: "a.b" cannot name a consumer`,
+			"schemas:\n  - {id: a, file: a.json, rendering: tiny}\n":                  "schemas[0].rendering",
 		} {
 			_, err := Parse([]byte(doc))
 			if err == nil || !strings.Contains(err.Error(), want) {

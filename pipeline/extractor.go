@@ -79,6 +79,12 @@ type ExtractorConfig struct {
 	// Logger receives debug logs; nil means none. Customer text is never
 	// logged.
 	Logger *zap.Logger
+	// FixedParts, when set, is the provider.Transport's (Transport.FixedParts)
+	// that the client sends through: each request then carries a
+	// placeholder where its output schema goes, and each schema (each
+	// rendering and form of it) is encoded once instead of on every call.
+	// Nil sends the schema itself (any client).
+	FixedParts *provider.FixedParts
 }
 
 // Extractor runs the extraction contract (see the package doc and
@@ -91,6 +97,9 @@ type Extractor struct {
 	feats   Features
 	log     *zap.Logger
 	schemas sync.Map // *Schema -> *sentSchema
+	// patchPlaceholder stands for the patch schema under
+	// ExtractorConfig.FixedParts (nil without).
+	patchPlaceholder json.RawMessage
 	// noUsage holds the models whose replies were found without usage,
 	// so that it is logged once per model.
 	noUsage sync.Map
@@ -132,7 +141,13 @@ func NewExtractor(client ChatClient, cfg ExtractorConfig) *Extractor {
 	if feats.NoParallelToolCalls && refusesParallelToolCalls(cfg.Model) {
 		feats.NoParallelToolCalls = false
 	}
-	return &Extractor{client: client, cfg: cfg, feats: feats, log: log}
+	e := &Extractor{client: client, cfg: cfg, feats: feats, log: log}
+	if cfg.FixedParts != nil {
+		if p, err := cfg.FixedParts.Placeholder(PatchSchema(feats.Strict)); err == nil {
+			e.patchPlaceholder = p
+		}
+	}
+	return e
 }
 
 // Input is one message run to extract.

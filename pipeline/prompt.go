@@ -63,6 +63,18 @@ func newPrompt(version string, t *template.Template) (*Prompt, error) {
 	return &Prompt{Version: version, tmpl: t, system: new(sync.Map)}, nil
 }
 
+// WithRendering returns p for a schema sent in the rendering whose
+// version is rendering (Schema.Rendering): p itself when rendering is
+// "", else a Prompt with the same templates whose Version is p's
+// followed by "+" and rendering ("extract.v1+schema.compact.v1"), so
+// every call records which rendering it sent.
+func (p *Prompt) WithRendering(rendering string) *Prompt {
+	if rendering == "" {
+		return p
+	}
+	return &Prompt{Version: p.Version + "+" + rendering, tmpl: p.tmpl, system: new(sync.Map)}
+}
+
 // PromptFileSuffix ends the name of a prompt template file.
 const PromptFileSuffix = ".tmpl"
 

@@ -80,6 +80,9 @@ type sentSchema struct {
 	dropped []DroppedKeyword
 	// addedNull: the strict form made some optional property nullable.
 	addedNull bool
+	// placeholder stands for record under ExtractorConfig.FixedParts (nil
+	// without).
+	placeholder json.RawMessage
 }
 
 // Prepare computes what the extractor sends for s and, when the provider
@@ -101,6 +104,12 @@ func (e *Extractor) sent(s *Schema) *sentSchema {
 			if b, err := json.Marshal(conv); err == nil {
 				ss.record, ss.dropped, ss.addedNull = b, dropped, added
 			}
+		}
+	}
+	if e.cfg.FixedParts != nil {
+		// Keyed by the bytes: each schema, rendering and form its own.
+		if p, err := e.cfg.FixedParts.Placeholder(ss.record); err == nil {
+			ss.placeholder = p
 		}
 	}
 	v, loaded := e.schemas.LoadOrStore(s, ss)
@@ -125,6 +134,24 @@ func (e *Extractor) outputSchema(in Input, strategy string) json.RawMessage {
 	return e.sent(in.Schema).record
 }
 
+// sentOutputSchema is outputSchema as the request carries it: its
+// placeholder under ExtractorConfig.FixedParts.
+func (e *Extractor) sentOutputSchema(in Input, strategy string) json.RawMessage {
+	if e.cfg.FixedParts == nil {
+		return e.outputSchema(in, strategy)
+	}
+	if strategy == RepairPatch {
+		if e.patchPlaceholder != nil {
+			return e.patchPlaceholder
+		}
+		return PatchSchema(e.feats.Strict)
+	}
+	if ss := e.sent(in.Schema); ss.placeholder != nil {
+		return ss.placeholder
+	}
+	return e.sent(in.Schema).record
+}
+
 // request builds the chat request of one call. strategy is "" for the
 // extraction, else the repair's: a patch repair asks for the patch schema
 // (response_format) or the patch tool (tools), never the record's. The
@@ -139,7 +166,7 @@ func (e *Extractor) request(msgs []openai.ChatCompletionMessage, in Input, strat
 	default:
 		req.MaxCompletionTokens = e.cfg.MaxCompletionTokens
 	}
-	schema := e.outputSchema(in, strategy)
+	schema := e.sentOutputSchema(in, strategy)
 	name, format := toolName, in.Schema.ID
 	desc := "Record the " + in.Schema.Title + " extracted from the message."
 	if strategy == RepairPatch {

@@ -39,6 +39,10 @@ type Schema struct {
 	Title string
 	// Raw is the schema document as sent to the model.
 	Raw json.RawMessage
+	// Rendering is how ModelSchema renders the document for the model:
+	// "" for the full document, else the rendering's version
+	// (CompactRenderingVersion; see WithRendering).
+	Rendering string
 
 	doc      map[string]any
 	compiled *jsonschema.Schema

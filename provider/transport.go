@@ -70,6 +70,8 @@ type Transport struct {
 	remoteCause ErrorClass
 	onOpen      func(cause ErrorClass, until time.Time)
 	announced   time.Time // openUntil of the last opening told to onOpen
+
+	fixed *FixedParts
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -87,7 +89,7 @@ func New(cfg config.Provider, base http.RoundTripper, reg prometheus.Registerer,
 		log = zap.NewNop()
 	}
 	t := &Transport{cfg: cfg, base: base, log: log.Named("provider"), lim: newLimits(cfg.RequestsPerMinute, cfg.TokensPerMinute),
-		changed: make(chan struct{})}
+		changed: make(chan struct{}), fixed: NewFixedParts()}
 	t.cb = gobreaker.NewCircuitBreaker[*http.Response](gobreaker.Settings{
 		Name:        "llm_provider",
 		MaxRequests: 1,
@@ -136,20 +138,31 @@ func isExcluded(err error) bool {
 // ClientConfig.HTTPClient.
 func (t *Transport) Client() *http.Client { return &http.Client{Transport: t} }
 
+// FixedParts returns the request parts t puts back in place of their
+// placeholders (see FixedParts) before it sends a request.
+func (t *Transport) FixedParts() *FixedParts { return t.fixed }
+
 // RoundTrip sends req with the Transport's pacing, retries and breaker.
 // It returns the response of a call that succeeded (any 1xx-3xx, or a 2xx
 // that is a chat completion where one is expected), and otherwise a *Error
 // (see ErrorClass), or the context's error when req's context was
-// cancelled. Its request body is read once and replayed on each attempt.
+// cancelled. Its request body is read once, its fixed-part placeholders
+// replaced by their parts, shared and not copied (FixedParts; an unknown
+// one is an error and nothing is sent), and replayed on each attempt.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	body, err := readBody(req)
 	if err != nil {
 		return nil, err
 	}
+	pieces, err := t.fixed.pieces(body)
+	if err != nil {
+		return nil, err
+	}
+	pb := newPieceBody(pieces)
 	ctx := req.Context()
 	cost := 0
 	if t.lim.tokens != nil {
-		cost = estimateCost(body)
+		cost = pb.cost(body)
 	}
 	if until, cause := t.remotePause(time.Now()); !until.IsZero() {
 		err := &Error{Class: ClassCircuitOpen, Message: fmt.Sprintf("another replica's circuit breaker opened after %s failures: paused until %s",
@@ -157,7 +170,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.observeCall(err)
 		return nil, err
 	}
-	resp, err := t.cb.Execute(func() (*http.Response, error) { return t.retry(ctx, req, body, cost) })
+	resp, err := t.cb.Execute(func() (*http.Response, error) { return t.retry(ctx, req, body, pb, cost) })
 	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
 		err = &Error{Class: ClassCircuitOpen, Err: err, local: true}
 	}
@@ -176,7 +189,16 @@ func readBody(req *http.Request) ([]byte, error) {
 		return nil, nil
 	}
 	defer req.Body.Close()
-	b, err := io.ReadAll(req.Body)
+	var b []byte
+	var err error
+	if n := req.ContentLength; n > 0 && n <= maxCompletionBody {
+		// The size is known (go-openai's bytes): read it into a slice of
+		// that size, not one grown by doubling.
+		b = make([]byte, n)
+		_, err = io.ReadFull(req.Body, b)
+	} else {
+		b, err = io.ReadAll(req.Body)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("provider: reading the request body: %w", err)
 	}
@@ -184,14 +206,14 @@ func readBody(req *http.Request) ([]byte, error) {
 }
 
 // withBody returns a copy of req carrying body, replayable via GetBody.
-func withBody(req *http.Request, body []byte) *http.Request {
+func withBody(req *http.Request, body pieceBody) *http.Request {
 	r := req.Clone(req.Context())
-	if body == nil {
+	if body.n == 0 {
 		return r
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	r.ContentLength = int64(len(body))
+	r.Body = body.reader()
+	r.GetBody = func() (io.ReadCloser, error) { return body.reader(), nil }
+	r.ContentLength = int64(body.n)
 	return r
 }
 
@@ -215,7 +237,7 @@ func (b *hintedBackOff) NextBackOff() time.Duration {
 
 // retry runs one call: attempts with backoff until success, a failure not
 // worth retrying, MaxRetries, MaxElapsedTime or ctx's deadline.
-func (t *Transport) retry(ctx context.Context, req *http.Request, body []byte, cost int) (*http.Response, error) {
+func (t *Transport) retry(ctx context.Context, req *http.Request, raw []byte, body pieceBody, cost int) (*http.Response, error) {
 	maxElapsed := t.cfg.MaxElapsedTime
 	if dl, ok := ctx.Deadline(); ok {
 		// At least 1ns: backoff reads 0 as no limit.
@@ -256,7 +278,7 @@ func (t *Transport) retry(ctx context.Context, req *http.Request, body []byte, c
 			return nil, last
 		}
 		if cost == 0 && strings.TrimSpace(resp.Header.Get("X-Ratelimit-Remaining-Tokens")) == "0" {
-			cost = estimateCost(body) // only the tokens limiter needs it otherwise
+			cost = body.cost(raw) // only the tokens limiter needs it otherwise
 		}
 		if d := t.lim.observeHeaders(resp.Header, time.Now(), cost); d > 0 {
 			t.log.Debug("provider rate limit reached; pausing calls until its reset", zap.Duration("pause", d))

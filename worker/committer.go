@@ -128,13 +128,10 @@ func (c *committer) collect(writers chan<- []commitReq) {
 			}
 			c.pace.arrive(r.at)
 			batch = append(batch, r)
+			// A start waits as an outcome does: within 5% of the median
+			// call latency, the transaction included, it delays its call
+			// by little, and a shorter wait caught two or three starts.
 			w := c.pace.wait()
-			if r.start != nil {
-				// Starts come in bursts, as a batch's commits free their
-				// runs' slots at once: they need a fraction of the wait to
-				// share a transaction, and each of them delays a call.
-				w /= 4
-			}
 			if w > 0 && c.max > 1 {
 				timer.Reset(w)
 				// Wait for others until the timer or a full batch.

@@ -9,7 +9,7 @@ import (
 )
 
 // LoadSchemas compiles every schema of the configuration (cfg.Schemas),
-// from the embedded schemas, with its prompt and repair strategy: the
+// from the embedded schemas, with its prompt, rendering and repair strategy: the
 // table of Config.Schemas. Rules are compiled with ingest.max_text_bytes
 // as the bound of the message text. The error names the schema that does
 // not load and, for a bad rule, the rule and the reason.
@@ -24,7 +24,10 @@ func LoadSchemas(cfg *config.Config) (map[string]SchemaEntry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("schema %s: %w", sc.ID, err)
 		}
-		out[sc.ID] = SchemaEntry{Schema: s, Prompt: p, Repair: sc.Repair, QA: sc.QA}
+		if s, err = s.WithRendering(sc.Rendering); err != nil {
+			return nil, err
+		}
+		out[sc.ID] = SchemaEntry{Schema: s, Prompt: p.WithRendering(s.Rendering), Repair: sc.Repair, QA: sc.QA}
 	}
 	return out, nil
 }

@@ -67,7 +67,9 @@ func main() {
 		}
 	}
 	served := cfg.WorkerConsumers()
-	log.Info("starting worker", append(env.Redacted(), zap.String("model", cfg.LLM.Model), zap.String("provider", cfg.LLM.Provider),
+	gc := startup.SetGC(cfg.Worker.GCPercent, cfg.Worker.MemoryLimitMB)
+	log.Info("starting worker", append(env.Redacted(), zap.Int("gc_percent", gc.Percent), zap.Int64("memory_limit_bytes", gc.LimitBytes),
+		zap.Bool("gc_from_env", gc.PercentFromEnv || gc.LimitFromEnv), zap.String("model", cfg.LLM.Model), zap.String("provider", cfg.LLM.Provider),
 		zap.Int("concurrency", cfg.Worker.Concurrency), zap.String("stream", cfg.NATS.Stream),
 		zap.String("consumers_mode", cfg.NATS.Consumers), zap.Strings("consumers", consumerNames(served)))...)
 

@@ -203,7 +203,7 @@ func (s *suite) run(t *testing.T, tg Target, c Case) {
 		Budget: pipeline.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCostUSD: cfg.Budget.MaxCostUSD},
 		Price: pipeline.Price{InputPerMTok: price.InputPerMTok, CachedInputPerMTok: price.CachedInputPerMTok,
 			OutputPerMTok: price.OutputPerMTok},
-		PriceVersion: cfg.Prices.Version, Logger: log,
+		PriceVersion: cfg.Prices.Version, Logger: log, FixedParts: tr.FixedParts(),
 	})
 	schemaID := cmp.Or(c.Schema, SchemaCustomer)
 	schema := s.schemas[schemaID]

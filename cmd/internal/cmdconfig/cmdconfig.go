@@ -234,6 +234,7 @@ func NewExtractor(cfg *config.Config, env startup.Env, reg prometheus.Registerer
 		Price:        pipeline.Price{InputPerMTok: price.InputPerMTok, CachedInputPerMTok: price.CachedInputPerMTok, OutputPerMTok: price.OutputPerMTok},
 		PriceVersion: cfg.Prices.Version,
 		Logger:       log,
+		FixedParts:   tr.FixedParts(),
 	})
 	return ext, tr
 }

@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -54,7 +55,28 @@ func main() {
 	pgBin := flag.String("pg-bin", "", "folder of initdb and postgres for the private cluster (default: the newest found)")
 	quick := flag.Bool("quick", false, "a short smoke run: fewer messages, one in-flight level, a short outage")
 	out := flag.String("out", "bench-results", "folder for the JSON figures and the processes' logs")
-	profile := flag.Bool("profile", false, "each worker, bare worker and simulator writes a CPU profile, <process>.cpu.pprof beside its log")
+	profile := flag.Bool("profile", false, "each worker, bare worker and simulator writes a CPU profile, <process>.cpu.pprof beside its log; "+
+		"scenario B's worker also writes its heap at half the batch, worker-0.heap.pprof")
+	flag.Func("inflight", "scenario B's in-flight levels, comma separated (default 64,256,512,1024,2048)", func(v string) error {
+		bLevels = nil
+		for _, f := range strings.Split(v, ",") {
+			c, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || c < 1 {
+				return fmt.Errorf("in-flight level %q is not a positive number", f)
+			}
+			bLevels = append(bLevels, c)
+		}
+		return nil
+	})
+	flag.Func("worker-env", "environment added to every worker, space separated (GOGC=200 GOMEMLIMIT=180MiB: they win over the configuration)", func(v string) error {
+		workerEnv = strings.Fields(v)
+		for _, kv := range workerEnv {
+			if !strings.Contains(kv, "=") {
+				return fmt.Errorf("%q is not NAME=VALUE", kv)
+			}
+		}
+		return nil
+	})
 	flag.Parse()
 	log, err := startup.NewLogger("bench", "warn")
 	if err != nil {
@@ -68,6 +90,12 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// bLevels are scenario B's in-flight levels (-inflight).
+var bLevels = []int{64, 256, 512, 1024, 2048}
+
+// workerEnv is added to every worker's environment (-worker-env).
+var workerEnv []string
 
 func run(scenarios string, quick bool, outDir string, profile bool, baseline string, shared bool, pgBin string, e startup.Env) error {
 	ctx, stop := startup.Context()
@@ -116,7 +144,7 @@ func run(scenarios string, quick bool, outDir string, profile bool, baseline str
 	}
 	log, _ := startup.NewLogger("bench", "warn")
 	env := benchEnv{bin: bin, baseDB: u.String(), natsURL: e.NATSURL, messages: msgs, out: out, profile: profile, log: log,
-		svc: svc, baselineBin: baselineBin, baselineRev: baseline}
+		svc: svc, baselineBin: baselineBin, baselineRev: baseline, workerEnv: workerEnv}
 
 	var results []result
 	add := func(r result, err error) error {
@@ -139,12 +167,14 @@ func run(scenarios string, quick bool, outDir string, profile bool, baseline str
 		case "A":
 			err = add(scenarioA(ctx, env, n(20000, 2000), n(2, 1)))
 		case "B":
-			levels := []int{64, 256, 512}
+			levels := bLevels
 			if quick {
 				levels = []int{64}
 			}
 			for _, c := range levels {
-				if err = add(scenarioB(ctx, env, c, n(max(4000, 12*c), 600))); err != nil {
+				// At 1,024 and more in flight, four messages a slot: the
+				// steady state is reached and the run stays short.
+				if err = add(scenarioB(ctx, env, c, n(max(4000, min(12*c, 4*c+8000)), 600))); err != nil {
 					break
 				}
 			}

@@ -4,12 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/extractq/extractq/devtools/internal/devstack"
 )
 
 // result is one scenario's figures, side by side with its limit.
@@ -113,7 +119,26 @@ func scenarioB(ctx context.Context, env benchEnv, c int, n int) (result, error) 
 	if err := s.startSim(ctx); err != nil {
 		return result{}, err
 	}
-	p, err := drain(ctx, s, n, 1, false, 5*time.Minute)
+	batch, err := s.load(ctx, n)
+	if err != nil {
+		return result{}, err
+	}
+	w, pprofAddr, err := s.startWorkerProfiled("worker-0")
+	if err != nil {
+		return result{}, err
+	}
+	rss := watchRSS(w)
+	if pprofAddr != "" {
+		// The heap at half the batch, when every slot is busy.
+		go s.heapAt(ctx, batch, n/2, pprofAddr, filepath.Join(s.dir, "worker-0.heap.pprof"))
+	}
+	p, err := s.waitDone(ctx, batch, 5*time.Minute)
+	peak := rss()
+	workerCPU := processCPU(w.Pid()) // start-up included
+	if err != nil {
+		return result{}, err
+	}
+	buckets, err := s.perSecond(ctx, batch)
 	if err != nil {
 		return result{}, err
 	}
@@ -128,8 +153,102 @@ func scenarioB(ctx context.Context, env benchEnv, c int, n int) (result, error) 
 		Measured: p.throughput(), Limit: limit, Goal: ">= 0.90"}
 	r.Ratio = ratio(r.Measured, r.Limit)
 	r.Pass = r.Ratio >= 0.9
-	r.Extra = map[string]float64{"messages": float64(n), "calls_per_run": callsPerRun}
+	gap := longestGap(buckets)
+	var per strings.Builder
+	for i, b := range buckets {
+		fmt.Fprintf(&per, "%d %d\n", i, b)
+	}
+	if err := os.WriteFile(filepath.Join(s.dir, "outcomes-per-second.txt"), []byte(per.String()), 0o644); err != nil {
+		return result{}, err
+	}
+	r.Extra = map[string]float64{"messages": float64(n), "calls_per_run": callsPerRun, "worker_peak_rss_mb": peak,
+		"longest_gap_s": float64(gap), "worker_cpu_us_per_msg": float64(workerCPU.Microseconds()) / float64(n)}
+	if c >= 2048 {
+		// The memory goal: 2,048 in flight under 200 MB, and no stall
+		// (no second without an outcome once outcomes flow).
+		r.Goal = ">= 0.90, worker RSS < 200 MB, no stall"
+		r.Pass = r.Pass && peak < 200 && gap <= 1
+	}
 	return r, nil
+}
+
+// longestGap is the longest run of seconds without an outcome between the
+// first and the last outcome.
+func longestGap(buckets []int) int {
+	longest, cur := 0, 0
+	for _, b := range buckets {
+		if b == 0 {
+			cur++
+			longest = max(longest, cur)
+		} else {
+			cur = 0
+		}
+	}
+	return longest
+}
+
+// watchRSS samples p's RSS every 250 ms until the returned function is
+// called, which returns the peak in MB.
+func watchRSS(p *devstack.Proc) func() float64 {
+	done := make(chan struct{})
+	peak := make(chan float64, 1)
+	go func() {
+		var m float64
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			m = max(m, p.RSSMB())
+			select {
+			case <-done:
+				peak <- m
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() float64 { close(done); return <-peak }
+}
+
+// heapAt writes the worker's heap profile (pprof at addr) to path once
+// done runs of batch have an outcome; failures are logged, not fatal.
+func (s *stack) heapAt(ctx context.Context, batch string, done int, addr, path string) {
+	for {
+		p, err := s.progress(ctx, batch)
+		if err != nil {
+			return
+		}
+		if p.Done >= done {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	// The profile for pprof, its text form (which ends with the runtime's
+	// memory statistics: stacks, heap in use and released) and the
+	// goroutines by stack.
+	for _, f := range []struct{ query, file string }{
+		{"heap", path}, {"heap?debug=1", path + ".txt"}, {"goroutine?debug=1", filepath.Join(filepath.Dir(path), "worker-0.goroutines.txt")},
+	} {
+		if err := fetchTo("http://"+addr+"/debug/pprof/"+f.query, f.file); err != nil {
+			s.log.Warn("heap profile", zap.Error(err))
+		}
+	}
+}
+
+func fetchTo(url, path string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }
 
 func (s *stack) calls(ctx context.Context) (int, error) {

@@ -54,6 +54,8 @@ type benchEnv struct {
 	svc *services
 	// baselineBin is the worker of baselineRev (-baseline), or empty.
 	baselineBin, baselineRev string
+	// workerEnv is added to every worker's environment (-worker-env).
+	workerEnv []string
 }
 
 type ingestLine struct{ ID, Text string }
@@ -257,7 +259,23 @@ func (s *stack) startSim(ctx context.Context) error {
 }
 
 func (s *stack) startWorker(name string) (*devstack.Proc, error) {
-	return s.start(name, filepath.Join(s.env.bin, "worker"), []string{"-health-addr", ""})
+	return s.start(name, filepath.Join(s.env.bin, "worker"), []string{"-health-addr", ""}, s.env.workerEnv...)
+}
+
+// startWorkerProfiled is startWorker, except that under -profile the
+// worker serves pprof on a free local port, returned (else "").
+func (s *stack) startWorkerProfiled(name string) (*devstack.Proc, string, error) {
+	if !s.env.profile {
+		p, err := s.startWorker(name)
+		return p, "", err
+	}
+	port, err := devstack.FreePort()
+	if err != nil {
+		return nil, "", err
+	}
+	addr := devstack.Addr(port)
+	p, err := s.start(name, filepath.Join(s.env.bin, "worker"), []string{"-health-addr", addr, "-pprof"}, s.env.workerEnv...)
+	return p, addr, err
 }
 
 // progress is where the runs of a batch stand.
