@@ -169,16 +169,20 @@
   function liveCheck() {
     var form = $("#editor");
     if (!form || $("#item").dataset.editable !== "true") return;
-    var raw = $("#raw"), rawView = $("#rawview"), rawDirty = false, timer = null, dirty = false, inflight = null;
+    var raw = $("#raw"), rawView = $("#rawview"), rawDirty = false, timer = null, dirty = false, last = 0;
+    // Checks may answer out of order (a slow one overtaken by the next):
+    // only the newest one's errors and digest are shown, so Approve
+    // never sends the digest of a record older than the form's.
     function check(mode) {
       var fd = new FormData(form);
       fd.set("mode", mode);
       dirty = false;
+      var n = ++last;
       return fetch(form.dataset.check, {
         method: "POST", credentials: "same-origin", body: new URLSearchParams(fd),
         headers: { "X-CSRF-Token": csrf, "Accept": "application/json" }
       }).then(function (r) { if (!r.ok) throw new Error(r.status); return r.json(); })
-        .then(function (body) { if (!dirty) showErrors(form, body); return body; });
+        .then(function (body) { if (!dirty && n === last) showErrors(form, body); return body; });
     }
     checkFirst = function () {
       if (!dirty && !timer) return null;
