@@ -26,7 +26,8 @@ type replica struct {
 
 	mu     sync.Mutex
 	share  float64
-	seen   []float64 // every share given, in order
+	seen   []float64   // every share given, in order
+	at     []time.Time // when each was given
 	pauses []string
 }
 
@@ -67,7 +68,11 @@ func startReplica(t *testing.T, url, id string, n config.NATS, maxReplicas int) 
 	r := &replica{id: id, nc: nc, done: make(chan struct{})}
 	r.ls, err = queue.NewLimitShare(queue.LimitShareConfig{JS: js, Conn: nc, NATS: n, ID: id, Heartbeat: 100 * time.Millisecond,
 		MaxReplicas: maxReplicas,
-		SetShare:    func(s float64) { r.mu.Lock(); r.share = s; r.seen = append(r.seen, s); r.mu.Unlock() },
+		SetShare: func(s float64) {
+			r.mu.Lock()
+			r.share, r.seen, r.at = s, append(r.seen, s), append(r.at, time.Now())
+			r.mu.Unlock()
+		},
 		Pause: func(until time.Time, cause string) {
 			r.mu.Lock()
 			r.pauses = append(r.pauses, cause)
@@ -194,6 +199,30 @@ func TestLimitShare(t *testing.T) {
 // TestLimitShareAcrossPools: with a pool of workers per schema, the
 // replicas of every pool share the one provider limit: a replica of each
 // of two pools takes half.
+// TestLimitShareJoinWaits: a replica joining takes its larger share only
+// at its second count, a heartbeat after the first, when the others have
+// seen it and lowered theirs; taking it at once overshot the limit (bench
+// scenario G).
+func TestLimitShareJoinWaits(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, "")
+	url := servertest.URL(srv, "nats")
+	n := config.Default().NATS
+	n.Stream, n.SubjectPrefix = "JOIN", "join"
+	a := startReplica(t, url, "a", n, 4)
+	waitShares(t, 1, a)
+	b := startReplica(t, url, "b", n, 4)
+	waitShares(t, 0.5, a, b)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.seen) != 2 || b.seen[0] != 0.25 || b.seen[1] != 0.5 {
+		t.Fatalf("b was given %v, want [0.25 0.5]: 1/max_replicas, then half", b.seen)
+	}
+	if gap := b.at[1].Sub(b.at[0]); gap < 90*time.Millisecond {
+		t.Fatalf("b took half %v after starting, want at least a heartbeat (100ms): the others had not lowered theirs yet", gap)
+	}
+}
+
 func TestLimitShareAcrossPools(t *testing.T) {
 	t.Parallel()
 	srv := servertest.Start(t, "")
