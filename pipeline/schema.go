@@ -202,6 +202,28 @@ func dedupe(l extracttype.ErrorList) extracttype.ErrorList {
 	return out
 }
 
+// ValidateField checks value (decoded with json.Decoder.UseNumber) as
+// the top-level property name of record (a decoded object, nil for an
+// empty one) against the JSON Schema alone: no key case, grounding or
+// rules. It returns the errors at the property or under it, paths from
+// the record's root, messages without instance values; nil when the value
+// fits. A reviewer's fix of one field is checked so (triage's QA review).
+func (s *Schema) ValidateField(record map[string]any, name string, value any) extracttype.ErrorList {
+	inst := make(map[string]any, len(record)+1)
+	for k, v := range record {
+		inst[k] = v
+	}
+	inst[name] = value
+	at := "/" + escapeToken(name)
+	var out extracttype.ErrorList
+	for _, e := range s.validateSchema(inst) {
+		if e.Path == at || strings.HasPrefix(e.Path, at+"/") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // validateSchema runs the JSON Schema validator and turns its leaf errors
 // into Errors whose messages carry no instance values.
 func (s *Schema) validateSchema(instance any) extracttype.ErrorList {

@@ -121,3 +121,34 @@ func TestCompileSchemaErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateField: one field's value is checked against its subschema
+// alone; the record's other fields, valid or not, add no errors.
+func TestValidateField(t *testing.T) {
+	s := loadTestSchema(t)
+	rec := decode(t, `{"intent": "nope", "order_id": null}`).(map[string]any) // other fields bad or missing
+	for _, c := range []struct {
+		name, value string
+		want        []string // paths
+	}{
+		{"intent", `"refund"`, nil},
+		{"intent", `"maybe"`, []string{"/intent"}},
+		{"intent", `{"a": 1}`, []string{"/intent"}},
+		{"order_id", `null`, nil},
+		{"order_id", `12`, []string{"/order_id"}},
+		{"items", `[{"sku": "AB-1", "qty": 0}]`, []string{"/items/0/qty"}},
+		{"items", `"AB-1"`, []string{"/items"}},
+	} {
+		got := s.ValidateField(rec, c.name, decode(t, c.value))
+		var paths []string
+		for _, e := range got {
+			paths = append(paths, e.Path)
+		}
+		if strings.Join(paths, ",") != strings.Join(c.want, ",") {
+			t.Errorf("%s = %s: errors %v, want at %v", c.name, c.value, got, c.want)
+		}
+	}
+	if got := s.ValidateField(nil, "intent", "status"); got != nil {
+		t.Errorf("no record: %v", got)
+	}
+}

@@ -41,6 +41,9 @@ const QAFieldRecord = "(record)"
 // ErrQAReviewed is returned for a QA sample already reviewed or closed.
 var ErrQAReviewed = errors.New("QA sample is not open")
 
+// ErrQAClaimed means another reviewer's claim on a QA sample holds.
+var ErrQAClaimed = errors.New("QA sample is claimed by another reviewer")
+
 // QASampleParams asks RunOutcomeInsert (and RunWriteBatch) to draw the
 // run for QA when its success commits: the run is sampled when Draw is
 // below its stratum's share. The stratum is the committed record's value
@@ -346,7 +349,7 @@ type QASampleReviewParams struct {
 
 // QASampleReview stores the verdicts of an open sample, marks it
 // reviewed and audits it, in one transaction. It returns ErrNotFound for
-// no such sample, ErrQAReviewed for one not open, ErrClaimed when another
+// no such sample, ErrQAReviewed for one not open, ErrQAClaimed when another
 // reviewer's claim on it holds, and a params error (no verdicts, a path
 // twice or not a JSON Pointer, a fix that is not JSON) before writing.
 func (s *Store) QASampleReview(ctx context.Context, db DBTX, p QASampleReviewParams) error {
@@ -393,7 +396,7 @@ FROM qa_samples WHERE id = $1 FOR UPDATE`, p.ID).Scan(&status, &claimedBy, &clai
 		case status != QAOpen:
 			return fail(ErrQAReviewed)
 		case claimLive && claimedBy != nil && *claimedBy != p.Reviewer:
-			return fail(ErrClaimed)
+			return fail(ErrQAClaimed)
 		}
 		if _, err := tx.Exec(ctx, `
 INSERT INTO qa_verdicts (sample_id, path, correct, fixed)

@@ -103,8 +103,8 @@ func TestQAFieldEstimates(t *testing.T) {
 		}
 		err = st.QASampleReview(ctx, st.Pool, store.QASampleReviewParams{ID: id, Reviewer: "bob", Via: store.ViaUI,
 			Verdicts: []store.QAVerdict{{Path: "/intent", Correct: true}}})
-		if !errors.Is(err, store.ErrClaimed) {
-			t.Fatalf("review of alice's claim by bob: %v, want ErrClaimed", err)
+		if !errors.Is(err, store.ErrQAClaimed) {
+			t.Fatalf("review of alice's claim by bob: %v, want ErrQAClaimed", err)
 		}
 		vs := []store.QAVerdict{{Path: "/intent", Correct: !p.v.intentWrong}, {Path: "/order_id", Correct: !p.v.orderWrong}}
 		for i := range vs {

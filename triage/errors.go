@@ -51,6 +51,7 @@ var codeTable = []struct {
 	{store.ErrClaimed, httperr.Conflict},
 	{store.ErrItemClosed, httperr.Conflict},
 	{store.ErrQAReviewed, httperr.Conflict},
+	{store.ErrQAClaimed, httperr.Conflict},
 	{store.ErrCountChanged, httperr.Conflict},
 	{store.ErrReopenRefused, httperr.Conflict},
 	{store.ErrOutcomeExists, httperr.Conflict},

@@ -1,6 +1,7 @@
 package triage
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -196,19 +197,29 @@ func (s *Server) qaReviewPage(w http.ResponseWriter, r *http.Request) error {
 	var problems []string
 	for i := range v.Fields {
 		f := &v.Fields[i]
+		marks, fixes := r.PostForm["v:"+f.Path], r.PostForm["fix:"+f.Path]
+		if len(marks) > 1 || len(fixes) > 1 {
+			problems = append(problems, f.Name+": given twice (mark each field once)")
+			continue
+		}
 		f.Verdict, f.Fix = r.PostForm.Get("v:"+f.Path), r.PostForm.Get("fix:"+f.Path)
 		switch f.Verdict {
 		case "right":
 			verdicts = append(verdicts, store.QAVerdict{Path: f.Path, Correct: true})
 		case "wrong":
 			fix, err := qaFixJSON(f.Fix, f.Text)
+			if err == nil {
+				err = s.qaFixError(v.S.SchemaID, v.S.Record, f.Name, fix)
+			}
 			if err != nil {
 				problems = append(problems, fmt.Sprintf("%s: %v", f.Name, err))
 				continue
 			}
 			verdicts = append(verdicts, store.QAVerdict{Path: f.Path, Correct: false, Fixed: fix})
-		default:
+		case "":
 			problems = append(problems, f.Name+": not marked")
+		default:
+			problems = append(problems, fmt.Sprintf("%s: mark %s is neither right nor wrong", f.Name, quoteValue(f.Verdict)))
 		}
 	}
 	if len(problems) == 0 {
@@ -252,6 +263,40 @@ func qaFixJSON(fix string, text bool) (json.RawMessage, error) {
 		return nil, errors.New("the fix is not JSON (a number, true, false, a list [..], or null)")
 	}
 	return json.RawMessage(fix), nil
+}
+
+// qaFixError checks fix (JSON), a reviewer's value for top-level field
+// name of a sample of schemaID whose record is record, against the
+// field's subschema in the schema in use (pipeline.Schema.ValidateField):
+// an error naming what the schema wants (its messages carry no record
+// values); nil when the fix fits or the schema is not served. A fix
+// becomes an eval -qa label, so one the schema refuses is not stored.
+func (s *Server) qaFixError(schemaID string, record json.RawMessage, name string, fix json.RawMessage) error {
+	e, ok := s.cfg.Schemas[schemaID]
+	if !ok || e.Schema == nil {
+		return nil
+	}
+	var rec map[string]any
+	if len(record) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(record))
+		dec.UseNumber()
+		_ = dec.Decode(&rec) // a record not an object checks the fix alone
+	}
+	var val any
+	dec := json.NewDecoder(bytes.NewReader(fix))
+	dec.UseNumber()
+	if err := dec.Decode(&val); err != nil {
+		return errors.New("the fix is not JSON")
+	}
+	errs := e.Schema.ValidateField(rec, name, val)
+	if len(errs) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(errs))
+	for i, fe := range errs {
+		msgs[i] = fe.Error()
+	}
+	return fmt.Errorf("the fix does not fit the field's schema: %s", strings.Join(msgs, "; "))
 }
 
 // escapePointer escapes a JSON Pointer reference token (RFC 6901: ~ is

@@ -95,8 +95,9 @@ func (s *Server) apiQAReview(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	known := map[string]bool{}
+	names := map[string]string{}
 	for _, f := range v.Fields {
-		known[f.Path] = true
+		known[f.Path], names[f.Path] = true, f.Name
 	}
 	seen := map[string]bool{}
 	for i, vd := range body.Verdicts {
@@ -107,6 +108,15 @@ func (s *Server) apiQAReview(w http.ResponseWriter, r *http.Request) error {
 			return invalidf("verdicts[%d]: path %s is given twice", i, quoteValue(vd.Path))
 		case vd.Correct && len(vd.Fixed) > 0 && string(vd.Fixed) != "null":
 			return invalidf("verdicts[%d] (%s): a fix for a field marked correct", i, vd.Path)
+		}
+		if !vd.Correct {
+			fix := vd.Fixed
+			if len(fix) == 0 {
+				fix = json.RawMessage(`null`)
+			}
+			if err := s.qaFixError(v.S.SchemaID, v.S.Record, names[vd.Path], fix); err != nil {
+				return invalidf("verdicts[%d] (%s): %v", i, vd.Path, err)
+			}
 		}
 		seen[vd.Path] = true
 	}

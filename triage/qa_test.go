@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html"
 	"net/http"
 	"net/url"
 	"strings"
@@ -72,9 +73,36 @@ func TestQAPages(t *testing.T) {
 	if r := c.post(path, bad); r.status != http.StatusUnprocessableEntity || !strings.Contains(r.body, "product_names: the fix is not JSON") {
 		t.Errorf("a list fixed with text: %d, want 422", r.status)
 	}
+	// A fix is checked against its field's schema: a text not among an
+	// enum's values, a string for a list, an object for a nullable string.
+	for _, tc := range []struct{ field, fix, want string }{
+		{"intent", "not_an_intent", "intent: the fix does not fit the field's schema: /intent: is not one of the allowed values"},
+		{"product_names", `"shirt"`, "product_names: the fix does not fit the field's schema: /product_names: expected"},
+		{"refund_amount", "twelve", "refund_amount: the fix does not fit the field's schema: /refund_amount: does not match pattern"},
+		{"product_names", `["shirt"]`, "product_names: the fix does not fit the field's schema: /product_names/0: is not one of the allowed values"},
+	} {
+		f := all("")
+		f.Set("v:/"+tc.field, "wrong")
+		f.Set("fix:/"+tc.field, tc.fix)
+		if r := c.post(path, f); r.status != http.StatusUnprocessableEntity || !strings.Contains(html.UnescapeString(r.body), tc.want) {
+			t.Errorf("%s fixed with %s: %d, want 422 saying %q", tc.field, tc.fix, r.status, tc.want)
+		}
+	}
+	// A field marked twice, or neither right nor wrong, is refused.
+	twice := all("intent")
+	twice.Add("v:/intent", "wrong")
+	twice.Add("v:/intent", "right")
+	if r := c.post(path, twice); r.status != http.StatusUnprocessableEntity || !strings.Contains(r.body, "intent: given twice") {
+		t.Errorf("intent marked twice: %d, want 422 saying so", r.status)
+	}
+	maybe := all("")
+	maybe.Set("v:/intent", "maybe")
+	if r := c.post(path, maybe); r.status != http.StatusUnprocessableEntity || !strings.Contains(html.UnescapeString(r.body), `intent: mark "maybe" is neither right nor wrong`) {
+		t.Errorf("intent marked maybe: %d, want 422 saying the mark is invalid", r.status)
+	}
 	good := all("")
 	good.Set("v:/product_names", "wrong")
-	good.Set("fix:/product_names", `["shirt"]`)
+	good.Set("fix:/product_names", `["calvin klein boots"]`)
 	good.Set("v:/full_name", "wrong")
 	good.Set("fix:/full_name", "Dana <Cruz>")
 	if r := c.post(path, good); r.status != http.StatusSeeOther || !strings.HasPrefix(r.location, "/qa/") || r.location == path {
@@ -90,7 +118,7 @@ func TestQAPages(t *testing.T) {
 			fixes[v.Path] = string(v.Fixed)
 		}
 	}
-	if d.Status != store.QAReviewed || len(d.Verdicts) != 17 || fixes["/product_names"] != `["shirt"]` || fixes["/full_name"] != `"Dana <Cruz>"` {
+	if d.Status != store.QAReviewed || len(d.Verdicts) != 17 || fixes["/product_names"] != `["calvin klein boots"]` || fixes["/full_name"] != `"Dana <Cruz>"` {
 		t.Errorf("stored: %s, %d verdicts, fixes %v", d.Status, len(d.Verdicts), fixes)
 	}
 	if r := c.post(path, good); r.status != http.StatusUnprocessableEntity || !strings.Contains(r.body, "not open") {
@@ -144,8 +172,19 @@ func TestQAPages(t *testing.T) {
 	if r := b.api(t, tok, "POST", review, verdicts(16)); r.status != http.StatusBadRequest || !strings.Contains(r.body, "missing") {
 		t.Errorf("API review of 16 of 17 fields: %d %s, want 400 naming the one missing", r.status, r.body)
 	}
-	if r := b.api(t, tok, "POST", review, verdicts(17)); r.status != http.StatusConflict {
-		t.Errorf("API review of alice's claim: %d %s, want 409", r.status, r.body)
+	badFix := strings.Replace(verdicts(17), `{"path": "/intent", "correct": true}`, `{"path": "/intent", "correct": false, "fixed": {"a": 1}}`, 1)
+	if r := b.api(t, tok, "POST", review, badFix); r.status != http.StatusBadRequest ||
+		!strings.Contains(r.body, `verdicts[0] (/intent): the fix does not fit the field's schema: /intent: expected string`) {
+		t.Errorf("API review fixing intent with an object: %d %s, want 400 naming the field and the type wanted", r.status, r.body)
+	}
+	if r := b.api(t, tok, "POST", review, verdicts(17)); r.status != http.StatusConflict || !strings.Contains(r.body, "QA sample is claimed by another reviewer") {
+		t.Errorf("API review of alice's claim: %d %s, want 409 saying the QA sample is claimed", r.status, r.body)
+	}
+	b.reviewer(t, "bob", "correct horse battery")
+	bob := b.client(t)
+	bob.login("bob", "correct horse battery")
+	if r := bob.post(fmt.Sprintf("/qa/%d", next), all("")); r.status != http.StatusUnprocessableEntity || !strings.Contains(r.body, "QA sample is claimed by another reviewer") {
+		t.Errorf("bob's review of alice's claim: %d, want 422 saying the QA sample is claimed", r.status)
 	}
 	if _, err := b.st.Pool.Exec(context.Background(), `UPDATE qa_samples SET claim_expires = now() WHERE id = $1`, next); err != nil {
 		t.Fatal(err)

@@ -2,10 +2,12 @@
 //
 // Usage:
 //
-//	migrate [up|down|status]
+//	migrate [up|down|status|results-off]
 //
 // up (the default) applies every pending migration; down rolls back the
-// latest one; status lists each migration and whether it is applied. The
+// latest one; status lists each migration and whether it is applied;
+// results-off turns the results stream's outbox off for every command
+// (a worker's start only turns it on: docs/results-stream.md). The
 // database is DATABASE_URL (default startup.DefaultDatabaseURL); it is
 // created if missing.
 package main
@@ -27,8 +29,8 @@ func main() {
 	if len(os.Args) > 1 {
 		cmd = os.Args[1]
 	}
-	if len(os.Args) > 2 || (cmd != "up" && cmd != "down" && cmd != "status") {
-		fmt.Fprintln(os.Stderr, "usage: migrate [up|down|status]  (database: DATABASE_URL)")
+	if len(os.Args) > 2 || (cmd != "up" && cmd != "down" && cmd != "status" && cmd != "results-off") {
+		fmt.Fprintln(os.Stderr, "usage: migrate [up|down|status|results-off]  (database: DATABASE_URL)")
 		os.Exit(2)
 	}
 	ctx, stop := startup.Context()
@@ -56,6 +58,12 @@ func run(ctx context.Context, cmd, url string, log *zap.Logger) error {
 	switch cmd {
 	case "down":
 		return store.MigrateDown(ctx, st.Pool, log)
+	case "results-off":
+		if err := st.ResultsOutboxEnable(ctx, st.Pool, false); err != nil {
+			return err
+		}
+		log.Info("results stream's outbox off: no command writes changes to it until a worker with results.enabled true starts")
+		return nil
 	case "status":
 		list, err := store.MigrateStatus(ctx, st.Pool)
 		for _, m := range list {

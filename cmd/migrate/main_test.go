@@ -26,3 +26,20 @@ func TestRun(t *testing.T) {
 		t.Fatalf("status = %+v, %v; want applied", list, err)
 	}
 }
+
+// TestRunResultsOff: `migrate results-off` turns the results stream's
+// outbox off for every command.
+func TestRunResultsOff(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := storetest.NewStore(t)
+	if err := st.ResultsOutboxEnable(ctx, st.Pool, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(ctx, "results-off", storetest.SchemaURL(t, st), zaptest.NewLogger(t)); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := st.ResultsOutboxStateGet(ctx, st.Pool); err != nil || s.Enabled {
+		t.Fatalf("state %+v, %v; want off", s, err)
+	}
+}

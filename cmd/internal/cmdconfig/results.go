@@ -2,6 +2,7 @@ package cmdconfig
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,13 +14,36 @@ import (
 	"github.com/extractq/extractq/store"
 )
 
-// ResultsRelay applies results.enabled to the deployment (every command
-// writing a change reads it from Postgres: store.ResultsOutboxEnable) and,
-// when it is on, makes the results stream and returns the relay that
-// publishes the outbox, its metrics registered on reg; nil when it is
-// off.
+// ResultsSwitch applies results.enabled to the deployment's outbox switch
+// (results_outbox_state, which every command writing a change reads:
+// store.ResultsOutboxEnable). A start only turns the switch on: with
+// results.enabled true it turns it on; with results.enabled false on a
+// database whose switch is on it returns an error and changes nothing,
+// since turning it off would stop the outbox of every worker (batches
+// would finish with no events and no batch.done). The switch is turned
+// off on purpose with `migrate results-off` (docs/results-stream.md).
+func ResultsSwitch(ctx context.Context, cfg config.Config, st *store.Store) error {
+	if cfg.Results.Enabled {
+		return st.ResultsOutboxEnable(ctx, st.Pool, true)
+	}
+	state, err := st.ResultsOutboxStateGet(ctx, st.Pool)
+	if err != nil {
+		return err
+	}
+	if state.Enabled {
+		return fmt.Errorf("results.enabled is false but this database's results stream is on (results_outbox_state.enabled, " +
+			"turned on by a worker with results.enabled true): set results.enabled: true, or turn the stream off " +
+			"for every command on purpose with `migrate results-off` (docs/results-stream.md)")
+	}
+	return nil
+}
+
+// ResultsRelay applies results.enabled to the deployment (ResultsSwitch;
+// its error when the configuration would turn the stream off) and, when
+// it is on, makes the results stream and returns the relay that publishes
+// the outbox, its metrics registered on reg; nil when it is off.
 func ResultsRelay(ctx context.Context, cfg config.Config, st *store.Store, js jetstream.JetStream, reg prometheus.Registerer, log *zap.Logger) (*relay.Results, error) {
-	if err := st.ResultsOutboxEnable(ctx, st.Pool, cfg.Results.Enabled); err != nil {
+	if err := ResultsSwitch(ctx, cfg, st); err != nil {
 		return nil, err
 	}
 	if !cfg.Results.Enabled {
