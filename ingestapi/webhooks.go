@@ -69,21 +69,21 @@ type hook struct {
 func newHooks(ws []Webhook, cfg ServerConfig) (map[string]*hook, error) {
 	hooks := make(map[string]*hook, len(ws))
 	for i, w := range ws {
-		what := fmt.Sprintf("webhook %d (%q)", i, w.Name)
+		what := fmt.Sprintf("ingest.webhooks[%d]", i)
 		switch {
 		case !webhookName.MatchString(w.Name):
-			return nil, fmt.Errorf("%s: name: use 1 to 64 letters, digits, - and _", what)
+			return nil, fmt.Errorf("%s.name: %q: use 1 to 64 letters, digits, - and _", what, w.Name)
 		case hooks[w.Name] != nil:
-			return nil, fmt.Errorf("%s: name: given twice", what)
+			return nil, fmt.Errorf("%s.name: %q appears twice", what, w.Name)
 		case w.Schema != "" && !slices.Contains(cfg.Schemas, w.Schema):
-			return nil, fmt.Errorf("%s: schema: %q is not configured; the configured schemas are %s", what, w.Schema, strings.Join(cfg.Schemas, ", "))
+			return nil, fmt.Errorf("%s.schema: %q is not configured; the configured schemas are %s", what, w.Schema, strings.Join(cfg.Schemas, ", "))
 		}
 		if err := w.Mapping.Check(); err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
+			return nil, fmt.Errorf("%s.%w", what, err)
 		}
 		if w.Verifier != nil {
 			if err := w.Verifier.Check(); err != nil {
-				return nil, fmt.Errorf("%s: signature: %w", what, err)
+				return nil, fmt.Errorf("%s.signature.%w", what, err)
 			}
 		}
 		h := &hook{Webhook: w}

@@ -219,11 +219,13 @@ func TestWebhookConfig(t *testing.T) {
 		w    ingestapi.Webhook
 		want string
 	}{
-		{ingestapi.Webhook{Name: "a b", Mapping: webhook.Mapping{ID: "/i", Text: "/t"}}, "name: use 1 to 64 letters"},
-		{ingestapi.Webhook{Name: "a", Schema: "nosuch", Mapping: webhook.Mapping{ID: "/i", Text: "/t"}}, `schema: "nosuch" is not configured`},
-		{ingestapi.Webhook{Name: "a", Mapping: webhook.Mapping{ID: "i", Text: "/t"}}, `id: "i" is not a JSON Pointer`},
+		{ingestapi.Webhook{Name: "a b", Mapping: webhook.Mapping{ID: "/i", Text: "/t"}}, `ingest.webhooks[0].name: "a b": use 1 to 64 letters`},
+		{ingestapi.Webhook{Name: "a", Schema: "nosuch", Mapping: webhook.Mapping{ID: "/i", Text: "/t"}}, `ingest.webhooks[0].schema: "nosuch" is not configured`},
+		{ingestapi.Webhook{Name: "a", Mapping: webhook.Mapping{ID: "i", Text: "/t"}}, `ingest.webhooks[0].id: "i" is not a JSON Pointer`},
 		{ingestapi.Webhook{Name: "a", Mapping: webhook.Mapping{ID: "/i", Text: "/t"}, Verifier: &webhook.Verifier{Scheme: "md5", Secret: []byte("s")}},
-			`signature: scheme: "md5"`},
+			`ingest.webhooks[0].signature.scheme: "md5"`},
+		{ingestapi.Webhook{Name: "a", Mapping: webhook.Mapping{ID: "/i", Text: "/t"}, Verifier: &webhook.Verifier{Scheme: webhook.SchemeHMAC, Secret: []byte("s")}},
+			"ingest.webhooks[0].signature.header: scheme hmac-sha256 needs"},
 	} {
 		_, err := ingestapi.NewServer(ingestapi.ServerConfig{Store: e.Store, Publisher: e.Pub, Conn: e.JS.Conn(), Schemas: []string{"customer_message"},
 			MaxTextBytes: 100, Webhooks: []ingestapi.Webhook{c.w}})

@@ -145,7 +145,9 @@ func TestVerifierCheck(t *testing.T) {
 		want string
 	}{
 		{webhook.Verifier{Scheme: "hmac-md5", Secret: []byte("s")}, `scheme: "hmac-md5" is not one of stripe, github`},
-		{webhook.Verifier{Scheme: webhook.SchemeGitHub}, "the secret is empty"},
+		{webhook.Verifier{Scheme: webhook.SchemeGitHub}, "secret: empty"},
+		{webhook.Verifier{Scheme: webhook.SchemeGitHub, Secret: []byte("s"), Tolerance: time.Minute}, "tolerance: scheme github signs no timestamp"},
+		{webhook.Verifier{Scheme: webhook.SchemeHMAC, Secret: []byte("s"), Header: "X", Tolerance: time.Minute}, "tolerance: scheme hmac-sha256"},
 		{webhook.Verifier{Scheme: webhook.SchemeHMAC, Secret: []byte("s")}, "header: scheme hmac-sha256 needs"},
 		{webhook.Verifier{Scheme: webhook.SchemeHMAC, Secret: []byte("s"), Header: "X", Encoding: "base32"}, `encoding: "base32"`},
 		{webhook.Verifier{Scheme: webhook.SchemeGitHub, Secret: []byte("s"), Prefix: "x"}, "only scheme hmac-sha256"},
