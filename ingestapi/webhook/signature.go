@@ -353,7 +353,10 @@ func decodeMAC(sig, prefix, enc string) ([][]byte, error) {
 		if enc == EncodingBase64 {
 			what = fmt.Sprintf("the base64 of %d bytes", sha256.Size)
 		}
-		return nil, fmt.Errorf("is not %q and %s (an HMAC-SHA256)", prefix, what)
+		if prefix != "" {
+			what = fmt.Sprintf("%q followed by %s", prefix, what)
+		}
+		return nil, fmt.Errorf("is not %s (an HMAC-SHA256)", what)
 	}
 	return [][]byte{b}, nil
 }

@@ -159,3 +159,23 @@ func TestVerifierCheck(t *testing.T) {
 		}
 	}
 }
+
+// A signature that is not a MAC at all is told by what it should be.
+func TestVerifyGarbageSignature(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"id":"1"}`)
+	for _, c := range []struct {
+		scheme         webhook.Scheme
+		header, reason string
+	}{
+		{webhook.SchemeZendesk, "X-Zendesk-Webhook-Signature", "the X-Zendesk-Webhook-Signature header is not the base64 of 32 bytes (an HMAC-SHA256)"},
+		{webhook.SchemeGitHub, "X-Hub-Signature-256", `the X-Hub-Signature-256 header is not "sha256=" followed by 64 hex digits (an HMAC-SHA256)`},
+	} {
+		h := webhooktest.Headers(c.scheme, secret, "", body, now)
+		h.Set(c.header, "sha256=garbage")
+		_, err := verifier(c.scheme).Verify(h, body)
+		if err == nil || err.Error() != c.reason {
+			t.Errorf("%s: %v, want %q", c.scheme, err, c.reason)
+		}
+	}
+}
