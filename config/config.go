@@ -206,8 +206,9 @@ type Worker struct {
 	AckWait time.Duration `yaml:"ack_wait"`
 	// MaxDeliver is JetStream's delivery limit per message. Default 5.
 	MaxDeliver int `yaml:"max_deliver"`
-	// InProgressEvery is how often a slow message's ack wait is renewed.
-	// Default a third of AckWait.
+	// InProgressEvery is how often a slow message's ack wait is renewed;
+	// below AckWait. Default a third of AckWait (the file's, when it
+	// names ack_wait only).
 	InProgressEvery time.Duration `yaml:"in_progress_every"`
 	// CommitBatch is the most run steps (a run's read and lease, or its
 	// outcome) done in one shared Postgres transaction (each run still
