@@ -16,6 +16,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -205,8 +206,9 @@ type Worker struct {
 	AckWait time.Duration `yaml:"ack_wait"`
 	// MaxDeliver is JetStream's delivery limit per message. Default 5.
 	MaxDeliver int `yaml:"max_deliver"`
-	// InProgressEvery is how often a slow message's ack wait is renewed.
-	// Default a third of AckWait.
+	// InProgressEvery is how often a slow message's ack wait is renewed;
+	// below AckWait. Default a third of AckWait (the file's, when it
+	// names ack_wait only).
 	InProgressEvery time.Duration `yaml:"in_progress_every"`
 	// CommitBatch is the most run steps (a run's read and lease, or its
 	// outcome) done in one shared Postgres transaction (each run still
@@ -550,23 +552,180 @@ func Load(path string) (*Config, error) {
 // default, a map (such as prices.models) gains or replaces entries, and a
 // list (such as schemas) replaces the default list. Unknown fields are
 // errors, so a typo does not silently fall back to a default.
+//
+// A key the file names is taken as written: max_retries: 0 is no retries,
+// and a 0 where 0 means nothing (commit_batch: 0, timeout: 0s) is an
+// error naming the key, never a default. Defaults worked out from other
+// keys (worker.in_progress_every, a schema entry's repair, prompt and
+// rendering) follow the file's values when the file leaves them out.
 func Parse(b []byte) (*Config, error) {
 	var c Config
-	for _, doc := range [][]byte{DefaultYAML, b} {
-		dec := yaml.NewDecoder(bytesReader(doc))
-		dec.KnownFields(true)
-		if err := dec.Decode(&c); err != nil && !errors.Is(err, errEOF) {
-			return nil, yamlError(err)
-		}
+	if err := decodeStrict(DefaultYAML, &c); err != nil {
+		return nil, yamlError(err)
 	}
-	c = c.WithDefaults()
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, yamlError(err)
+	}
+	if err := decodeStrict(b, &c); err != nil {
+		return nil, yamlError(namePaths(err, &doc))
+	}
+	if !hasKey(&doc, "worker", "in_progress_every") {
+		c.Worker.InProgressEvery = c.Worker.AckWait / 3
+	}
+	for i := range c.Schemas {
+		c.Schemas[i] = c.Schemas[i].withDefaults()
+	}
+	c.Worker.MemoryLimitMB = cmp.Or(c.Worker.MemoryLimitMB, DefaultMemoryLimitMB)
+	if len(c.Postgres.Pools) == 0 {
+		c.Postgres.Pools = DefaultPools()
+	}
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	return &c, nil
 }
 
-// WithDefaults returns c with every unset field at its default.
+// decodeStrict decodes the YAML document doc (empty: none) onto c,
+// leaving the fields it does not name as they are; unknown keys are
+// errors.
+func decodeStrict(doc []byte, c *Config) error {
+	dec := yaml.NewDecoder(bytesReader(doc))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, errEOF) {
+		return err
+	}
+	return nil
+}
+
+// hasKey reports whether the YAML document doc has the mapping key at
+// path (such as worker, in_progress_every).
+func hasKey(doc *yaml.Node, path ...string) bool {
+	n := doc
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	for _, k := range path {
+		if n.Kind != yaml.MappingNode {
+			return false
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == k {
+				next = n.Content[i+1]
+			}
+		}
+		if next == nil {
+			return false
+		}
+		n = next
+	}
+	return true
+}
+
+var typeError = regexp.MustCompile("^line (\\d+): cannot unmarshal (!!\\w+)(?: `(.*)`)? into (\\S+)$")
+
+// goTypes words the decoder's Go types for people.
+var goTypes = map[string]string{"time.Duration": "a duration (such as 30s, 1m30s or 500ms)", "int": "an integer",
+	"int64": "an integer", "uint": "a whole number", "float64": "a number", "bool": "true or false", "string": "a string"}
+
+// namePaths rewrites each of the decoder's "line 3: cannot unmarshal
+// !!str `abc` into time.Duration" in err as "worker.ack_wait: "abc" is not
+// a duration (such as 30s, 1m30s or 500ms) (line 3)", finding the key in
+// doc by the line and the value. Other errors are returned as they are.
+func namePaths(err error, doc *yaml.Node) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	msgs := make([]string, len(te.Errors))
+	for i, m := range te.Errors {
+		msgs[i] = m
+		sm := typeError.FindStringSubmatch(m)
+		if sm == nil {
+			continue
+		}
+		line, _ := strconv.Atoi(sm[1])
+		path := findValue(doc, "", line, sm[2], sm[3])
+		if path == "" {
+			continue
+		}
+		want := cmp.Or(goTypes[sm[4]], sm[4])
+		switch sm[2] {
+		case "!!map":
+			msgs[i] = fmt.Sprintf("%s: a mapping is not %s (line %d)", path, want, line)
+		case "!!seq":
+			msgs[i] = fmt.Sprintf("%s: a list is not %s (line %d)", path, want, line)
+		default:
+			msgs[i] = fmt.Sprintf("%s: %q is not %s (line %d)", path, sm[3], want, line)
+		}
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+// findValue returns the key path (such as ingest.webhooks[0].name) of
+// the first value node below n on line whose tag is tag and whose value
+// is value (as the decoder quotes it: cut to 7 bytes and "..." beyond
+// 10), or "".
+func findValue(n *yaml.Node, at string, line int, tag, value string) string {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			if p := findValue(c, at, line, tag, value); p != "" {
+				return p
+			}
+		}
+		return ""
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			p := n.Content[i].Value
+			if at != "" {
+				p = at + "." + p
+			}
+			if v := n.Content[i+1]; v.Line == line && v.ShortTag() == tag && quoted(v.Value, value, tag) {
+				return p
+			}
+			if p := findValue(n.Content[i+1], p, line, tag, value); p != "" {
+				return p
+			}
+		}
+	case yaml.SequenceNode:
+		for i, v := range n.Content {
+			p := fmt.Sprintf("%s[%d]", at, i)
+			if v.Line == line && v.ShortTag() == tag && quoted(v.Value, value, tag) {
+				return p
+			}
+			if p := findValue(v, p, line, tag, value); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
+}
+
+// quoted reports whether the decoder would show v as shown.
+func quoted(v, shown, tag string) bool {
+	if tag == "!!map" || tag == "!!seq" {
+		return true
+	}
+	if len(v) > 10 {
+		return v[:7]+"..." == shown
+	}
+	return v == shown
+}
+
+// withDefaults fills s's empty repair, prompt and rendering.
+func (s Schema) withDefaults() Schema {
+	s.Repair = cmp.Or(s.Repair, "regenerate")
+	s.Prompt = cmp.Or(s.Prompt, "extract.v1")
+	s.Rendering = cmp.Or(s.Rendering, "full")
+	return s
+}
+
+// WithDefaults returns c with every zero field at its default, for a
+// Config built in code; Parse does not use it (a key a file names is
+// taken as written). Provider.MaxRetries is left as it is: 0 is no
+// retries (its default, 4, is in default.yaml).
 func (c Config) WithDefaults() Config {
 	c.LLM.Model = cmp.Or(c.LLM.Model, "extractq-sim-1")
 	c.LLM.RequestMode = cmp.Or(c.LLM.RequestMode, "response_format")
@@ -578,14 +737,11 @@ func (c Config) WithDefaults() Config {
 		c.Schemas = []Schema{{ID: "customer_message", File: "customer_message.v1.json"}}
 	}
 	for i := range c.Schemas {
-		c.Schemas[i].Repair = cmp.Or(c.Schemas[i].Repair, "regenerate")
-		c.Schemas[i].Prompt = cmp.Or(c.Schemas[i].Prompt, "extract.v1")
-		c.Schemas[i].Rendering = cmp.Or(c.Schemas[i].Rendering, "full")
+		c.Schemas[i] = c.Schemas[i].withDefaults()
 	}
 	c.Budget.MaxTokens = cmp.Or(c.Budget.MaxTokens, 16000)
 	c.Budget.MaxCostUSD = cmp.Or(c.Budget.MaxCostUSD, 0.05)
 	c.Prices.Version = cmp.Or(c.Prices.Version, "unpriced")
-	c.Provider.MaxRetries = cmp.Or(c.Provider.MaxRetries, 4)
 	c.Provider.InitialInterval = cmp.Or(c.Provider.InitialInterval, 500*time.Millisecond)
 	c.Provider.MaxInterval = cmp.Or(c.Provider.MaxInterval, 30*time.Second)
 	c.Provider.Multiplier = cmp.Or(c.Provider.Multiplier, 2)
@@ -688,6 +844,20 @@ func (c Config) Validate() error {
 		if d <= 0 {
 			return fmt.Errorf("%s: %v is not a positive duration", name, d)
 		}
+	}
+	if c.Worker.InProgressEvery >= c.Worker.AckWait {
+		return fmt.Errorf("worker.in_progress_every: %v is not below worker.ack_wait (%v): the ack wait would run out before it is renewed", c.Worker.InProgressEvery, c.Worker.AckWait)
+	}
+	for name, d := range map[string]time.Duration{"relay.sweep_every": c.Relay.SweepEvery, "relay.reconcile_every": c.Relay.ReconcileEvery} {
+		if d == 0 {
+			return fmt.Errorf("%s: 0s is no interval: give a positive one, or a negative one to turn the loop off", name)
+		}
+	}
+	if c.LLM.ContextWindowTokens < 1 {
+		return fmt.Errorf("llm.context_window_tokens: %d is below 1", c.LLM.ContextWindowTokens)
+	}
+	if c.Provider.BreakerFailures < 1 {
+		return fmt.Errorf("provider.breaker_failures: %d is below 1", c.Provider.BreakerFailures)
 	}
 	if c.Worker.CommitBatch < 1 {
 		return fmt.Errorf("worker.commit_batch: %d is below 1", c.Worker.CommitBatch)

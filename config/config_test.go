@@ -1,6 +1,7 @@
 package config
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -136,4 +137,60 @@ func TestParse(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestParseTakesKeysAsWritten: a key the file names is never replaced by
+// its default; a 0 that means nothing is an error naming the key.
+func TestParseTakesKeysAsWritten(t *testing.T) {
+	t.Parallel()
+	c, err := Parse([]byte("provider: {max_retries: 0}\n"))
+	if err != nil || c.Provider.MaxRetries != 0 {
+		t.Fatalf("max_retries: 0 gave %v, %v; want 0 (no retries)", c.Provider.MaxRetries, err)
+	}
+	if d := Default().Provider.MaxRetries; d != 4 {
+		t.Fatalf("default max_retries %d, want 4", d)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"llm: {timeout: 0s}", "llm.timeout: 0s is not a positive duration"},
+		{"worker: {commit_batch: 0}", "worker.commit_batch: 0 is below 1"},
+		{"worker: {max_deliver: 0}", "worker.max_deliver: 0 is below 2"},
+		{"relay: {sweep_every: 0s}", "relay.sweep_every: 0s is no interval"},
+		{"results: {publish_every: 0s}", "results.publish_every: 0s is not a positive duration"},
+		{"llm: {context_window_tokens: 0}", "llm.context_window_tokens: 0 is below 1"},
+		{"provider: {breaker_failures: 0}", "provider.breaker_failures: 0 is below 1"},
+		{"worker: {in_progress_every: 5m, ack_wait: 10s}", "worker.in_progress_every: 5m0s is not below worker.ack_wait (10s)"},
+		{"worker: {ack_wait: abc}", `worker.ack_wait: "abc" is not a duration`},
+		{"worker:\n  concurrency: [1]\n", "worker.concurrency: a list is not an integer (line 2)"},
+		{"ingest: {webhooks: [{name: a, signature: {tolerance: 5 minutes}}]}", `ingest.webhooks[0].signature.tolerance: "5 minutes" is not a duration`},
+	} {
+		if _, err := Parse([]byte(tc.yaml)); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want it to start %q", tc.yaml, err, tc.want)
+		}
+	}
+	// in_progress_every, left out, follows the file's ack_wait.
+	c, err = Parse([]byte("worker: {ack_wait: 9s}\n"))
+	if err != nil || c.Worker.InProgressEvery != 3*time.Second {
+		t.Fatalf("ack_wait: 9s gave in_progress_every %v, %v; want 3s", c.Worker.InProgressEvery, err)
+	}
+	c, err = Parse([]byte("relay: {sweep_every: -1s}\n"))
+	if err != nil || c.Relay.SweepEvery != -time.Second {
+		t.Fatalf("sweep_every: -1s (off) gave %v, %v", c.Relay.SweepEvery, err)
+	}
+}
+
+// TestDefaultYAMLIsTheDefaults: default.yaml parses to the empty file's
+// Config, and names every default WithDefaults knows of.
+func TestDefaultYAMLIsTheDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := Parse(DefaultYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := Default()
+	if !reflect.DeepEqual(c, empty) {
+		t.Fatalf("default.yaml parses to\n%+v\nthe empty file to\n%+v", c, empty)
+	}
+	if filled := empty.WithDefaults(); !reflect.DeepEqual(filled, *empty) {
+		t.Fatalf("WithDefaults changes the defaults:\n%+v\nfrom\n%+v", filled, *empty)
+	}
 }

@@ -144,7 +144,32 @@ func (c Config) validateWebhooks() error {
 			if sig.Tolerance < 0 || sig.ReplayMemory < 0 {
 				return fmt.Errorf("%s: tolerance and replay_memory must not be negative", at)
 			}
+			if err := sig.checkScheme(); err != nil {
+				return fmt.Errorf("%s.%w", at, err)
+			}
 		}
+	}
+	return nil
+}
+
+// checkScheme reports the first key of s its scheme does not take, by
+// its name ("header: ..."); ingestapi/webhook's Verifier.Check has the
+// same rules.
+func (s *WebhookSignature) checkScheme() error {
+	timestamped := s.Scheme == "stripe" || s.Scheme == "slack" || s.Scheme == "zendesk"
+	switch {
+	case s.Scheme == "hmac-sha256" && s.Header == "":
+		return errors.New("header: scheme hmac-sha256 needs the name of the header carrying the signature")
+	case s.Scheme == "hmac-sha256" && s.Encoding != "" && s.Encoding != "hex" && s.Encoding != "base64":
+		return fmt.Errorf("encoding: %q is not hex or base64", s.Encoding)
+	case s.Scheme != "hmac-sha256" && (s.Encoding != "" || s.Prefix != ""):
+		return fmt.Errorf("encoding, prefix: only scheme hmac-sha256 takes them; %s has its own", s.Scheme)
+	case s.TimestampHeader != "" && s.Scheme != "slack" && s.Scheme != "zendesk":
+		return fmt.Errorf("timestamp_header: scheme %s carries no timestamp in a header of its own", s.Scheme)
+	case !timestamped && s.Tolerance != 0:
+		return fmt.Errorf("tolerance: scheme %s signs no timestamp, so there is none to bound; only stripe, slack and zendesk take it", s.Scheme)
+	case !timestamped && s.ReplayMemory != 0:
+		return fmt.Errorf("replay_memory: scheme %s signs no timestamp, so replays are not remembered; only stripe, slack and zendesk take it", s.Scheme)
 	}
 	return nil
 }

@@ -45,6 +45,13 @@ ingest:
 		{`[{name: a, id: /i, text: /t, signature: {scheme: github}}]`, "set one of secret_env"},
 		{`[{name: a, id: /i, text: /t, signature: {scheme: github, secret_env: S, secret_file: f}}]`, "set one of secret_env"},
 		{`[{name: a, id: /i, text: /t, signature: {scheme: github, secret_env: S, secret: x}}]`, `unknown key "secret"`},
+		{`[{name: a, id: /i, text: /t, signature: {scheme: hmac-sha256, secret_env: S}}]`, "ingest.webhooks[0].signature.header: scheme hmac-sha256 needs"},
+		{`[{name: a, id: /i, text: /t, signature: {scheme: hmac-sha256, secret_env: S, header: X, encoding: b32}}]`, `ingest.webhooks[0].signature.encoding: "b32"`},
+		{`[{name: a, id: /i, text: /t, signature: {scheme: github, secret_env: S, encoding: hex}}]`, "ingest.webhooks[0].signature.encoding, prefix: only scheme hmac-sha256"},
+		{`[{name: a, id: /i, text: /t, signature: {scheme: github, secret_env: S, tolerance: 1m}}]`, "ingest.webhooks[0].signature.tolerance: scheme github signs no timestamp"},
+		{`[{name: a, id: /i, text: /t, signature: {scheme: hmac-sha256, secret_env: S, header: X, tolerance: 1m}}]`, "ingest.webhooks[0].signature.tolerance: scheme hmac-sha256"},
+		{`[{name: a, id: /i, text: /t, signature: {scheme: github, secret_env: S, replay_memory: 5}}]`, "ingest.webhooks[0].signature.replay_memory: scheme github"},
+		{`[{name: a, id: /i, text: /t, signature: {scheme: stripe, secret_env: S, timestamp_header: X}}]`, "ingest.webhooks[0].signature.timestamp_header: scheme stripe"},
 	} {
 		_, err := Parse([]byte("ingest:\n  webhooks: " + c.yaml + "\n"))
 		if err == nil || !strings.Contains(err.Error(), c.want) {

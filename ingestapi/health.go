@@ -47,3 +47,11 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	return nil
 }
+
+// Healthz and Readyz are GET /healthz and GET /readyz as the server
+// answers them, for a listener apart from the API's (ingest serve
+// -metrics-addr), so probes may use the port Prometheus scrapes.
+func (s *Server) Healthz() http.Handler { return s.limitBody("GET /healthz", 0, s.handle(s.healthz)) }
+
+// Readyz: see Healthz.
+func (s *Server) Readyz() http.Handler { return s.limitBody("GET /readyz", 0, s.handle(s.readyz)) }

@@ -62,6 +62,9 @@ var webhookName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 type hook struct {
 	Webhook
 	replays *webhook.ReplayMemory // nil without a timestamp to bound it
+	// limitKey names what sets MaxBodyBytes: the webhook's
+	// max_body_bytes, or the server's -max-body-bytes when lower.
+	limitKey string
 }
 
 // newHooks checks ws against cfg and returns them by name. The error
@@ -69,21 +72,21 @@ type hook struct {
 func newHooks(ws []Webhook, cfg ServerConfig) (map[string]*hook, error) {
 	hooks := make(map[string]*hook, len(ws))
 	for i, w := range ws {
-		what := fmt.Sprintf("webhook %d (%q)", i, w.Name)
+		what := fmt.Sprintf("ingest.webhooks[%d]", i)
 		switch {
 		case !webhookName.MatchString(w.Name):
-			return nil, fmt.Errorf("%s: name: use 1 to 64 letters, digits, - and _", what)
+			return nil, fmt.Errorf("%s.name: %q: use 1 to 64 letters, digits, - and _", what, w.Name)
 		case hooks[w.Name] != nil:
-			return nil, fmt.Errorf("%s: name: given twice", what)
+			return nil, fmt.Errorf("%s.name: %q appears twice", what, w.Name)
 		case w.Schema != "" && !slices.Contains(cfg.Schemas, w.Schema):
-			return nil, fmt.Errorf("%s: schema: %q is not configured; the configured schemas are %s", what, w.Schema, strings.Join(cfg.Schemas, ", "))
+			return nil, fmt.Errorf("%s.schema: %q is not configured; the configured schemas are %s", what, w.Schema, strings.Join(cfg.Schemas, ", "))
 		}
 		if err := w.Mapping.Check(); err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
+			return nil, fmt.Errorf("%s.%w", what, err)
 		}
 		if w.Verifier != nil {
 			if err := w.Verifier.Check(); err != nil {
-				return nil, fmt.Errorf("%s: signature: %w", what, err)
+				return nil, fmt.Errorf("%s.signature.%w", what, err)
 			}
 		}
 		h := &hook{Webhook: w}
@@ -92,7 +95,10 @@ func newHooks(ws []Webhook, cfg ServerConfig) (map[string]*hook, error) {
 		if h.MaxBodyBytes <= 0 {
 			h.MaxBodyBytes = DefaultWebhookBodyBytes
 		}
-		h.MaxBodyBytes = min(h.MaxBodyBytes, cfg.MaxBodyBytes)
+		h.limitKey = fmt.Sprintf("ingest.webhooks[%d].max_body_bytes", i)
+		if cfg.MaxBodyBytes < h.MaxBodyBytes {
+			h.MaxBodyBytes, h.limitKey = cfg.MaxBodyBytes, "ingest serve -max-body-bytes"
+		}
 		if w.Verifier != nil && w.Verifier.HasTimestamp() {
 			h.replays = webhook.NewReplayMemory(w.ReplayMemory)
 		}
@@ -149,7 +155,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) (err error) {
 	}
 	rl.format, rl.schema = ingest.FormatJSON, h.Schema
 	if r.ContentLength > h.MaxBodyBytes {
-		return httperr.New(httperr.TooLarge, tooLarge(r.ContentLength, h.MaxBodyBytes))
+		return httperr.New(httperr.TooLarge, h.tooLarge(r.ContentLength))
 	}
 	if !s.acquire(r.Context()) {
 		w.Header().Set("Retry-After", "1")
@@ -169,8 +175,8 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) (err error) {
 	body, err := readAll(w, r, h.MaxBodyBytes)
 	s.reading.Add(-1)
 	rl.bytes = len(body)
-	if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
-		return httperr.New(httperr.TooLarge, tooLarge(-1, mbe.Limit))
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		return httperr.New(httperr.TooLarge, h.tooLarge(-1))
 	}
 	if err != nil {
 		rl.err, rl.canceled = err, r.Context().Err() != nil
@@ -204,6 +210,11 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) (err error) {
 		}
 	}
 
+	// As POST /v1/messages: a compressed body, an archive, UTF-16 or
+	// binary data is told as such, not as JSON that does not parse.
+	if ue := ingest.Sniff(body[:min(len(body), ingest.SniffBytes)], ingest.FormatJSON); ue != nil {
+		return unreadableBody(ue)
+	}
 	msg, err := h.Mapping.Map(body)
 	if be, ok := errors.AsType[*webhook.BodyError](err); ok {
 		return httperr.Errorf(httperr.Invalid, "webhook %s: %s; nothing was stored", name, be.Reason)
@@ -246,6 +257,17 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) (err error) {
 	}
 	writeJSON(w, http.StatusOK, rep)
 	return nil
+}
+
+// tooLarge is the message of a webhook's 413: n is the body's declared
+// length, or -1 when it was found too long while read. One event cannot
+// be split, so it names the limit to raise.
+func (h *hook) tooLarge(n int64) string {
+	size := fmt.Sprintf("the body is longer than webhook %s's limit of %d bytes", h.Name, h.MaxBodyBytes)
+	if n >= 0 {
+		size = fmt.Sprintf("the body is %d bytes; webhook %s's limit is %d bytes", n, h.Name, h.MaxBodyBytes)
+	}
+	return size + " (" + h.limitKey + "); nothing was stored"
 }
 
 // pointerOf names the pointer of the field a rejection's reason starts

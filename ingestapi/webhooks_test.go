@@ -133,8 +133,8 @@ func TestWebhookSigned(t *testing.T) {
 	if r := se.hook(t, "github", ghh, gh, ""); r.status != 200 || r.ans.Published != 1 {
 		t.Errorf("github: %d %s", r.status, r.body)
 	}
-	if r := se.hook(t, "github", ghh, gh, ""); r.status != 200 || r.ans.Published != 0 || r.ans.Duplicates != 1 {
-		t.Errorf("github again: %d %s, want a duplicate", r.status, r.body)
+	if r := se.hook(t, "github", ghh, gh, ""); r.status != 200 || r.ans.Published != 0 || r.ans.Duplicates != 1 || r.ans.BatchID != "" {
+		t.Errorf("github again: %d %s, want a duplicate recording no batch (no batch_id)", r.status, r.body)
 	}
 
 	// One info line a request, naming the webhook; never a secret or a text.
@@ -187,7 +187,8 @@ func TestWebhookErrors(t *testing.T) {
 		{"unsigned webhook, no token", "plain", nil, `{"id": "p-1", "text": "hi"}`, 401, "unauthenticated", []string{"Bearer"}},
 		{"a query parameter", "plain", auth, `{"id": "p-1", "text": "hi"}`, 400, "invalid", nil},
 		{"not JSON", "plain", with(auth, "Content-Type", "application/x-ndjson"), `{"id": "p-1", "text": "hi"}`, 415, "unsupported_media_type", []string{"a webhook's body is application/json"}},
-		{"too large", "plain", auth, long, 413, "too_large", []string{"the limit is 200 bytes"}},
+		{"too large", "plain", auth, long, 413, "too_large", []string{"webhook plain's limit is 200 bytes (ingest.webhooks[2].max_body_bytes); nothing was stored"}},
+		{"gzip", "plain", auth, "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03garbage", 400, "compressed_body", []string{"send it uncompressed"}},
 		{"broken JSON", "plain", auth, `{"id": "p-1", "text": `, 400, "invalid", []string{"webhook plain: the body is not JSON"}},
 		{"a key twice", "plain", auth, `{"id": "p-1", "id": "p-2", "text": "hi"}`, 400, "invalid", []string{"the key /id twice"}},
 		{"no id", "plain", auth, `{"text": "hi"}`, 422, "unmapped", []string{`id (pointer "/id"): not found: the body has no member "id"`}},
@@ -219,11 +220,13 @@ func TestWebhookConfig(t *testing.T) {
 		w    ingestapi.Webhook
 		want string
 	}{
-		{ingestapi.Webhook{Name: "a b", Mapping: webhook.Mapping{ID: "/i", Text: "/t"}}, "name: use 1 to 64 letters"},
-		{ingestapi.Webhook{Name: "a", Schema: "nosuch", Mapping: webhook.Mapping{ID: "/i", Text: "/t"}}, `schema: "nosuch" is not configured`},
-		{ingestapi.Webhook{Name: "a", Mapping: webhook.Mapping{ID: "i", Text: "/t"}}, `id: "i" is not a JSON Pointer`},
+		{ingestapi.Webhook{Name: "a b", Mapping: webhook.Mapping{ID: "/i", Text: "/t"}}, `ingest.webhooks[0].name: "a b": use 1 to 64 letters`},
+		{ingestapi.Webhook{Name: "a", Schema: "nosuch", Mapping: webhook.Mapping{ID: "/i", Text: "/t"}}, `ingest.webhooks[0].schema: "nosuch" is not configured`},
+		{ingestapi.Webhook{Name: "a", Mapping: webhook.Mapping{ID: "i", Text: "/t"}}, `ingest.webhooks[0].id: "i" is not a JSON Pointer`},
 		{ingestapi.Webhook{Name: "a", Mapping: webhook.Mapping{ID: "/i", Text: "/t"}, Verifier: &webhook.Verifier{Scheme: "md5", Secret: []byte("s")}},
-			`signature: scheme: "md5"`},
+			`ingest.webhooks[0].signature.scheme: "md5"`},
+		{ingestapi.Webhook{Name: "a", Mapping: webhook.Mapping{ID: "/i", Text: "/t"}, Verifier: &webhook.Verifier{Scheme: webhook.SchemeHMAC, Secret: []byte("s")}},
+			"ingest.webhooks[0].signature.header: scheme hmac-sha256 needs"},
 	} {
 		_, err := ingestapi.NewServer(ingestapi.ServerConfig{Store: e.Store, Publisher: e.Pub, Conn: e.JS.Conn(), Schemas: []string{"customer_message"},
 			MaxTextBytes: 100, Webhooks: []ingestapi.Webhook{c.w}})

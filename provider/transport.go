@@ -78,7 +78,7 @@ var _ http.RoundTripper = (*Transport)(nil)
 
 // New returns a Transport sending through base (nil: http.DefaultTransport)
 // with cfg's retries, limits and breaker; zero fields of cfg take the
-// defaults of config.Default. Its metrics are registered on reg (nil: not
+// defaults of config.Default, but for MaxRetries: 0 is no retries. Its metrics are registered on reg (nil: not
 // registered). log may be nil.
 func New(cfg config.Provider, base http.RoundTripper, reg prometheus.Registerer, log *zap.Logger) *Transport {
 	cfg = config.Config{Provider: cfg}.WithDefaults().Provider

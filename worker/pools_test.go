@@ -134,6 +134,7 @@ func TestSchemaPools(t *testing.T) {
 	base.NATS = q.NATS
 	base.NATS.Consumers = config.ConsumersPerSchema
 	base.Worker.AckWait = 5 * time.Second
+	base.Worker.InProgressEvery = base.Worker.AckWait / 3
 	schemaIDs := []string{"customer_message", "return_request"}
 	poolCfg := func(schema string) *config.Config {
 		c := *base

@@ -35,7 +35,7 @@ func serve(ctx context.Context, args []string, env startup.Env, token string, st
 	o := serveOptions{Token: token}
 	fs.StringVar(&o.Addr, "addr", defaultServeAddr, "listen address; without a token it must be a loopback one")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", startup.GetEnv("INGEST_METRICS_ADDR", ""),
-		"address of GET /metrics (Prometheus), apart from the API's; empty: GET /metrics on -addr")
+		"address of GET /metrics (Prometheus), GET /healthz and GET /readyz, apart from the API's; empty: GET /metrics on -addr")
 	fs.StringVar(&o.ConfigPath, "config", env.Config, "configuration file (default: CONFIG, else the embedded defaults)")
 	fs.StringVar(&o.TokenFile, "token-file", "", "file holding the bearer token (instead of INGEST_TOKEN)")
 	fs.BoolVar(&o.APITokens, "api-tokens", false, "take the API tokens of triage admin token create, each with its role and expiry")
@@ -116,7 +116,8 @@ type serveOptions struct {
 	LookupEnv func(string) (string, bool)
 	// MetricsAddr, when set, is where GET /metrics is served, apart from
 	// Addr (which then answers it 404): a port that is not the API's,
-	// for Prometheus only. Empty: GET /metrics on Addr.
+	// for Prometheus and probes (GET /healthz and GET /readyz are served
+	// there too, and still on Addr). Empty: GET /metrics on Addr.
 	MetricsAddr string
 	// Listening, if set, is called with the address once the server
 	// listens (tests use it to learn a ":0" port); MetricsListening with
@@ -206,10 +207,12 @@ func serveCommand(ctx context.Context, o serveOptions, env startup.Env, log *zap
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.Handle("GET /healthz", srv.Healthz())
+		mux.Handle("GET /readyz", srv.Readyz())
 		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = msrv.Serve(mln) }()
 		defer msrv.Close()
-		log.Info("serving /metrics", zap.String("addr", mln.Addr().String()))
+		log.Info("serving /metrics, /healthz and /readyz", zap.String("addr", mln.Addr().String()))
 		if o.MetricsListening != nil {
 			o.MetricsListening(mln.Addr())
 		}

@@ -186,7 +186,7 @@ func wantError(t *testing.T, what string, r reply, status int, code string) {
 
 // TestServeMetricsApart: with -metrics-addr, GET /metrics is served there
 // and not on the API's port, which answers it 404 (deploy/k8s exposes
-// the API's port only).
+// the API's port only); GET /healthz and GET /readyz on both.
 func TestServeMetricsApart(t *testing.T) {
 	t.Parallel()
 	e := ingesttest.NewEnv(t)
@@ -228,6 +228,14 @@ func TestServeMetricsApart(t *testing.T) {
 	}
 	if status, body := get("http://" + metrics.String() + "/metrics"); status != http.StatusOK || !strings.Contains(body, "extractq_ingest_http_requests_in_flight") {
 		t.Errorf("GET /metrics on -metrics-addr: %d, want 200 with the ingest metrics:\n%s", status, body)
+	}
+	// Probes may use the metrics port, as triage's.
+	for path, want := range map[string]string{"/healthz": `"ok"`, "/readyz": `"ready"`} {
+		for _, a := range []net.Addr{metrics, addr} {
+			if status, body := get("http://" + a.String() + path); status != http.StatusOK || !strings.Contains(body, want) {
+				t.Errorf("GET %s on %s: %d %s, want 200 %s", path, a, status, body, want)
+			}
+		}
 	}
 	cancel()
 	select {

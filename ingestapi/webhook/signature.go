@@ -142,8 +142,12 @@ func (v *Verifier) Check() error {
 	if v.TimestampHeader != "" && v.Scheme != SchemeSlack && v.Scheme != SchemeZendesk {
 		return fmt.Errorf("timestamp_header: scheme %s carries no timestamp in a header of its own", v.Scheme)
 	}
+	if v.Tolerance != 0 && v.Scheme != SchemeStripe && v.Scheme != SchemeSlack && v.Scheme != SchemeZendesk {
+		return fmt.Errorf("tolerance: scheme %s signs no timestamp, so there is none to bound; only %s, %s and %s take it",
+			v.Scheme, SchemeStripe, SchemeSlack, SchemeZendesk)
+	}
 	if len(v.Secret) == 0 {
-		return errors.New("the secret is empty")
+		return errors.New("secret: empty")
 	}
 	if v.Tolerance < 0 {
 		return fmt.Errorf("tolerance: %v is negative", v.Tolerance)
@@ -349,7 +353,10 @@ func decodeMAC(sig, prefix, enc string) ([][]byte, error) {
 		if enc == EncodingBase64 {
 			what = fmt.Sprintf("the base64 of %d bytes", sha256.Size)
 		}
-		return nil, fmt.Errorf("is not %q and %s (an HMAC-SHA256)", prefix, what)
+		if prefix != "" {
+			what = fmt.Sprintf("%q followed by %s", prefix, what)
+		}
+		return nil, fmt.Errorf("is not %s (an HMAC-SHA256)", what)
 	}
 	return [][]byte{b}, nil
 }

@@ -145,7 +145,9 @@ func TestVerifierCheck(t *testing.T) {
 		want string
 	}{
 		{webhook.Verifier{Scheme: "hmac-md5", Secret: []byte("s")}, `scheme: "hmac-md5" is not one of stripe, github`},
-		{webhook.Verifier{Scheme: webhook.SchemeGitHub}, "the secret is empty"},
+		{webhook.Verifier{Scheme: webhook.SchemeGitHub}, "secret: empty"},
+		{webhook.Verifier{Scheme: webhook.SchemeGitHub, Secret: []byte("s"), Tolerance: time.Minute}, "tolerance: scheme github signs no timestamp"},
+		{webhook.Verifier{Scheme: webhook.SchemeHMAC, Secret: []byte("s"), Header: "X", Tolerance: time.Minute}, "tolerance: scheme hmac-sha256"},
 		{webhook.Verifier{Scheme: webhook.SchemeHMAC, Secret: []byte("s")}, "header: scheme hmac-sha256 needs"},
 		{webhook.Verifier{Scheme: webhook.SchemeHMAC, Secret: []byte("s"), Header: "X", Encoding: "base32"}, `encoding: "base32"`},
 		{webhook.Verifier{Scheme: webhook.SchemeGitHub, Secret: []byte("s"), Prefix: "x"}, "only scheme hmac-sha256"},
@@ -154,6 +156,26 @@ func TestVerifierCheck(t *testing.T) {
 	} {
 		if err := c.v.Check(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.v, err, c.want)
+		}
+	}
+}
+
+// A signature that is not a MAC at all is told by what it should be.
+func TestVerifyGarbageSignature(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"id":"1"}`)
+	for _, c := range []struct {
+		scheme         webhook.Scheme
+		header, reason string
+	}{
+		{webhook.SchemeZendesk, "X-Zendesk-Webhook-Signature", "the X-Zendesk-Webhook-Signature header is not the base64 of 32 bytes (an HMAC-SHA256)"},
+		{webhook.SchemeGitHub, "X-Hub-Signature-256", `the X-Hub-Signature-256 header is not "sha256=" followed by 64 hex digits (an HMAC-SHA256)`},
+	} {
+		h := webhooktest.Headers(c.scheme, secret, "", body, now)
+		h.Set(c.header, "sha256=garbage")
+		_, err := verifier(c.scheme).Verify(h, body)
+		if err == nil || err.Error() != c.reason {
+			t.Errorf("%s: %v, want %q", c.scheme, err, c.reason)
 		}
 	}
 }
