@@ -69,41 +69,15 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) (err error) {
 	if isJSON {
 		rl.format = "json" // read as JSONL once turned into lines; logged as sent
 	}
-	if r.ContentLength > s.cfg.MaxBodyBytes {
-		return httperr.New(httperr.TooLarge, tooLarge(r.ContentLength, s.cfg.MaxBodyBytes))
-	}
-
-	// Bodies are held in memory: at most MaxRequests of them.
-	if !s.acquire(r.Context()) {
-		w.Header().Set("Retry-After", "1")
-		return httperr.Errorf(httperr.TooManyRequests, "the server handles %s at once (-max-requests) and all are taken; try again shortly",
-			plural(s.cfg.MaxRequests, "request", "requests"))
-	}
-	defer func() { <-s.sem }()
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
-	defer cancel()
-	defer context.AfterFunc(s.stop, cancel)()
-
-	// Unreachable before the body is read, so nothing of it is started.
-	if why, err := s.ready(ctx); why != "" {
-		rl.err = err
-		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
-		return httperr.New(httperr.Unavailable, why+"; nothing was stored: post the body again later")
-	}
-	s.reading.Add(1)
-	body, err := s.readBody(w, r)
-	s.reading.Add(-1)
-	rl.bytes = len(body)
-	if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
-		return httperr.New(httperr.TooLarge, tooLarge(-1, mbe.Limit))
-	}
+	ctx, body, release, err := s.admit(w, r, &rl, admission{
+		limit:    s.cfg.MaxBodyBytes,
+		tooLarge: func(n int64) string { return tooLarge(n, s.cfg.MaxBodyBytes) },
+		again:    "post the body again later",
+	})
 	if err != nil {
-		rl.err, rl.canceled = err, r.Context().Err() != nil
-		if s.stop.Err() != nil {
-			return httperr.New(httperr.Unavailable, "the server is shutting down; nothing was stored: post the body again later")
-		}
-		return httperr.Errorf(httperr.Invalid, "reading the body: %v", err)
+		return err
 	}
+	defer release()
 	if len(body) == 0 {
 		return httperr.New(httperr.Invalid, "the body is empty; send messages as JSONL, CSV or JSON")
 	}
@@ -277,44 +251,6 @@ func (s *Server) gated(route string, h http.Handler) http.Handler {
 		defer s.leave()
 		h.ServeHTTP(w, r)
 	})
-}
-
-// acquire takes one of MaxRequests, waiting up to BusyWait; false when
-// none came free (or the client went away).
-func (s *Server) acquire(ctx context.Context) bool {
-	select {
-	case s.sem <- struct{}{}:
-		return true
-	default:
-	}
-	t := time.NewTimer(s.cfg.BusyWait)
-	defer t.Stop()
-	select {
-	case s.sem <- struct{}{}:
-		return true
-	case <-t.C:
-		return false
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// readBody reads the whole body, at most MaxBodyBytes (a
-// *http.MaxBytesError past that).
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	return readAll(w, r, s.cfg.MaxBodyBytes)
-}
-
-// readAll reads the whole body, at most limit bytes (a
-// *http.MaxBytesError past that).
-func readAll(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	rd := http.MaxBytesReader(w, r.Body, limit)
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
-	}
-	_, err := buf.ReadFrom(rd)
-	return buf.Bytes(), err
 }
 
 // sourceName is the batch's source name: "http:" and the client's name

@@ -154,37 +154,13 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) (err error) {
 		return httperr.New(httperr.UnsupportedMediaType, err.Error())
 	}
 	rl.format, rl.schema = ingest.FormatJSON, h.Schema
-	if r.ContentLength > h.MaxBodyBytes {
-		return httperr.New(httperr.TooLarge, h.tooLarge(r.ContentLength))
-	}
-	if !s.acquire(r.Context()) {
-		w.Header().Set("Retry-After", "1")
-		return httperr.Errorf(httperr.TooManyRequests, "the server handles %s at once (-max-requests) and all are taken; try again shortly",
-			plural(s.cfg.MaxRequests, "request", "requests"))
-	}
-	defer func() { <-s.sem }()
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
-	defer cancel()
-	defer context.AfterFunc(s.stop, cancel)()
-	if why, err := s.ready(ctx); why != "" {
-		rl.err = err
-		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
-		return httperr.New(httperr.Unavailable, why+"; nothing was stored: send the webhook again later")
-	}
-	s.reading.Add(1)
-	body, err := readAll(w, r, h.MaxBodyBytes)
-	s.reading.Add(-1)
-	rl.bytes = len(body)
-	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-		return httperr.New(httperr.TooLarge, h.tooLarge(-1))
-	}
+	ctx, body, release, err := s.admit(w, r, &rl, admission{
+		limit: h.MaxBodyBytes, tooLarge: h.tooLarge, again: "send the webhook again later",
+	})
 	if err != nil {
-		rl.err, rl.canceled = err, r.Context().Err() != nil
-		if s.stop.Err() != nil {
-			return httperr.New(httperr.Unavailable, "the server is shutting down; nothing was stored: send the webhook again later")
-		}
-		return httperr.Errorf(httperr.Invalid, "reading the body: %v", err)
+		return err
 	}
+	defer release()
 
 	if h.Verifier != nil {
 		signed, verr := h.Verifier.Verify(r.Header, body)

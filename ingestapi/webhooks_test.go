@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/extractq/extractq/ingestapi"
 	"github.com/extractq/extractq/ingestapi/webhook"
 	"github.com/extractq/extractq/ingestapi/webhook/webhooktest"
+	"github.com/extractq/extractq/store"
 )
 
 const (
@@ -234,4 +236,60 @@ func TestWebhookConfig(t *testing.T) {
 			t.Errorf("%+v: %v, want %q", c.w, err, c.want)
 		}
 	}
+}
+
+// A webhook is admitted as POST /v1/messages is, sharing its places: with
+// every place held by a POST of messages, a webhook waits BusyWait and is
+// answered 429 with Retry-After 1; with Postgres down, 503 with
+// Retry-After, telling the sender to send it again. Nothing is stored.
+func TestWebhookAdmission(t *testing.T) {
+	t.Parallel()
+	auth := map[string][]string{"Authorization": {"Bearer " + testToken}}
+	body := `{"id": "a-1", "text": "Where is order 48213?"}`
+
+	t.Run("Busy", func(t *testing.T) {
+		t.Parallel()
+		se := webhookServer(t, func(c *ingestapi.ServerConfig) { c.MaxRequests, c.BusyWait = 1, 100*time.Millisecond })
+		pw, replies, errs := se.pipePost(t)
+		if _, err := pw.Write([]byte(`{"id": "b-1", "text": "Refund 48214"}` + "\n")); err != nil {
+			t.Fatal(err)
+		}
+		se.waitBusy(t, 1)
+		r := se.hook(t, "plain", auth, body, "")
+		wantError(t, "webhook while busy", r, http.StatusTooManyRequests, "too_many_requests", "the server handles 1 request at once")
+		if r.header.Get("Retry-After") != "1" {
+			t.Errorf("429 Retry-After %q, want 1", r.header.Get("Retry-After"))
+		}
+		pw.Close()
+		select {
+		case r := <-replies:
+			if r.status != http.StatusOK {
+				t.Errorf("the POST holding the place: %d %s", r.status, r.body)
+			}
+		case err := <-errs:
+			t.Fatalf("the POST holding the place: %v", err)
+		}
+		if n := se.CountSQL(t, `SELECT count(*) FROM messages WHERE external_id = 'a-1'`); n != 0 {
+			t.Errorf("%d webhook messages stored, want none", n)
+		}
+		if r := se.hook(t, "plain", auth, body, ""); r.status != http.StatusOK || r.ans.Published != 1 {
+			t.Errorf("the webhook once free: %d %s", r.status, r.body)
+		}
+	})
+
+	t.Run("NotReady", func(t *testing.T) {
+		t.Parallel()
+		pool, err := pgxpool.New(t.Context(), "postgres://postgres@127.0.0.1:1/extractq_test?sslmode=disable&connect_timeout=2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		se := webhookServer(t, func(c *ingestapi.ServerConfig) { c.Store = &store.Store{Pool: pool} })
+		r := se.hook(t, "plain", auth, body, "")
+		wantError(t, "webhook with Postgres down", r, http.StatusServiceUnavailable, "unavailable",
+			"Postgres is unreachable", "nothing was stored: send the webhook again later")
+		if r.header.Get("Retry-After") == "" {
+			t.Error("503 without Retry-After")
+		}
+	})
 }
