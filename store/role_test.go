@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,10 +15,10 @@ import (
 	"github.com/extractq/extractq/store/storetest"
 )
 
-// TestAnalystRole checks the Postgres role of migrations 000015 and
-// 000021: as
-// extractq_analyst, the report views, functions and the tables they read
-// answer, and every table or view holding customer text is refused.
+// TestAnalystRole checks the Postgres role of migrations 000015, 000021,
+// 000023 and 000025: as extractq_analyst, the report views, functions
+// and the tables they read answer, and every table or view holding
+// customer text is refused.
 func TestAnalystRole(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -77,21 +78,10 @@ func TestAnalystRole(t *testing.T) {
 	}
 	// Nothing else in the schema is granted: every table and view not
 	// named above is refused too.
-	rows, err := st.Pool.Query(ctx, `
-SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'v', 'm')
-  AND has_table_privilege('extractq_analyst', c.oid, 'SELECT')
-ORDER BY 1`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	granted, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(granted, " "); got != "batch_cost batch_summary batches eval_results failing_fields failure_events field_failures "+
-		"qa_field_estimates repair_effectiveness reply_failures runs triage_backlog" {
-		t.Errorf("extractq_analyst may read %q, want the report views and the tables they read only", got)
+	whole, columns := analystGranted(ctx, t, st)
+	if got := strings.Join(whole, " "); got != "batch_cost batch_summary batches eval_results failing_fields failure_events field_failures "+
+		"qa_field_estimates repair_effectiveness reply_failures runs triage_backlog" || !slices.Equal(columns, []string{"llm_calls"}) {
+		t.Errorf("extractq_analyst may read %q and columns of %v, want the report views and the tables they read only", got, columns)
 	}
 }
 
@@ -188,4 +178,151 @@ func TestRolesMigration(t *testing.T) {
 	if err != nil || nw.Role != store.RoleReviewer {
 		t.Errorf("a new account: %s, %v; want reviewer", nw.Role, err)
 	}
+}
+
+// analystGranted lists, sorted, the relations of st's schema that
+// extractq_analyst may read whole, and those it may read some columns of
+// only.
+func analystGranted(ctx context.Context, t *testing.T, st *store.Store) (whole, columns []string) {
+	t.Helper()
+	rows, err := st.Pool.Query(ctx, `
+SELECT c.relname, has_table_privilege('extractq_analyst', c.oid, 'SELECT')
+FROM pg_class c
+WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'v', 'm')
+  AND has_any_column_privilege('extractq_analyst', c.oid, 'SELECT')
+ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type rel struct {
+		Name  string
+		Whole bool
+	}
+	rels, err := pgx.CollectRows(rows, pgx.RowToStructByPos[rel])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rels {
+		if r.Whole {
+			whole = append(whole, r.Name)
+		} else {
+			columns = append(columns, r.Name)
+		}
+	}
+	return whole, columns
+}
+
+// TestAnalystGrants checks migration 000025: analyst_grant reads what it
+// grants from the table analyst_grants, so the analyst role reads exactly
+// the relations listed there (whole, or but the withheld columns), the
+// same ones as 000023's grant, and none of the tables of customer text;
+// a new report view is granted by one row. Down, the grant is 000023's
+// again, granting the same.
+func TestAnalystGrants(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := storetest.NewStore(t) // a schema of its own: migrated down and up
+	// What 000015, 000021 and 000023 granted: the report and analyst views
+	// and the tables their functions read; llm_calls without the replies.
+	wantWhole := []string{"batch_cost", "batch_summary", "batches", "eval_results", "failing_fields", "failure_events",
+		"field_failures", "qa_field_estimates", "repair_effectiveness", "reply_failures", "runs", "triage_backlog"}
+	wantColumns := []string{"llm_calls"}
+	customerText := []string{"messages", "extractions", "triage_items", "audit_log", "current_results", "qa_samples", "qa_verdicts",
+		"reviewers", "api_tokens", "sessions", "results_outbox"}
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := st.Pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	// regrant takes every grant of the schema from the role and runs
+	// analyst_grant alone, so what the role reads is what the function
+	// grants, not what an earlier migration left.
+	regrant := func() {
+		t.Helper()
+		exec(`DO $$ BEGIN
+			EXECUTE format('REVOKE ALL ON ALL TABLES IN SCHEMA %I FROM extractq_analyst', current_schema());
+		END $$`)
+		if whole, columns := analystGranted(ctx, t, st); len(whole)+len(columns) != 0 {
+			t.Fatalf("after the revoke the role reads %v and columns of %v", whole, columns)
+		}
+		exec(`SELECT analyst_grant('extractq_analyst')`)
+	}
+	check := func(when string, wantWhole, wantColumns []string) {
+		t.Helper()
+		whole, columns := analystGranted(ctx, t, st)
+		if !slices.Equal(whole, wantWhole) || !slices.Equal(columns, wantColumns) {
+			t.Errorf("%s: the role reads %v whole and columns of %v; want %v and %v", when, whole, columns, wantWhole, wantColumns)
+		}
+		for _, rel := range customerText {
+			var reads bool
+			if err := st.Pool.QueryRow(ctx, `SELECT has_any_column_privilege('extractq_analyst', $1::regclass, 'SELECT')`,
+				rel).Scan(&reads); err != nil || reads {
+				t.Errorf("%s: the role reads %s: %v, %v", when, rel, reads, err)
+			}
+		}
+		var replies bool
+		if err := st.Pool.QueryRow(ctx, `SELECT has_column_privilege('extractq_analyst', 'llm_calls', 'reply', 'SELECT')
+			OR has_column_privilege('extractq_analyst', 'llm_calls', 'stripped', 'SELECT')`).Scan(&replies); err != nil || replies {
+			t.Errorf("%s: the role reads llm_calls' replies: %v, %v", when, replies, err)
+		}
+	}
+
+	// The table lists what the role reads, and nothing of customer text.
+	rows, err := st.Pool.Query(ctx, `SELECT relation::text, withheld::text[] FROM analyst_grants ORDER BY relation`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type grant struct {
+		Relation string
+		Withheld []string
+	}
+	listed, err := pgx.CollectRows(rows, pgx.RowToStructByPos[grant])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listedWhole, listedColumns []string
+	for _, g := range listed {
+		if slices.Contains(customerText, g.Relation) {
+			t.Errorf("analyst_grants lists %s, which holds customer text", g.Relation)
+		}
+		if len(g.Withheld) == 0 {
+			listedWhole = append(listedWhole, g.Relation)
+			continue
+		}
+		listedColumns = append(listedColumns, g.Relation)
+		if g.Relation == "llm_calls" && !slices.Equal(g.Withheld, []string{"reply", "stripped"}) {
+			t.Errorf("llm_calls withholds %v, want reply and stripped", g.Withheld)
+		}
+	}
+	if !slices.Equal(listedWhole, wantWhole) || !slices.Equal(listedColumns, wantColumns) {
+		t.Errorf("analyst_grants lists %v whole and %v by column; want %v and %v", listedWhole, listedColumns, wantWhole, wantColumns)
+	}
+	check("up, as migrated", wantWhole, wantColumns)
+	regrant()
+	check("up, analyst_grant alone", wantWhole, wantColumns)
+
+	// A new view is one row.
+	exec(`CREATE VIEW grant_test_counts AS SELECT count(*) AS n FROM runs`)
+	exec(`INSERT INTO analyst_grants (relation, why) VALUES ('grant_test_counts', 'a test view: a count')`)
+	regrant()
+	check("up, a view added", slices.Sorted(slices.Values(append(slices.Clone(wantWhole), "grant_test_counts"))), wantColumns)
+	exec(`DROP VIEW grant_test_counts`)
+
+	// Down: 000023's analyst_grant, granting the same.
+	if err := store.MigrateDown(ctx, st.Pool, nil); err != nil {
+		t.Fatal(err)
+	}
+	var table *string
+	if err := st.Pool.QueryRow(ctx, `SELECT to_regclass('analyst_grants')::text`).Scan(&table); err != nil || table != nil {
+		t.Errorf("analyst_grants after down: %v, %v; want it dropped", table, err)
+	}
+	check("down, as migrated", wantWhole, wantColumns)
+	regrant()
+	check("down, analyst_grant alone", wantWhole, wantColumns)
+
+	if err := store.Migrate(ctx, st.Pool, nil); err != nil {
+		t.Fatal(err)
+	}
+	check("up again", wantWhole, wantColumns)
 }

@@ -217,8 +217,9 @@ func emptyForReuse(ctx context.Context, st *store.Store) error {
 }
 
 // emptySchemaSQL deletes the rows of every table of the current schema but
-// goose's and restarts their identity columns when %[1]v is true, and
-// truncates them all when it is false.
+// those the migrations fill (goose's version table, and analyst_grants of
+// migration 000025, which analyst_grant reads) and restarts their identity
+// columns when %[1]v is true, and truncates them all when it is false.
 const emptySchemaSQL = `
 DO $$
 DECLARE
@@ -226,16 +227,16 @@ DECLARE
 BEGIN
     IF %[1]v THEN
         FOR t IN SELECT format('%%I', tablename) FROM pg_tables
-                 WHERE schemaname = current_schema() AND tablename <> 'goose_db_version' LOOP
+                 WHERE schemaname = current_schema() AND tablename NOT IN ('goose_db_version', 'analyst_grants') LOOP
             EXECUTE 'DELETE FROM ' || t;
         END LOOP;
         PERFORM setval(pg_get_serial_sequence(format('%%I', c.relname), a.attname), 1, false)
         FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
         WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'
-          AND c.relname <> 'goose_db_version' AND a.attidentity <> '';
+          AND c.relname NOT IN ('goose_db_version', 'analyst_grants') AND a.attidentity <> '';
     ELSE
         SELECT 'TRUNCATE ' || string_agg(format('%%I', tablename), ', ') || ' RESTART IDENTITY CASCADE' INTO t
-        FROM pg_tables WHERE schemaname = current_schema() AND tablename <> 'goose_db_version';
+        FROM pg_tables WHERE schemaname = current_schema() AND tablename NOT IN ('goose_db_version', 'analyst_grants');
         IF t IS NOT NULL THEN
             EXECUTE t;
         END IF;

@@ -151,6 +151,11 @@ func testNewStoreReusesSchemas(t *testing.T) {
 		if err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM audit_log`).Scan(&audit); err != nil || audit != 1 {
 			t.Errorf("audit entries %d, %v; want only this test's one", audit, err)
 		}
+		// What the migrations wrote stays: analyst_grant reads it.
+		var grants int
+		if err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM analyst_grants`).Scan(&grants); err != nil || grants == 0 {
+			t.Errorf("analyst_grants rows %d, %v; want those migration 000025 wrote", grants, err)
+		}
 		if err := store.MigrateDown(ctx, st.Pool, nil); err != nil {
 			t.Fatal(err)
 		}
