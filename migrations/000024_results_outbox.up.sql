@@ -6,8 +6,10 @@
 -- row's stream sequence.
 --
 -- results_outbox_state holds one row: whether changes are written to the
--- outbox at all (results.enabled in the worker's configuration; the
--- worker sets it at start, every other command reads it here), and the
+-- outbox at all (results.enabled in the worker's configuration: a worker
+-- started with it true turns the switch on, one started with it false on
+-- a database whose switch is on refuses to start, and only `migrate
+-- results-off` turns it off; every other command reads it here), and the
 -- creation time of the results stream the rows were published to, so the
 -- relay tells a stream made again (its server lost its store) from the
 -- one it published to.
