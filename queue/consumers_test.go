@@ -32,16 +32,32 @@ func (b *testBundle) modeConfig(mode string) *config.Config {
 // customer_message and return_request.
 func (b *testBundle) publishSchemas(t *testing.T, n int) []queue.Envelope {
 	t.Helper()
-	p := queue.NewPublisher(b.js, b.cfg)
-	envs := make([]queue.Envelope, n)
-	for i := range envs {
-		schema := []string{"customer_message", "return_request"}[i%2]
-		envs[i] = queue.Envelope{MessageID: int64(i + 1), RunNo: 1, BatchID: "b1", SchemaID: schema}
-		if dup, err := p.Publish(t.Context(), envs[i].DedupID(), envs[i]); err != nil || dup {
-			t.Fatalf("publish %d: dup=%v err=%v", i, dup, err)
-		}
+	return b.publish(t, n, "customer_message", "return_request")
+}
+
+// ensureConsumers makes and returns the consumers of mode
+// (b.modeConfig), failing t on an error.
+func (b *testBundle) ensureConsumers(t *testing.T, mode string) []jetstream.Consumer {
+	t.Helper()
+	cons, err := queue.EnsureConsumers(t.Context(), b.js, b.modeConfig(mode))
+	if err != nil {
+		t.Fatalf("EnsureConsumers(%s): %v", mode, err)
 	}
-	return envs
+	return cons
+}
+
+// perSchemaConsumers are the names of b's consumers in per_schema mode,
+// sorted.
+func (b *testBundle) perSchemaConsumers() []string {
+	return []string{b.cfg.Consumer + "-customer_message", b.cfg.Consumer + "-return_request"}
+}
+
+// wantConsumers fails t unless the stream's consumers are want (sorted).
+func (b *testBundle) wantConsumers(t *testing.T, when string, want ...string) {
+	t.Helper()
+	if got := b.consumerNames(t); !slices.Equal(got, want) {
+		t.Fatalf("consumers %s: %v, want %v", when, got, want)
+	}
 }
 
 // consumerNames returns the names of the stream's consumers, sorted.
@@ -79,11 +95,7 @@ func TestConsumerModes(t *testing.T) {
 	t.Run("PerSchemaDeliversEachSchemaToItsConsumer", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		cfg := b.modeConfig(config.ConsumersPerSchema)
-		cons, err := queue.EnsureConsumers(t.Context(), b.js, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cons := b.ensureConsumers(t, config.ConsumersPerSchema)
 		if len(cons) != 2 {
 			t.Fatalf("%d consumers served, want both schemas'", len(cons))
 		}
@@ -105,28 +117,22 @@ func TestConsumerModes(t *testing.T) {
 			}
 		}
 		// worker.schema: only that schema's consumer is served; both exist.
+		cfg := b.modeConfig(config.ConsumersPerSchema)
 		cfg.Worker.Schema = "return_request"
-		cons, err = queue.EnsureConsumers(t.Context(), b.js, cfg)
+		cons, err := queue.EnsureConsumers(t.Context(), b.js, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(cons) != 1 || cons[0].CachedInfo().Name != b.cfg.Consumer+"-return_request" {
 			t.Fatalf("worker.schema return_request serves %d consumers", len(cons))
 		}
-		want := []string{b.cfg.Consumer + "-customer_message", b.cfg.Consumer + "-return_request"}
-		if got := b.consumerNames(t); !slices.Equal(got, want) {
-			t.Fatalf("consumers %v, want %v", got, want)
-		}
+		b.wantConsumers(t, "with worker.schema", b.perSchemaConsumers()...)
 	})
 
 	t.Run("SwitchDeletesTheIdleOldConsumer", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		shared := b.modeConfig(config.ConsumersShared)
-		old, err := queue.EnsureConsumers(t.Context(), b.js, shared)
-		if err != nil {
-			t.Fatal(err)
-		}
+		old := b.ensureConsumers(t, config.ConsumersShared)
 		envs := b.publishSchemas(t, 6)
 		// The shared consumer delivers and acks two runs; four stay undelivered.
 		for _, m := range fetchAll(t, old[0], 2) {
@@ -135,15 +141,9 @@ func TestConsumerModes(t *testing.T) {
 			}
 		}
 
-		perSchema := b.modeConfig(config.ConsumersPerSchema)
-		cons, err := queue.EnsureConsumers(t.Context(), b.js, perSchema)
-		if err != nil {
-			t.Fatalf("switching to per_schema with the shared consumer idle: %v", err)
-		}
-		want := []string{b.cfg.Consumer + "-customer_message", b.cfg.Consumer + "-return_request"}
-		if got := b.consumerNames(t); !slices.Equal(got, want) {
-			t.Fatalf("consumers after the switch %v, want %v", got, want)
-		}
+		// The shared consumer is idle: the switch goes through.
+		cons := b.ensureConsumers(t, config.ConsumersPerSchema)
+		b.wantConsumers(t, "after the switch", b.perSchemaConsumers()...)
 		// Nothing lost: the four runs the shared consumer never delivered
 		// go to the new consumers.
 		var got []int64
@@ -163,26 +163,18 @@ func TestConsumerModes(t *testing.T) {
 		}
 
 		// And back: the per-schema consumers are deleted, the shared made.
-		if _, err := queue.EnsureConsumers(t.Context(), b.js, shared); err != nil {
-			t.Fatalf("switching back to shared: %v", err)
-		}
-		if got := b.consumerNames(t); !slices.Equal(got, []string{b.cfg.Consumer}) {
-			t.Fatalf("consumers after switching back %v", got)
-		}
+		b.ensureConsumers(t, config.ConsumersShared)
+		b.wantConsumers(t, "after switching back", b.cfg.Consumer)
 	})
 
 	t.Run("SwitchRefusedWhileRunsAreInFlight", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		shared := b.modeConfig(config.ConsumersShared)
-		old, err := queue.EnsureConsumers(t.Context(), b.js, shared)
-		if err != nil {
-			t.Fatal(err)
-		}
+		old := b.ensureConsumers(t, config.ConsumersShared)
 		b.publishSchemas(t, 2)
 		held := fetchAll(t, old[0], 1) // delivered, not acked: a worker of the old mode is on it
 
-		_, err = queue.EnsureConsumers(t.Context(), b.js, b.modeConfig(config.ConsumersPerSchema))
+		_, err := queue.EnsureConsumers(t.Context(), b.js, b.modeConfig(config.ConsumersPerSchema))
 		var mse *queue.ModeSwitchError
 		if !errors.As(err, &mse) || mse.Consumer != b.cfg.Consumer || mse.AckPending != 1 {
 			t.Fatalf("error %v, want a ModeSwitchError naming %s with 1 run in flight", err, b.cfg.Consumer)
@@ -193,26 +185,18 @@ func TestConsumerModes(t *testing.T) {
 				t.Errorf("error %q does not say %q", err, want)
 			}
 		}
-		if got := b.consumerNames(t); !slices.Equal(got, []string{b.cfg.Consumer}) {
-			t.Fatalf("consumers after the refused switch %v, want the shared one only", got)
-		}
+		b.wantConsumers(t, "after the refused switch", b.cfg.Consumer)
 		// Once the run is acked, the switch goes through.
 		if err := held[0].DoubleAck(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := queue.EnsureConsumers(t.Context(), b.js, b.modeConfig(config.ConsumersPerSchema)); err != nil {
-			t.Fatalf("switch once the run was acked: %v", err)
-		}
+		b.ensureConsumers(t, config.ConsumersPerSchema)
 	})
 
 	t.Run("SwitchWaitsForTheOldWorkersToStop", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		shared := b.modeConfig(config.ConsumersShared)
-		old, err := queue.EnsureConsumers(t.Context(), b.js, shared)
-		if err != nil {
-			t.Fatal(err)
-		}
+		old := b.ensureConsumers(t, config.ConsumersShared)
 		// An idle worker of the old mode: its pull requests wait.
 		stop := runInBackground(t, old[0], func(context.Context, *queue.Delivery) queue.Decision { return queue.Ack() },
 			queue.ConsumerOptions{FetchWait: time.Second})

@@ -52,12 +52,18 @@ func (b *testBundle) consumer(t *testing.T) jetstream.Consumer {
 // publishN publishes runs 1 of messages 1..n and returns their envelopes.
 func (b *testBundle) publishN(t *testing.T, n int) []queue.Envelope {
 	t.Helper()
+	return b.publish(t, n, "customer_message")
+}
+
+// publish publishes run 1 of messages 1..n of batch b1, message i of
+// schemas[i%len(schemas)], and returns their envelopes.
+func (b *testBundle) publish(t *testing.T, n int, schemas ...string) []queue.Envelope {
+	t.Helper()
 	p := queue.NewPublisher(b.js, b.cfg)
 	envs := make([]queue.Envelope, n)
 	for i := range envs {
-		envs[i] = queue.Envelope{MessageID: int64(i + 1), RunNo: 1, BatchID: "b1", SchemaID: "customer_message"}
-		dup, err := p.Publish(t.Context(), envs[i].DedupID(), envs[i])
-		if err != nil || dup {
+		envs[i] = queue.Envelope{MessageID: int64(i + 1), RunNo: 1, BatchID: "b1", SchemaID: schemas[i%len(schemas)]}
+		if dup, err := p.Publish(t.Context(), envs[i].DedupID(), envs[i]); err != nil || dup {
 			t.Fatalf("publish %d: dup=%v err=%v", i, dup, err)
 		}
 	}

@@ -50,10 +50,7 @@ func TestMessagesErase(t *testing.T) {
 	// A schema of its own: an erasure sets extractq.erasing for the rest of
 	// its transaction, and the test checks the audit log is append-only
 	// again once that transaction has ended.
-	st := storetest.NewStore(t)
-	if err := st.ResultsOutboxEnable(ctx, st.Pool, true); err != nil {
-		t.Fatal(err)
-	}
+	st := outboxStore(t)
 	batch := batchFixture(ctx, t, st, st.Pool)
 
 	// A result, an approved triage item (its audit entry holds the
@@ -254,10 +251,7 @@ func TestMessagesPurge(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	// A schema of its own: MessagesPurge commits each chunk on the pool.
-	st := storetest.NewStore(t)
-	if err := st.ResultsOutboxEnable(ctx, st.Pool, true); err != nil {
-		t.Fatal(err)
-	}
+	st := outboxStore(t)
 	batch := batchFixture(ctx, t, st, st.Pool)
 
 	var old []store.Run

@@ -10,6 +10,17 @@ import (
 	"github.com/extractq/extractq/store/storetest"
 )
 
+// outboxStore returns a store of a schema of its own with the results
+// outbox on.
+func outboxStore(t *testing.T) *store.Store {
+	t.Helper()
+	st := storetest.NewStore(t)
+	if err := st.ResultsOutboxEnable(t.Context(), st.Pool, true); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // outboxTypes counts the outbox's rows by type.
 func outboxTypes(t *testing.T, st *store.Store) map[string]int {
 	t.Helper()
@@ -52,10 +63,7 @@ func TestResultsOutbox(t *testing.T) {
 	t.Run("BatchDoneOnceUnderConcurrentCommits", func(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
-		st := storetest.NewStore(t)
-		if err := st.ResultsOutboxEnable(ctx, st.Pool, true); err != nil {
-			t.Fatal(err)
-		}
+		st := outboxStore(t)
 		for round := range 5 {
 			batch := batchFixture(ctx, t, st, st.Pool)
 			const n = 12
@@ -97,10 +105,7 @@ func TestResultsOutbox(t *testing.T) {
 	t.Run("IngestDoesNotBlockOutcomes", func(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
-		st := storetest.NewStore(t)
-		if err := st.ResultsOutboxEnable(ctx, st.Pool, true); err != nil {
-			t.Fatal(err)
-		}
+		st := outboxStore(t)
 		batch := batchFixture(ctx, t, st, st.Pool)
 		done := messageFixture(ctx, t, st, st.Pool, batch)
 		tx, err := st.Pool.Begin(ctx)
@@ -120,10 +125,7 @@ func TestResultsOutbox(t *testing.T) {
 	t.Run("NotDoneWhileQueued", func(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
-		st := storetest.NewStore(t)
-		if err := st.ResultsOutboxEnable(ctx, st.Pool, true); err != nil {
-			t.Fatal(err)
-		}
+		st := outboxStore(t)
 		batch := batchFixture(ctx, t, st, st.Pool)
 		a, b := messageFixture(ctx, t, st, st.Pool, batch), messageFixture(ctx, t, st, st.Pool, batch)
 		if err := st.RunOutcomeInsert(ctx, st.Pool, succeededOutcome(a)); err != nil {

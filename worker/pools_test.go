@@ -6,15 +6,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	openai "github.com/sashabaranov/go-openai"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
@@ -22,7 +19,6 @@ import (
 	"github.com/extractq/extractq/devtools/llmsim"
 	"github.com/extractq/extractq/ingest"
 	"github.com/extractq/extractq/internal/testsignal"
-	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/queue/queuetest"
 	"github.com/extractq/extractq/relay"
@@ -57,28 +53,12 @@ func startPool(t *testing.T, cfg *config.Config, st *store.Store, q *queuetest.B
 	t.Helper()
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named(cfg.Worker.Schema)
 	p := &pool{calls: new(atomic.Int64)}
-	sim := llmsim.New(config.Simulator{Seed: 3}, log)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/chat/completions") {
-			p.calls.Add(1)
-		}
-		sim.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
+	url := llmServer(t, llmsim.New(config.Simulator{Seed: 3}, log), p.calls)
 	schemas, err := worker.LoadSchemas(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	oc := openai.DefaultConfig("test")
-	oc.BaseURL = srv.URL + "/v1"
-	price := cfg.Prices.Models[cfg.LLM.Model]
-	ext := pipeline.NewExtractor(openai.NewClientWithConfig(oc), pipeline.ExtractorConfig{
-		Model: cfg.LLM.Model, RequestMode: cfg.LLM.RequestMode, MaxCompletionTokens: cfg.LLM.MaxCompletionTokens,
-		ContextWindowTokens: cfg.LLM.ContextWindowTokens,
-		Budget:              pipeline.Budget{MaxTokens: cfg.Budget.MaxTokens, MaxCostUSD: cfg.Budget.MaxCostUSD},
-		Price:               pipeline.Price{InputPerMTok: price.InputPerMTok, CachedInputPerMTok: price.CachedInputPerMTok, OutputPerMTok: price.OutputPerMTok},
-		PriceVersion:        cfg.Prices.Version, Logger: log,
-	})
+	ext := testExtractor(cfg, url, log, nil)
 	reg := prometheus.NewRegistry()
 	w, err := worker.New(worker.Config{
 		Store: st, Extractor: ext, Model: cfg.LLM.Model, Schemas: schemas, Metrics: worker.NewMetrics(reg), Logger: log,
@@ -102,21 +82,10 @@ func startPool(t *testing.T, cfg *config.Config, st *store.Store, q *queuetest.B
 	}
 	p.health = ln.Addr().String()
 	ln.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- worker.RunService(ctx, worker.ServiceConfig{HealthAddr: p.health,
-			Worker: w, Store: st, Conn: q.Conn, Consumers: cons, AllConsumers: cfg.Consumers(), Publisher: pub, Relay: rel,
-			JS: q.JS, NATS: q.NATS, Concurrency: 4, ShutdownGrace: 2 * time.Second, SweepEvery: -1, ReconcileEvery: -1, Logger: log,
-		})
-	}()
-	p.stop = sync.OnceFunc(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("RunService of pool %s: %v", cfg.Worker.Schema, err)
-		}
+	p.stop = runService(t, "pool "+cfg.Worker.Schema, worker.ServiceConfig{HealthAddr: p.health,
+		Worker: w, Store: st, Conn: q.Conn, Consumers: cons, AllConsumers: cfg.Consumers(), Publisher: pub, Relay: rel,
+		JS: q.JS, NATS: q.NATS, Concurrency: 4, ShutdownGrace: 2 * time.Second, SweepEvery: -1, ReconcileEvery: -1, Logger: log,
 	})
-	t.Cleanup(p.stop)
 	return p
 }
 
