@@ -2,20 +2,17 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/extractq/extractq/internal/pgserver"
 )
 
 // Postgres is a private Postgres server on a free port of 127.0.0.1, for
@@ -32,39 +29,13 @@ type Postgres struct {
 
 // URL reaches database db on the server as the superuser postgres.
 func (pg *Postgres) URL(db string) string {
-	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", net.JoinHostPort("127.0.0.1", strconv.Itoa(pg.Port)), db)
+	return pgserver.URL(pg.Port, db)
 }
 
 // Log returns the server's log so far.
 func (pg *Postgres) Log() string {
 	out, _ := os.ReadFile(filepath.Join(pg.Dir, "postgres.log"))
 	return string(out)
-}
-
-// pgBinDirs are where Debian installs each major version's server
-// binaries (<version>/bin).
-const pgBinDirs = "/usr/lib/postgresql"
-
-// pgBin returns the directory of the newest initdb and postgres under
-// Debian's layout, else of initdb on PATH, else "".
-func pgBin() string {
-	entries, _ := os.ReadDir(pgBinDirs)
-	var versions []int
-	for _, e := range entries {
-		if v, err := strconv.Atoi(e.Name()); err == nil {
-			if _, err := os.Stat(filepath.Join(pgBinDirs, e.Name(), "bin", "postgres")); err == nil {
-				versions = append(versions, v)
-			}
-		}
-	}
-	sort.Ints(versions)
-	if n := len(versions); n > 0 {
-		return filepath.Join(pgBinDirs, strconv.Itoa(versions[n-1]), "bin")
-	}
-	if p, err := exec.LookPath("initdb"); err == nil {
-		return filepath.Dir(p)
-	}
-	return ""
 }
 
 // NewPostgres initialises a cluster in a new directory (trust
@@ -76,12 +47,19 @@ func pgBin() string {
 // Postgres). On failure the test log gets the server's log.
 func NewPostgres(t testing.TB, settings ...string) *Postgres {
 	t.Helper()
-	bin := pgBin()
-	if bin == "" {
+	bin, err := pgserver.BinDir("")
+	if errors.Is(err, pgserver.ErrNoBinaries) {
 		if os.Getenv("CI") == "" {
 			t.Skip("no Postgres server binaries (initdb, postgres); set CI to make this a failure")
 		}
 		t.Fatal("no Postgres server binaries (initdb, postgres), and CI is set")
+	}
+	if err != nil {
+		t.Fatalf("storetest.NewPostgres: %v", err)
+	}
+	cred, err := pgserver.Credential()
+	if err != nil {
+		t.Fatalf("storetest.NewPostgres: %v", err)
 	}
 	// t.TempDir's parents are private to root: the server's user could
 	// not reach its files there.
@@ -90,35 +68,22 @@ func NewPostgres(t testing.TB, settings ...string) *Postgres {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	var cred *syscall.Credential
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			t.Fatalf("storetest.NewPostgres: running as root, and initdb refuses root: need the OS user postgres: %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}
-		if err := os.Chown(dir, uid, gid); err != nil {
-			t.Fatal(err)
-		}
+	if err := pgserver.MkdirAll(cred, dir); err != nil {
+		t.Fatal(err)
 	}
 	pg := &Postgres{Dir: dir}
 	data := filepath.Join(dir, "data")
-	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync")
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	if out, err := initdb.CombinedOutput(); err != nil {
+	initdb := pgserver.InitdbArgs(bin, data)
+	cmd := exec.Command(initdb[0], initdb[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("storetest.NewPostgres: initdb: %v\n%s", err, out)
 	}
 
 	for try := 0; ; try++ {
 		pg.Port = freePort(t)
-		args := []string{"-D", data, "-p", strconv.Itoa(pg.Port), "-k", dir,
-			"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "logging_collector=off"}
-		for _, s := range settings {
-			args = append(args, "-c", s)
-		}
-		pg.proc, err = pg.start(filepath.Join(bin, "postgres"), args, cred)
+		args := pgserver.ServerArgs(bin, data, dir, pg.Port, append([]string{"fsync=off"}, settings...)...)
+		pg.proc, err = pg.start(args, cred)
 		if err == nil {
 			break
 		}
@@ -143,13 +108,13 @@ func NewPostgres(t testing.TB, settings ...string) *Postgres {
 }
 
 // start runs postgres and waits until it accepts a connection, or exits.
-func (pg *Postgres) start(bin string, args []string, cred *syscall.Credential) (*process, error) {
+func (pg *Postgres) start(args []string, cred *syscall.Credential) (*process, error) {
 	logf, err := os.OpenFile(filepath.Join(pg.Dir, "postgres.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o666)
 	if err != nil {
 		return nil, err
 	}
 	defer logf.Close()
-	p := &process{cmd: exec.Command(bin, args...), exited: make(chan struct{})}
+	p := &process{cmd: exec.Command(args[0], args[1:]...), exited: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	// Its own process group, and killed with the test binary.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
@@ -167,11 +132,8 @@ func (pg *Postgres) start(bin string, args []string, cred *syscall.Credential) (
 			return nil, fmt.Errorf("postgres exited at start: %v", p.cmd.ProcessState)
 		default:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		conn, err := pgx.Connect(ctx, pg.URL("postgres"))
-		cancel()
+		err := pgserver.Accepts(context.Background(), pg.Port)
 		if err == nil {
-			conn.Close(context.Background())
 			return p, nil
 		}
 		if time.Now().After(deadline) {

@@ -319,10 +319,3 @@ func TestPostgres(t *testing.T) {
 		t.Fatalf("after restart: %d, started %d", n, pg.Started)
 	}
 }
-
-func TestVersionLess(t *testing.T) {
-	t.Parallel()
-	if !versionLess("9.6", "15") || !versionLess("15", "16") || versionLess("16", "15") {
-		t.Fatal("versionLess")
-	}
-}
