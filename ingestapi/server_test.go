@@ -596,6 +596,30 @@ func (se *serverEnv) waitBusy(t *testing.T, n int) {
 	}
 }
 
+// wantBusy checks r is the 429 of a server whose one place is taken,
+// with Retry-After 1.
+func wantBusy(t *testing.T, what string, r reply) {
+	t.Helper()
+	wantError(t, what, r, http.StatusTooManyRequests, "too_many_requests", "the server handles 1 request at once")
+	if r.header.Get("Retry-After") != "1" {
+		t.Errorf("%s: 429 Retry-After %q, want 1", what, r.header.Get("Retry-After"))
+	}
+}
+
+// wantHeld checks the answer of a POST that held the place (pipePost,
+// one line written): 200 with 1 published.
+func wantHeld(t *testing.T, what string, replies <-chan reply, errs <-chan error) {
+	t.Helper()
+	select {
+	case r := <-replies:
+		if r.status != http.StatusOK || r.ans.Published != 1 {
+			t.Errorf("%s: %d %s, want 200 with 1 published", what, r.status, r.body)
+		}
+	case err := <-errs:
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
 func TestServeBusy(t *testing.T) {
 	t.Parallel()
 	se := newServerEnv(t, nil, func(c *ingestapi.ServerConfig) { c.MaxRequests, c.BusyWait = 1, 100*time.Millisecond })
@@ -605,19 +629,9 @@ func TestServeBusy(t *testing.T) {
 	}
 	se.waitBusy(t, 1)
 	r := se.post(t, "", "application/x-ndjson", `{"id": "b-2", "text": "Refund 48214"}`+"\n")
-	wantError(t, "second request", r, http.StatusTooManyRequests, "too_many_requests", "the server handles 1 request at once")
-	if r.header.Get("Retry-After") != "1" {
-		t.Errorf("429 Retry-After %q, want 1", r.header.Get("Retry-After"))
-	}
+	wantBusy(t, "second request", r)
 	pw.Close()
-	select {
-	case r := <-replies:
-		if r.status != http.StatusOK || r.ans.Published != 1 {
-			t.Errorf("first request: %d %s, want 200 with 1 published", r.status, r.body)
-		}
-	case err := <-errs:
-		t.Fatalf("first request: %v", err)
-	}
+	wantHeld(t, "first request", replies, errs)
 	// Free again.
 	if r := se.post(t, "", "application/x-ndjson", `{"id": "b-2", "text": "Refund 48214"}`+"\n"); r.status != http.StatusOK {
 		t.Errorf("after the first: %d %s", r.status, r.body)

@@ -15,3 +15,4 @@ END;
 $$;
 
 DROP TABLE analyst_grants;
+DROP FUNCTION analyst_grants_apply();

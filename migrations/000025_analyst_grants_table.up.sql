@@ -1,8 +1,8 @@
 -- What the Postgres role extractq_analyst (000015, docs/reports.md, "BI
 -- tools") may read, as rows rather than code: 000021 and 000023 each
 -- rewrote analyst_grant whole to add a view. A new report view now adds
--- one row here (INSERT INTO analyst_grants ...; SELECT analyst_grant(...)
--- for the role, as below) and analyst_grant stays as it is.
+-- one row here in its migration (the trigger analyst_grants_apply grants
+-- it to the role), and analyst_grant stays as it is.
 --
 -- One row a relation of this schema. withheld names the columns not
 -- granted: empty grants the whole relation, otherwise every other column
@@ -17,22 +17,6 @@ CREATE TABLE analyst_grants (
     withheld name[] NOT NULL DEFAULT '{}',
     why      text NOT NULL
 );
-
-INSERT INTO analyst_grants (relation, withheld, why) VALUES
-    ('failing_fields', '{}', 'report view (000001, docs/reports.md): error paths and kinds, counted'),
-    ('repair_effectiveness', '{}', 'report view (000001, docs/reports.md): repair calls and their outcomes, counted'),
-    ('failure_events', '{}', 'read by the report views'' functions: error paths and kinds, never values'),
-    ('runs', '{}', 'read by the report views'' functions: ids, states and times'),
-    ('batches', '{}', 'read by the report views'' functions: ids, states and times'),
-    ('llm_calls', '{reply,stripped}', 'read by repair_effectiveness_in: tokens, cost, latency, model, versions; '
-        'not reply or stripped, the model''s words, which quote the customer'),
-    ('batch_summary', '{}', 'analyst view (000017, docs/views.md): counts and cost per batch'),
-    ('batch_cost', '{}', 'analyst view (000017): calls, runs and cost per batch and cohort'),
-    ('triage_backlog', '{}', 'analyst view (000017): open triage items, counted'),
-    ('field_failures', '{}', 'analyst view (000017, 000020): field errors by path and kind, counted'),
-    ('reply_failures', '{}', 'analyst view (000017, 000020): whole-reply errors by kind, counted'),
-    ('eval_results', '{}', 'eval view (000016, docs/views.md): scores per eval run and field'),
-    ('qa_field_estimates', '{}', 'analyst view (000023): false-accept rates, never values');
 
 -- analyst_grant grants grantee USAGE on this schema and SELECT on each
 -- relation of analyst_grants (on its columns but the withheld ones, where
@@ -57,10 +41,32 @@ BEGIN
 END;
 $$;
 
-DO $$
+-- Rows written are granted to extractq_analyst at once, when the role
+-- exists (a role made later, or another role, takes analyst_grant by
+-- hand, as 000015 says).
+CREATE FUNCTION analyst_grants_apply() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'extractq_analyst') THEN
         PERFORM analyst_grant('extractq_analyst');
     END IF;
+    RETURN NULL;
 END;
 $$;
+CREATE TRIGGER analyst_grants_apply AFTER INSERT OR UPDATE ON analyst_grants
+    FOR EACH STATEMENT EXECUTE FUNCTION analyst_grants_apply();
+
+INSERT INTO analyst_grants (relation, withheld, why) VALUES
+    ('failing_fields', '{}', 'report view (000001, docs/reports.md): error paths and kinds, counted'),
+    ('repair_effectiveness', '{}', 'report view (000001, docs/reports.md): repair calls and their outcomes, counted'),
+    ('failure_events', '{}', 'read by the report views'' functions: error paths and kinds, never values'),
+    ('runs', '{}', 'read by the report views'' functions: ids, states and times'),
+    ('batches', '{}', 'read by the report views'' functions: ids, states and times'),
+    ('llm_calls', '{reply,stripped}', 'read by repair_effectiveness_in: tokens, cost, latency, model, versions; '
+        'not reply or stripped, the model''s words, which quote the customer'),
+    ('batch_summary', '{}', 'analyst view (000017, docs/views.md): counts and cost per batch'),
+    ('batch_cost', '{}', 'analyst view (000017): calls, runs and cost per batch and cohort'),
+    ('triage_backlog', '{}', 'analyst view (000017): open triage items, counted'),
+    ('field_failures', '{}', 'analyst view (000017, 000020): field errors by path and kind, counted'),
+    ('reply_failures', '{}', 'analyst view (000017, 000020): whole-reply errors by kind, counted'),
+    ('eval_results', '{}', 'eval view (000016, docs/views.md): scores per eval run and field'),
+    ('qa_field_estimates', '{}', 'analyst view (000023): false-accept rates, never values');

@@ -216,8 +216,8 @@ ORDER BY 1`)
 // grants from the table analyst_grants, so the analyst role reads exactly
 // the relations listed there (whole, or but the withheld columns), the
 // same ones as 000023's grant, and none of the tables of customer text;
-// a new report view is granted by one row. Down, the grant is 000023's
-// again, granting the same.
+// a new report view is granted by one row, as it is written. Down, the
+// grant is 000023's again, granting the same.
 func TestAnalystGrants(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -235,10 +235,8 @@ func TestAnalystGrants(t *testing.T) {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
-	// regrant takes every grant of the schema from the role and runs
-	// analyst_grant alone, so what the role reads is what the function
-	// grants, not what an earlier migration left.
-	regrant := func() {
+	// revoke takes every grant of the schema from the role.
+	revoke := func() {
 		t.Helper()
 		exec(`DO $$ BEGIN
 			EXECUTE format('REVOKE ALL ON ALL TABLES IN SCHEMA %I FROM extractq_analyst', current_schema());
@@ -246,6 +244,12 @@ func TestAnalystGrants(t *testing.T) {
 		if whole, columns := analystGranted(ctx, t, st); len(whole)+len(columns) != 0 {
 			t.Fatalf("after the revoke the role reads %v and columns of %v", whole, columns)
 		}
+	}
+	// regrant runs analyst_grant alone, so what the role reads is what
+	// the function grants, not what an earlier migration left.
+	regrant := func() {
+		t.Helper()
+		revoke()
 		exec(`SELECT analyst_grant('extractq_analyst')`)
 	}
 	check := func(when string, wantWhole, wantColumns []string) {
@@ -302,10 +306,10 @@ func TestAnalystGrants(t *testing.T) {
 	regrant()
 	check("up, analyst_grant alone", wantWhole, wantColumns)
 
-	// A new view is one row.
+	// A new view is one row, granted as it is written (the trigger).
+	revoke()
 	exec(`CREATE VIEW grant_test_counts AS SELECT count(*) AS n FROM runs`)
 	exec(`INSERT INTO analyst_grants (relation, why) VALUES ('grant_test_counts', 'a test view: a count')`)
-	regrant()
 	check("up, a view added", slices.Sorted(slices.Values(append(slices.Clone(wantWhole), "grant_test_counts"))), wantColumns)
 	exec(`DROP VIEW grant_test_counts`)
 
@@ -313,9 +317,10 @@ func TestAnalystGrants(t *testing.T) {
 	if err := store.MigrateDown(ctx, st.Pool, nil); err != nil {
 		t.Fatal(err)
 	}
-	var table *string
-	if err := st.Pool.QueryRow(ctx, `SELECT to_regclass('analyst_grants')::text`).Scan(&table); err != nil || table != nil {
-		t.Errorf("analyst_grants after down: %v, %v; want it dropped", table, err)
+	var table, trigger *string
+	if err := st.Pool.QueryRow(ctx, `SELECT to_regclass('analyst_grants')::text, to_regproc('analyst_grants_apply')::text`).Scan(&table, &trigger); err != nil ||
+		table != nil || trigger != nil {
+		t.Errorf("after down: analyst_grants %v, analyst_grants_apply %v (%v); want both dropped", table, trigger, err)
 	}
 	check("down, as migrated", wantWhole, wantColumns)
 	regrant()
