@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/extractq/extractq/internal/words"
 )
 
 // SniffBytes is how much of the start of an input Run looks at, before
@@ -98,7 +100,7 @@ func (e *UnreadableInputError) Error() string { return "the input " + e.Describe
 // -t UTF-8 FILE"; "" for binary data. file is quoted for a shell.
 func (e *UnreadableInputError) Unpack(file string) string {
 	stdin := file == "-"
-	q := " " + shellQuote(file)
+	q := " " + words.ShellQuote(file)
 	if stdin {
 		q = ""
 	}
@@ -242,15 +244,3 @@ func ReadHead(r io.Reader) (head []byte, all io.Reader) {
 type errorReader struct{ err error }
 
 func (e errorReader) Read([]byte) (int, error) { return 0, e.err }
-
-// shellQuote quotes s for a POSIX shell when it holds more than letters,
-// digits and ./_-+,:@%.
-func shellQuote(s string) string {
-	safe := s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r < utf8.RuneSelf && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("./_-+,:@%", r)))
-	}) < 0
-	if safe {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}

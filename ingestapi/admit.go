@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/extractq/extractq/internal/httperr"
+	"github.com/extractq/extractq/internal/words"
 )
 
 // admission says how admit reads one route's body and words its
@@ -41,7 +42,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rl *requestLog, a
 	if !s.acquire(r.Context()) {
 		w.Header().Set("Retry-After", "1")
 		return nil, nil, nil, httperr.Errorf(httperr.TooManyRequests, "the server handles %s at once (-max-requests) and all are taken; try again shortly",
-			plural(s.cfg.MaxRequests, "request", "requests"))
+			words.Plural(s.cfg.MaxRequests, "request", "requests"))
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	stopCancel := context.AfterFunc(s.stop, cancel)

@@ -2,6 +2,7 @@ package ingestapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/extractq/extractq/ingest"
 	"github.com/extractq/extractq/internal/httperr"
+	"github.com/extractq/extractq/internal/words"
 	"github.com/extractq/extractq/store"
 )
 
@@ -144,7 +146,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) (err error) {
 	}
 	if nothing {
 		return &httperr.Error{Code: httperr.Unprocessable, Beside: &rep,
-			Message: fmt.Sprintf("%s rejected (see errors); nothing was queued%s", allLinesWere(sum.Lines), optional("; %s", rep.Hint))}
+			Message: fmt.Sprintf("%s rejected (see errors); nothing was queued%s", words.AllLinesWere(sum.Lines), words.Optional("; %s", rep.Hint))}
 	}
 	writeJSON(w, http.StatusOK, rep)
 	return nil
@@ -192,7 +194,7 @@ func (s *Server) runFailed(ctx context.Context, w http.ResponseWriter, r *http.R
 	return &httperr.Error{Code: httperr.Unavailable, Beside: &rep, Message: fmt.Sprintf("%s; batch %s stopped after %s: the report counts what was done. "+
 		"A message stored but not yet published is queued all the same (the worker's sweeper publishes it). "+
 		"Post the same body again, without a batch id, to go on: the messages stored already count as duplicates",
-		why, sum.BatchID, plural(sum.Lines, "line", "lines"))}
+		why, sum.BatchID, words.Plural(sum.Lines, "line", "lines"))}
 }
 
 // logRequest logs one POST, never a message's text or the token, and
@@ -229,7 +231,7 @@ func (s *Server) logRequest(r *http.Request, start time.Time, rl requestLog, ans
 	if rl.canceled {
 		fields = append(fields, zap.Bool("client_gone", true))
 	}
-	route := cmpOr(rl.route, "POST /v1/messages")
+	route := cmp.Or(rl.route, "POST /v1/messages")
 	if status >= 500 {
 		s.log.Warn(route, fields...)
 		return
@@ -345,29 +347,4 @@ func unreadableBody(ue *ingest.UnreadableInputError) error {
 		return httperr.New(httperr.CompressedBody, msg+": send the file inside it ("+ue.Unpack("FILE")+" | curl --data-binary @- ...)")
 	}
 	return httperr.New(httperr.CompressedBody, msg+": send it uncompressed ("+ue.Unpack("FILE")+" | curl --data-binary @- ...); Content-Encoding is not supported either")
-}
-
-// optional formats v into format, or returns "" for an empty v.
-func optional(format, v string) string {
-	if v == "" {
-		return ""
-	}
-	return fmt.Sprintf(format, v)
-}
-
-// allLinesWere says that all n lines were (something), for n of 1 too:
-// "the one line was", "every one of the 3 lines was".
-func allLinesWere(n int) string {
-	if n == 1 {
-		return "the one line was"
-	}
-	return fmt.Sprintf("every one of the %d lines was", n)
-}
-
-// plural is "1 request" or "n requests".
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
 }

@@ -1,6 +1,7 @@
 package ingestapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -90,8 +91,8 @@ func newHooks(ws []Webhook, cfg ServerConfig) (map[string]*hook, error) {
 			}
 		}
 		h := &hook{Webhook: w}
-		h.Schema = cmpOr(w.Schema, cfg.Schemas[0])
-		h.Mapping.DefaultSource = cmpOr(w.Mapping.DefaultSource, w.Name)
+		h.Schema = cmp.Or(w.Schema, cfg.Schemas[0])
+		h.Mapping.DefaultSource = cmp.Or(w.Mapping.DefaultSource, w.Name)
 		if h.MaxBodyBytes <= 0 {
 			h.MaxBodyBytes = DefaultWebhookBodyBytes
 		}
@@ -105,13 +106,6 @@ func newHooks(ws []Webhook, cfg ServerConfig) (map[string]*hook, error) {
 		hooks[w.Name] = h
 	}
 	return hooks, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // webhook is POST /v1/webhooks/{name}: one message, mapped from another

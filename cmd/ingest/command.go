@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/schollz/progressbar/v3"
 	"go.uber.org/zap"
@@ -19,6 +18,7 @@ import (
 	"github.com/extractq/extractq/config"
 	"github.com/extractq/extractq/ingest"
 	"github.com/extractq/extractq/internal/startup"
+	"github.com/extractq/extractq/internal/words"
 	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/schemas"
@@ -154,7 +154,7 @@ func ingestFile(ctx context.Context, o fileOptions, env startup.Env, log *zap.Lo
 	}
 	if sum.ErrorsOmitted > 0 {
 		fmt.Fprintf(stderr, "ingest: and %s not listed (the first %d are: ingest.max_errors)\n",
-			plural(sum.ErrorsOmitted, "more rejected line", "more rejected lines"), len(sum.Errors))
+			words.Plural(sum.ErrorsOmitted, "more rejected line", "more rejected lines"), len(sum.Errors))
 	}
 	if ee, ok := errors.AsType[*ingest.EmptyInputError](runErr); ok {
 		fmt.Fprintf(stderr, "ingest: %s holds no messages (%s); no batch was recorded\n", name, ee.Reason)
@@ -211,13 +211,13 @@ func ingestFile(ctx context.Context, o fileOptions, env startup.Env, log *zap.Lo
 		fmt.Fprintf(stderr, "ingest: warning: %s held bytes that are not UTF-8, stored as U+FFFD (%s): "+
 			"%s is not UTF-8 (Latin-1 or Windows-1252, say); convert it before ingesting, e.g. %s "+
 			"(the stored messages keep the U+FFFD; ingesting a converted copy rejects the changed texts as conflicts)\n",
-			plural(sum.InvalidUTF8, "message", "messages"), lineList(sum.InvalidUTF8, sum.InvalidUTF8Lines), name, iconvHint(o.File))
+			words.Plural(sum.InvalidUTF8, "message", "messages"), lineList(sum.InvalidUTF8, sum.InvalidUTF8Lines), name, iconvHint(o.File))
 	}
 	switch code {
 	case exitTimeout:
 		fmt.Fprintf(stderr, "ingest: timed out after %v with %d of the batch's messages still queued; %s\n", o.Timeout, rep.Queued, waitingOn(cfg, o.SchemaID))
 	case exitNothingIngested:
-		fmt.Fprintf(stderr, "ingest: %s rejected; nothing was queued%s\n", allLinesWere(sum.Lines), optional("; %s", rep.Hint))
+		fmt.Fprintf(stderr, "ingest: %s rejected; nothing was queued%s\n", words.AllLinesWere(sum.Lines), words.Optional("; %s", rep.Hint))
 	}
 	return code
 }
@@ -252,7 +252,7 @@ func writeTextReport(stdout io.Writer, rep ingest.Report, recorded bool) {
 		rep.LLMCalls, rep.PromptTokens, rep.CompletionTokens, rep.CostUSD)
 	if rep.InvalidUTF8 > 0 {
 		fmt.Fprintf(stdout, "invalid UTF-8: %s stored with U+FFFD in place of bytes that are not UTF-8 (flag %s)\n",
-			plural(rep.InvalidUTF8, "message", "messages"), ingest.FlagInvalidUTF8)
+			words.Plural(rep.InvalidUTF8, "message", "messages"), ingest.FlagInvalidUTF8)
 	}
 }
 
@@ -296,31 +296,6 @@ func unpackHint(ue *ingest.UnreadableInputError, file string, format ingest.Form
 	return fmt.Sprintf("; %s, adding your other flags: %s | %s", verb, unpack, to)
 }
 
-// optional formats v into format, or returns "" for an empty v.
-func optional(format, v string) string {
-	if v == "" {
-		return ""
-	}
-	return fmt.Sprintf(format, v)
-}
-
-// allLinesWere says that all n lines were (something), for n of 1 too:
-// "the one line was", "every one of the 3 lines was".
-func allLinesWere(n int) string {
-	if n == 1 {
-		return "the one line was"
-	}
-	return fmt.Sprintf("every one of the %d lines was", n)
-}
-
-// plural is "1 message" or "n messages".
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
-}
-
 // lineList names the lines of n messages, of which lines are the first:
 // "line 7", "lines 2, 5, 9", "lines 1, 2, 3, 4, 5 and 12 more".
 func lineList(n int, lines []int) string {
@@ -347,19 +322,7 @@ func iconvHint(file string) string {
 	}
 	ext := filepath.Ext(file)
 	out := strings.TrimSuffix(file, ext) + ".utf8" + ext
-	return fmt.Sprintf("iconv -f latin1 -t utf-8 %s > %s", shellQuote(file), shellQuote(out))
-}
-
-// shellQuote quotes s for a POSIX shell when it holds more than letters,
-// digits and ./_-+,:@%.
-func shellQuote(s string) string {
-	safe := s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r < utf8.RuneSelf && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("./_-+,:@%", r)))
-	}) < 0
-	if safe {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	return fmt.Sprintf("iconv -f latin1 -t utf-8 %s > %s", words.ShellQuote(file), words.ShellQuote(out))
 }
 
 // waitBatch waits, as ingest.Wait does, until no run of sum is queued,

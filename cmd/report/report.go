@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/extractq/extractq/eval"
+	"github.com/extractq/extractq/internal/words"
 	"github.com/extractq/extractq/store"
 )
 
@@ -79,11 +80,11 @@ func notFound(err error, source, schemaID string, named []string) error {
 	}
 	if len(named) > 0 {
 		return fmt.Errorf("no batch%s was ingested from a file written %q; batches with messages were ingested from a file of that name written %s: give -source exactly so (or -batch)",
-			optional(" of schema %s", schemaID), source, strings.Join(quoteAll(named), ", "))
+			words.Optional(" of schema %s", schemaID), source, strings.Join(quoteAll(named), ", "))
 	}
 	return fmt.Errorf("no batch%s%s has messages of its own: none was ingested, or each one's lines were all duplicates "+
 		"of messages an earlier batch stored (report that batch with -batch, or -source its file)",
-		optional(" ingested from %s", source), optional(" of schema %s", schemaID))
+		words.Optional(" ingested from %s", source), words.Optional(" of schema %s", schemaID))
 }
 
 func quoteAll(ss []string) []string {
@@ -238,12 +239,4 @@ func pct(n, of int) float64 {
 		return 0
 	}
 	return 100 * float64(n) / float64(of)
-}
-
-// optional formats v into format, or returns "" for an empty v.
-func optional(format, v string) string {
-	if v == "" {
-		return ""
-	}
-	return fmt.Sprintf(format, v)
 }

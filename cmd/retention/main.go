@@ -31,6 +31,7 @@ import (
 	"github.com/extractq/extractq/erasure"
 	"github.com/extractq/extractq/internal/since"
 	"github.com/extractq/extractq/internal/startup"
+	"github.com/extractq/extractq/internal/words"
 	"github.com/extractq/extractq/store"
 )
 
@@ -192,7 +193,7 @@ func runErase(ctx context.Context, args []string, env startup.Env, stdin io.Read
 	}
 	if !*asJSON {
 		distinct := len(res.Results)
-		verb, of := "erased", plural(distinct, "id", "ids")
+		verb, of := "erased", words.Plural(distinct, "id", "ids")
 		if *dryRun {
 			verb = "would erase"
 		}
@@ -308,14 +309,6 @@ func runPurge(ctx context.Context, args []string, env startup.Env, stdout, stder
 func isFlag(fs *flag.FlagSet, a string) bool {
 	name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
 	return fs.Lookup(name) != nil || name == "h" || name == "help"
-}
-
-// plural returns "1 one" or "n many".
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
 }
 
 // quoteJoin quotes each of ss and joins them with ", ".
