@@ -61,7 +61,8 @@ const (
 	// DefaultServeParallel is how many lines of one request are recorded
 	// and published at once.
 	DefaultServeParallel = 4
-	// DefaultMaxRequests is how many POST /v1/messages are handled at once.
+	// DefaultMaxRequests is how many POSTs carrying messages (POST
+	// /v1/messages and the webhooks together) are handled at once.
 	DefaultMaxRequests = 4
 	// DefaultBusyWait is how long a request waits for one of MaxRequests
 	// before it is answered 429.
@@ -128,8 +129,10 @@ type ServerConfig struct {
 	// Parallel is how many lines of one request are recorded and
 	// published at once. Default DefaultServeParallel.
 	Parallel int
-	// MaxRequests is how many POSTs are handled at once; one more waits up
-	// to BusyWait, then is answered 429. Default DefaultMaxRequests.
+	// MaxRequests is how many POSTs carrying messages (POST /v1/messages
+	// and the webhooks together: admit) are handled at once; one more
+	// waits up to BusyWait, then is answered 429. Default
+	// DefaultMaxRequests.
 	MaxRequests int
 	// BusyWait: see MaxRequests. Default DefaultBusyWait.
 	BusyWait time.Duration
