@@ -35,7 +35,9 @@ type Delivery struct {
 	// message it replaces (RequeueOfHeader); 0 otherwise.
 	RequeueOf uint64
 
-	msg jetstream.Msg
+	msg    jetstream.Msg
+	fields []zap.Field // its logging context
+	envErr error       // why its body is not a valid Envelope, if it is not
 }
 
 // RequeuesHeader is the header of a message that Requeue put back on the
@@ -201,6 +203,19 @@ type ConsumerOptions struct {
 	// after each in-progress signal sent without error (a worker's lease on
 	// the run is extended there). It should return well within the tick.
 	OnInProgress func(d *Delivery)
+	// Isolation, if set, is shared with the other Runs of the process, so
+	// that a suspect runs with nothing in flight on any of them (see
+	// Isolation); default one of Run's own.
+	Isolation *Isolation
+	// SuspectWait bounds how long a suspect waits for the deliveries in
+	// flight to be decided before it runs all the same, and how long the
+	// next one waits for a suspect that runs alone: a handler that does not
+	// return holds its worker back no longer. Default 5 times the
+	// consumer's AckWait (5 minutes with the shipped 60 s), 5 minutes
+	// without one.
+	SuspectWait time.Duration
+	// OnSuspect, if set, is called as a suspect begins to run alone.
+	OnSuspect func(d *Delivery)
 	// Log receives the consumer's logs. Default a no-op logger.
 	Log *zap.Logger
 }
@@ -221,6 +236,15 @@ func (o ConsumerOptions) withDefaults(cons jetstream.Consumer) ConsumerOptions {
 	}
 	if o.FetchWait <= 0 {
 		o.FetchWait = 5 * time.Second
+	}
+	if o.SuspectWait <= 0 {
+		o.SuspectWait = 5 * time.Minute
+		if info := cons.CachedInfo(); info != nil && info.Config.AckWait > 0 {
+			o.SuspectWait = 5 * info.Config.AckWait
+		}
+	}
+	if o.Isolation == nil {
+		o.Isolation = NewIsolation()
 	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()
@@ -252,6 +276,9 @@ const abandonAfter = 5 * time.Second
 // confirmation (a failed ack is logged and the message will be
 // redelivered); a nak with a delay; a term.
 //
+// A redelivery (NumDelivered above 1) is a suspect and runs alone, with
+// nothing else in flight (see Isolation).
+//
 // A message whose body is not a valid Envelope is termed and logged: it can
 // never be processed. A handler panic is recovered, logged with its stack,
 // and the message is nakked with opts.PanicDelay. Fetch errors (such as a
@@ -260,23 +287,27 @@ const abandonAfter = 5 * time.Second
 //
 // When ctx is done, Run stops fetching and waits for in-flight handlers;
 // after opts.ShutdownGrace their ctx is cancelled. Messages not acked stay
-// on the stream for redelivery. Run then returns nil.
+// on the stream for redelivery; suspects held for their turn are
+// requeued. Run then returns nil.
 func Run(ctx context.Context, cons jetstream.Consumer, h Handler, opts ConsumerOptions) error {
 	opts = opts.withDefaults(cons)
 	r := &runner{
 		cons: cons,
 		h:    h,
 		opts: opts,
+		iso:  opts.Isolation,
 		log:  opts.Log.Named("queue"),
 		sem:  make(chan struct{}, opts.Concurrency),
 		stop: ctx.Done(),
 	}
+	r.iso.register(ctx.Done())
 	if info := cons.CachedInfo(); info != nil {
 		r.maxDeliver = info.Config.MaxDeliver
 		r.log = r.log.With(zap.String("stream", info.Stream), zap.String("consumer", info.Name))
 	}
 	hctx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
+	r.hctx = hctx
 
 	r.consumeLoop(ctx, hctx)
 
@@ -303,11 +334,13 @@ type runner struct {
 	cons       jetstream.Consumer
 	h          Handler
 	opts       ConsumerOptions
+	iso        *Isolation
 	log        *zap.Logger
 	sem        chan struct{} // one token per message held
 	wg         sync.WaitGroup
 	maxDeliver int
 	stop       <-chan struct{} // closed when Run's ctx is done
+	hctx       context.Context // the handlers' ctx
 }
 
 // consumeLoop takes messages into free slots until ctx is done, from a few
@@ -316,15 +349,17 @@ type runner struct {
 // a slot is free for it and Ready admits it: no message is taken from the
 // stream before there is a handler for it, so none spends a delivery
 // waiting (while the provider or the database is down, say). The messages go to a fixed pool of
-// opts.Concurrency handler goroutines. The consumptions' subscriptions
-// live as long as Run: a pull request is one publish on one, where a
-// fetch per free slot subscribed and unsubscribed each time.
+// opts.Concurrency handler goroutines; suspects wait for their turn
+// (Isolation). The consumptions' subscriptions live as long as Run, or
+// until an isolation drains them: a pull request is one publish on one,
+// where a fetch per free slot subscribed and unsubscribed each time.
 func (r *runner) consumeLoop(ctx, hctx context.Context) {
 	jobs := make(chan job)
 	for range r.opts.Concurrency {
 		r.wg.Go(func() {
 			for j := range jobs {
-				r.handle(hctx, j.msg)
+				r.handle(hctx, j.d)
+				r.iso.finished()
 				<-r.sem
 				if j.done != nil {
 					close(j.done)
@@ -337,10 +372,10 @@ func (r *runner) consumeLoop(ctx, hctx context.Context) {
 	// A few pullers, each with its consumption, so that a slow round trip
 	// to the server does not hold the others back; gate makes Ready's
 	// AdmitOne hold for all of them.
-	var gate sync.Mutex
+	gate := make(chan struct{}, 1)
 	var pullers sync.WaitGroup
 	for range pullerCount(r.opts.Concurrency) {
-		pullers.Go(func() { r.pull(ctx, jobs, &gate) })
+		pullers.Go(func() { r.pull(ctx, jobs, gate) })
 	}
 	pullers.Wait()
 }
@@ -356,31 +391,65 @@ func pullerCount(concurrency int) int {
 
 // job is one message for the handler pool.
 type job struct {
-	msg  jetstream.Msg
+	d    *Delivery
 	done chan struct{} // closed once the message is decided, if set
+}
+
+// puller is one pull consumption and what an isolation needs to know of it.
+type puller struct {
+	it jetstream.MessagesContext
+	// outstanding: a pull request of it may be open on the server (Next
+	// was called and returned no message).
+	outstanding bool
+	// ctx is the Run's ctx, cancelled too when the isolation after cut
+	// begins.
+	ctx    context.Context
+	cancel context.CancelFunc
+	cut    context.Context
+}
+
+// context returns ctx cancelled also settleWindow after the isolation
+// after cut begins.
+func (p *puller) context(ctx, cut context.Context) context.Context {
+	if p.cut != cut {
+		if p.cancel != nil {
+			p.cancel()
+		}
+		pctx, cancel := context.WithCancel(ctx)
+		context.AfterFunc(cut, func() { time.AfterFunc(settleWindow, cancel) })
+		p.ctx, p.cancel, p.cut = pctx, cancel, cut
+	}
+	return p.ctx
 }
 
 // pull takes messages into free slots and hands them to the pool, until
 // ctx is done.
-func (r *runner) pull(ctx context.Context, jobs chan<- job, gate *sync.Mutex) {
+func (r *runner) pull(ctx context.Context, jobs chan<- job, gate chan struct{}) {
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 100 * time.Millisecond
 	bo.MaxInterval = 5 * time.Second
-	var it jetstream.MessagesContext
+	p := &puller{}
 	defer func() {
-		if it != nil {
-			it.Stop()
+		if p.it != nil {
+			p.it.Stop()
+		}
+		r.iso.answered(p)
+		if p.cancel != nil {
+			p.cancel()
 		}
 	}()
-	retry := func(err error) bool {
+	// retry waits before the next try after a fetch failure; false when
+	// ctx ends first. An isolation beginning cuts the wait short.
+	retry := func(pctx context.Context, err error) bool {
 		wait := bo.NextBackOff()
 		r.log.Warn("fetch failed; retrying", zap.Error(err), zap.Duration("retry_in", wait))
+		t := time.NewTimer(wait)
+		defer t.Stop()
 		select {
-		case <-time.After(wait):
-			return true
-		case <-ctx.Done():
-			return false
+		case <-t.C:
+		case <-pctx.Done():
 		}
+		return ctx.Err() == nil
 	}
 	wait := max(r.opts.FetchWait, time.Second) // the least pull expiry nats.go takes
 	for {
@@ -391,107 +460,195 @@ func (r *runner) pull(ctx context.Context, jobs chan<- job, gate *sync.Mutex) {
 		case <-ctx.Done():
 			return
 		}
-		msg, admit, ok := r.next(ctx, &it, wait, retry, gate)
+		msg, admit, ok := r.next(ctx, p, wait, retry, gate)
 		if !ok {
 			<-r.sem
 			return
 		}
 		bo.Reset()
 		if admit != AdmitOne {
-			jobs <- job{msg: msg}
+			r.admit(jobs, msg, nil)
 			continue
 		}
 		// The probe of a half-open breaker: next returned holding gate,
 		// so nothing else is taken until it is decided.
 		probed := make(chan struct{})
-		jobs <- job{msg: msg, done: probed}
+		r.admit(jobs, msg, probed)
 		select {
 		case <-probed:
 		case <-ctx.Done():
 		}
-		gate.Unlock()
+		<-gate
 		if ctx.Err() != nil {
 			return
 		}
 	}
 }
 
+// admit hands a message taken into a slot to the pool, or, a suspect, to
+// the isolation to wait for its turn.
+func (r *runner) admit(jobs chan<- job, msg jetstream.Msg, done chan struct{}) {
+	d := r.delivery(msg)
+	if d.NumDelivered > 1 {
+		r.iso.hold(r, d, done)
+		return
+	}
+	r.iso.started()
+	jobs <- job{d: d, done: done}
+}
+
 // next takes one message for the slot the caller holds, once Ready admits
-// it, from the consumption *it (made anew when missing). Between its
-// tries the slot stays held, so a pull request still open on the server
-// always has a slot for its message. ok is false when ctx ends first.
-func (r *runner) next(ctx context.Context, it *jetstream.MessagesContext, wait time.Duration, retry func(error) bool, gate *sync.Mutex) (_ jetstream.Msg, _ Admit, ok bool) {
+// it, from the consumption p (made anew when missing). Between its tries
+// the slot stays held, so a pull request still open on the server always
+// has a slot for its message. While an isolation is on it drains p and
+// waits for it to end; a message the drain brings is returned. ok is
+// false when ctx ends first.
+func (r *runner) next(ctx context.Context, p *puller, wait time.Duration, retry func(context.Context, error) bool, gate chan struct{}) (_ jetstream.Msg, _ Admit, ok bool) {
 	for {
+		cut, open := r.iso.current()
+		pctx := p.context(ctx, cut)
+		if open != nil {
+			if p.outstanding && pctx.Err() == nil {
+				// Isolating: read the request still open, ask for no other.
+				msg, err := r.try(ctx, pctx, p, wait)
+				if err == nil {
+					return msg, AdmitAll, true
+				}
+				if ctx.Err() != nil {
+					return nil, AdmitAll, false
+				}
+				continue
+			}
+			if msg := r.drain(p, wait); msg != nil {
+				return msg, AdmitAll, true
+			}
+			select {
+			case <-open:
+				continue
+			case <-ctx.Done():
+				return nil, AdmitAll, false
+			}
+		}
+		select {
+		case gate <- struct{}{}:
+		case <-pctx.Done():
+			if ctx.Err() != nil {
+				return nil, AdmitAll, false
+			}
+			continue
+		}
 		admit := AdmitAll
-		gate.Lock()
 		if r.opts.Ready != nil {
 			var err error
-			if admit, err = r.opts.Ready(ctx); err != nil {
-				gate.Unlock()
-				return nil, admit, false
+			if admit, err = r.opts.Ready(pctx); err != nil {
+				<-gate
+				if ctx.Err() != nil {
+					return nil, admit, false
+				}
+				continue
 			}
 		}
 		if admit != AdmitOne {
-			gate.Unlock()
+			<-gate
 		}
-		msg, err := r.try(ctx, it, wait)
+		msg, err := r.try(ctx, pctx, p, wait)
 		if err == nil {
 			return msg, admit, true // gate still held for AdmitOne
 		}
 		if admit == AdmitOne {
-			gate.Unlock()
+			<-gate
 		}
 		if ctx.Err() != nil {
 			return nil, admit, false
 		}
-		if errors.Is(err, errIdle) {
+		if errors.Is(err, errIdle) || errors.Is(err, errCut) || pctx.Err() != nil {
 			continue
 		}
-		if !retry(err) {
+		if !retry(pctx, err) {
 			return nil, admit, false
 		}
 	}
 }
 
+// drain ends p's consumption once an isolation has begun and its settle
+// window is over, if a pull request of it may still be open on the
+// server: it unsubscribes, lets what the server had sent arrive, and
+// returns that message, if one came (one at most: each request asks for
+// one).
+func (r *runner) drain(p *puller, wait time.Duration) jetstream.Msg {
+	if p.it == nil || !p.outstanding {
+		return nil
+	}
+	it := p.it
+	p.it = nil
+	it.Drain()
+	var got jetstream.Msg
+	for {
+		msg, err := it.Next(jetstream.NextMaxWait(wait))
+		if err != nil {
+			break
+		}
+		if got != nil {
+			// Not expected: one request of one message was open.
+			r.log.Error("a drained consumption brought a second message; nakking it")
+			msg.Nak()
+			continue
+		}
+		got = msg
+	}
+	it.Stop()
+	r.iso.answered(p)
+	return got
+}
+
 // errIdle is try's error when no message came and the server answers.
 var errIdle = errors.New("queue: no message within the wait")
 
-// try takes one message from the consumption *it (made anew when
-// missing). It returns errIdle when the stream is idle, after which the
-// caller tries again at once; any other error is a fetch failure.
-func (r *runner) try(ctx context.Context, it *jetstream.MessagesContext, wait time.Duration) (jetstream.Msg, error) {
-	if ctx.Err() != nil {
-		// Shutdown began while a slot was taken: no pull request may go
-		// out, so nothing is delivered that would not be handled.
-		return nil, ctx.Err()
+// errCut is try's error when an isolation is on: it asks for nothing.
+var errCut = errors.New("queue: isolating a suspect")
+
+// try takes one message from the consumption p (made anew when missing).
+// It returns errIdle when the stream is idle, after which the caller
+// tries again at once; pctx's error when an isolation begins; any other
+// error is a fetch failure.
+func (r *runner) try(ctx, pctx context.Context, p *puller, wait time.Duration) (jetstream.Msg, error) {
+	if pctx.Err() != nil {
+		// Shutdown or an isolation began while a slot was taken: no pull
+		// request may go out, so nothing is delivered that would not be
+		// handled.
+		return nil, pctx.Err()
 	}
-	if *it == nil {
+	if p.it == nil {
 		m, err := r.cons.Messages(jetstream.PullMaxMessages(1), jetstream.PullExpiry(wait))
 		if err != nil {
 			return nil, err
 		}
-		*it = m
+		p.it = m
 	}
 	// Longer than the pull request's expiry, after which the server says
 	// so, and than nats.go's wait for its heartbeats (twice the heartbeat,
 	// half the expiry): a pull request the server lost (it restarted) is
 	// then noticed by nats.go, which asks again, rather than waited on.
-	nctx, cancel := context.WithTimeout(ctx, wait*3/2)
-	msg, err := (*it).Next(jetstream.NextContext(nctx))
+	if !r.iso.asking(p) {
+		return nil, errCut
+	}
+	nctx, cancel := context.WithTimeout(pctx, wait*3/2)
+	msg, err := p.it.Next(jetstream.NextContext(nctx))
 	cancel()
 	switch {
 	case err == nil:
+		r.iso.answered(p) // its one request is answered
 		return msg, nil
-	case ctx.Err() != nil:
-		return nil, ctx.Err()
+	case pctx.Err() != nil:
+		return nil, pctx.Err()
 	case errors.Is(err, context.DeadlineExceeded):
 		// No message within the wait: the stream is idle, or the server is
 		// unreachable (the consumption waits out a disconnection without a
 		// word). Asking for the consumer's info tells which.
-		ictx, cancel := context.WithTimeout(ctx, wait)
+		ictx, cancel := context.WithTimeout(pctx, wait)
 		_, ierr := r.cons.Info(ictx)
 		cancel()
-		if ierr == nil || ctx.Err() != nil {
+		if ierr == nil || pctx.Err() != nil {
 			return nil, errIdle
 		}
 		return nil, fmt.Errorf("no reply to pull request within %s: %w", wait, ierr)
@@ -499,26 +656,27 @@ func (r *runner) try(ctx context.Context, it *jetstream.MessagesContext, wait ti
 		// The pull request went unanswered; the consumption asks again.
 		return nil, err
 	}
-	(*it).Stop()
-	*it = nil
+	p.it.Stop()
+	p.it = nil
+	r.iso.answered(p)
 	return nil, err
 }
 
-// handle runs the handler on one message and applies its decision.
-func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
+// delivery reads msg's metadata, headers and envelope.
+func (r *runner) delivery(msg jetstream.Msg) *Delivery {
 	d := &Delivery{Subject: msg.Subject(), MaxDeliver: r.maxDeliver, msg: msg}
 	// The delivery's logging context is encoded only if a line is written.
-	fields := make([]zap.Field, 0, 8)
-	fields = append(fields, zap.String("subject", d.Subject))
+	d.fields = make([]zap.Field, 0, 8)
+	d.fields = append(d.fields, zap.String("subject", d.Subject))
 	if md, err := msg.Metadata(); err == nil {
 		d.NumDelivered = md.NumDelivered
 		d.StreamSeq = md.Sequence.Stream
-		fields = append(fields, zap.Uint64("stream_seq", d.StreamSeq), zap.Uint64("num_delivered", d.NumDelivered))
+		d.fields = append(d.fields, zap.Uint64("stream_seq", d.StreamSeq), zap.Uint64("num_delivered", d.NumDelivered))
 	}
 	if h := msg.Headers(); h != nil {
 		if n, err := strconv.Atoi(h.Get(RequeuesHeader)); err == nil && n > 0 {
 			d.Requeues = n
-			fields = append(fields, zap.Int("requeues", n))
+			d.fields = append(d.fields, zap.Int("requeues", n))
 		}
 		if seq, err := strconv.ParseUint(h.Get(RequeueOfHeader), 10, 64); err == nil {
 			d.RequeueOf = seq
@@ -526,17 +684,20 @@ func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	env, err := decodeEnvelope(msg.Data())
 	if err != nil {
-		log := r.log.WithLazy(fields...)
-		log.Error("invalid run message; terminating it", zap.Error(err), zap.Int("body_bytes", len(msg.Data())))
-		r.apply(log, d, Term("invalid envelope: "+err.Error()))
-		return
+		d.envErr = err
+		return d
 	}
 	d.Envelope = env
-	fields = append(fields, zap.Int64("message_id", env.MessageID), zap.Int("run_no", env.RunNo),
+	d.fields = append(d.fields, zap.Int64("message_id", env.MessageID), zap.Int("run_no", env.RunNo),
 		zap.String("schema_id", env.SchemaID))
-	log := r.log.WithLazy(fields...)
+	return d
+}
 
-	stop := make(chan struct{})
+// keepInProgress marks d's message in progress every InProgressEvery
+// (calling OnInProgress after each, with onTick) until the returned stop
+// is called; stop waits for the ticker to end.
+func (r *runner) keepInProgress(d *Delivery, log *zap.Logger, onTick bool) (stop func()) {
+	done := make(chan struct{})
 	var ticker sync.WaitGroup
 	ticker.Go(func() {
 		t := time.NewTicker(r.opts.InProgressEvery)
@@ -544,16 +705,33 @@ func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 		for {
 			select {
 			case <-t.C:
-				if err := msg.InProgress(); err != nil {
+				if err := d.msg.InProgress(); err != nil {
 					log.Warn("in-progress signal failed", zap.Error(err))
-				} else if r.opts.OnInProgress != nil {
+				} else if onTick && r.opts.OnInProgress != nil {
 					r.opts.OnInProgress(d)
 				}
-			case <-stop:
+			case <-done:
 				return
 			}
 		}
 	})
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(done) })
+		ticker.Wait()
+	}
+}
+
+// handle runs the handler on one delivery and applies its decision.
+func (r *runner) handle(ctx context.Context, d *Delivery) {
+	if d.envErr != nil {
+		log := r.log.WithLazy(d.fields...)
+		log.Error("invalid run message; terminating it", zap.Error(d.envErr), zap.Int("body_bytes", len(d.msg.Data())))
+		r.apply(log, d, Term("invalid envelope: "+d.envErr.Error()))
+		return
+	}
+	log := r.log.WithLazy(d.fields...)
+	stop := r.keepInProgress(d, log, true)
 	dec := r.call(ctx, log, d)
 	if dec.kind == kindRequeue && dec.delay > 0 && r.opts.Requeuer != nil {
 		// Kept in progress until the copy goes out; at once on shutdown.
@@ -565,8 +743,7 @@ func (r *runner) handle(ctx context.Context, msg jetstream.Msg) {
 		}
 		t.Stop()
 	}
-	close(stop)
-	ticker.Wait()
+	stop()
 	r.apply(log, d, dec)
 }
 

@@ -105,6 +105,60 @@ func TestRun(t *testing.T) {
 		}
 	})
 
+	t.Run("SuspectsRunAlone", func(t *testing.T) {
+		t.Parallel()
+		const n, suspects, k = 16, 4, 4
+		b := setup(t)
+		c := b.consumer(t)
+		b.publishN(t, n)
+
+		var mu sync.Mutex
+		running, alone := 0, false
+		var violations []string
+		var rec deliveries
+		var onSuspect atomic.Int64
+		runInBackground(t, c, func(ctx context.Context, d *queue.Delivery) queue.Decision {
+			rec.add(d)
+			suspect := d.NumDelivered > 1
+			mu.Lock()
+			if alone || (suspect && running > 0) {
+				violations = append(violations, fmt.Sprintf("message %d (delivery %d) ran beside %d others (a suspect among them: %v)",
+					d.Envelope.MessageID, d.NumDelivered, running, alone))
+			}
+			running++
+			alone = suspect
+			mu.Unlock()
+			defer func() {
+				mu.Lock()
+				running--
+				alone = false
+				mu.Unlock()
+			}()
+			time.Sleep(20 * time.Millisecond) // the run's work
+			if d.NumDelivered == 1 && d.Envelope.MessageID <= suspects {
+				return queue.Nak(0) // redelivered at once: a suspect
+			}
+			return queue.Ack()
+		}, queue.ConsumerOptions{Concurrency: k, OnSuspect: func(*queue.Delivery) { onSuspect.Add(1) }})
+
+		testsignal.Eventually(t, 10*time.Second, "all messages handled", func() bool { return rec.len() >= n+suspects })
+		testsignal.Eventually(t, 5*time.Second, "stream empty", func() bool { return b.streamMsgs(t) == 0 })
+		mu.Lock()
+		for _, v := range violations {
+			t.Error(v)
+		}
+		mu.Unlock()
+		got, _ := rec.all()
+		for _, d := range got {
+			if d.NumDelivered > 2 {
+				t.Errorf("message %d delivered %d times, want 2 at most (a held suspect is kept, not nak'ed)", d.Envelope.MessageID, d.NumDelivered)
+			}
+		}
+		if len(got) != n+suspects || onSuspect.Load() != suspects {
+			t.Errorf("%d deliveries, %d suspects run alone; want %d and %d", len(got), onSuspect.Load(), n+suspects, suspects)
+		}
+	})
+
 	t.Run("NakRedelivers", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

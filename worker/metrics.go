@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/extractq/extractq/pipeline"
+	"github.com/extractq/extractq/queue"
 )
 
 // Metrics are the worker's Prometheus metrics, all prefixed extractq_.
@@ -22,6 +23,7 @@ type Metrics struct {
 	inFlight     prometheus.Gauge
 	redeliveries prometheus.Counter     // deliveries of runs that already had an outcome
 	leased       prometheus.Counter     // deliveries of runs another copy of which was being worked on
+	suspects     prometheus.Counter     // redelivered runs run alone (queue.Isolation)
 	announced    *prometheus.CounterVec // triage announcements, by result (sent, failed)
 	batchSteps   prometheus.Histogram   // run steps (starts, outcomes) per shared transaction
 	batchWait    prometheus.Histogram   // seconds a step waited for its shared transaction to begin
@@ -55,6 +57,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Deliveries of runs that already had an outcome, acked without an LLM call."}),
 		leased: prometheus.NewCounter(prometheus.CounterOpts{Name: "extractq_lease_held_acked_total",
 			Help: "Deliveries of a run another copy of which was being worked on under a live lease, acked without an LLM call."}),
+		suspects: prometheus.NewCounter(prometheus.CounterOpts{Name: "extractq_suspect_runs_total",
+			Help: "Redelivered runs (an earlier delivery ended without an outcome: a worker died or stalled on it, or its handler panicked) run alone, with nothing else in flight."}),
 		announced: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "extractq_triage_announcements_total",
 			Help: "New triage items announced on NATS, by result (sent, failed)."}, []string{"result"}),
 		batchSteps: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "extractq_worker_db_batch_steps",
@@ -64,7 +68,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time a run step waited for its shared Postgres transaction to begin, in seconds: the latency batching adds (worker.commit_wait, at most 5% of the median call latency).",
 			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.25}}),
 	}
-	reg.MustRegister(m.runs, m.naks, m.writeRetries, m.calls, m.tokens, m.cost, m.callLatency, m.runDuration, m.inFlight, m.redeliveries, m.leased, m.announced,
+	reg.MustRegister(m.runs, m.naks, m.writeRetries, m.calls, m.tokens, m.cost, m.callLatency, m.runDuration, m.inFlight, m.redeliveries, m.leased, m.suspects, m.announced,
 		m.batchSteps, m.batchWait)
 	for _, reason := range []string{PauseProvider, PauseDatabase} {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "extractq_worker_paused",
@@ -137,6 +141,14 @@ func (m *Metrics) nak(cause string) {
 func (m *Metrics) writeRetry() {
 	if m != nil {
 		m.writeRetries.Inc()
+	}
+}
+
+// suspectRun counts a redelivered run that begins to run alone; it is
+// the consumer's OnSuspect (queue.ConsumerOptions).
+func (m *Metrics) suspectRun(*queue.Delivery) {
+	if m != nil {
+		m.suspects.Inc()
 	}
 }
 

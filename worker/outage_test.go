@@ -541,12 +541,13 @@ func (b *outageBundle) checkPoisoned(t *testing.T, batch string, n int, poison i
 
 // TestPoisonMessage: with the shipped delivery limit, a message that
 // crashes or stalls its worker on every delivery still reaches triage as
-// kind delivery, while the messages around it succeed.
+// kind delivery, while the messages around it succeed, at the shipped
+// concurrency.
 func TestPoisonMessage(t *testing.T) {
 	t.Parallel()
 	const n = 20
 
-	// Both mostly wait out redelivery delays: run them at once, whatever
+	// All mostly wait out redelivery delays: run them at once, whatever
 	// -parallel allows.
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -571,56 +572,130 @@ func TestPoisonMessage(t *testing.T) {
 		})
 	})
 
+	// The poison message has the 4th stream sequence, so the first worker,
+	// which takes the first messages into its shipped 8 slots, gets it with
+	// 7 others; those wait in their handlers until it dies, so that they go
+	// down with it and come back with the poison message, all redelivered
+	// at once, to the next worker.
 	wg.Go(func() {
-		t.Run("WorkerDies", func(t *testing.T) {
-			b := newOutageBundle(t, newOutageLLM(t))
-			batch := b.ingest(t, "k", n)
-			poison := b.messageID(t, "k7")
-			ctx, cancel := context.WithCancel(context.Background())
-			var wg sync.WaitGroup
-			defer wg.Wait()
-			defer cancel()
-			if _, err := queue.EnsureConsumer(ctx, b.q.JS, b.cfg.NATS, b.cfg.Worker); err != nil {
-				t.Fatal(err)
-			}
-			// The max-deliveries advisories, handled as cmd/worker handles them.
-			dead, err := queue.EnsureDeadLetter(ctx, b.q.JS, b.cfg.NATS)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { b.q.JS.DeleteStream(context.Background(), queue.DeadLetterStreamName(b.cfg.NATS)) })
-			wg.Go(func() { queue.RunDeadLetter(ctx, b.q.JS, b.cfg.NATS, dead, b.w.DeliveryFailed, b.log) })
-
-			// Each worker dies on the poison message: its connection drops in
-			// the middle of the run and it never answers again. Then the next
-			// one starts, as a supervisor would start it.
-			deaths := 0
-			deadline := time.Now().Add(2 * time.Minute)
-			for !b.summary(t, batch).Done() && time.Now().Before(deadline) {
-				died := b.runMortal(t, ctx, &wg, poison)
-				for alive := true; alive; {
-					select {
-					case <-died:
-						deaths++
-						alive = false
-					case <-time.After(20 * time.Millisecond):
-						alive = !b.summary(t, batch).Done()
-					}
-				}
-			}
-			b.checkPoisoned(t, batch, n, poison)
-			if deaths != b.cfg.Worker.MaxDeliver {
-				t.Errorf("%d workers died on the poison message, want %d (max_deliver)", deaths, b.cfg.Worker.MaxDeliver)
-			}
-		})
+		t.Run("WorkerDies", func(t *testing.T) { testWorkerDies(t, n) })
+	})
+	// As many messages as the worker's slots: after the first death every
+	// one of them comes back at once, the poison among them.
+	wg.Go(func() {
+		t.Run("RestartAmongInnocents", func(t *testing.T) { testWorkerDies(t, scaledConfig().Worker.Concurrency) })
 	})
 }
 
-// runMortal starts a worker on a connection of its own that dies when it
-// is handed the message poison: the connection closes and the handler
-// never returns a decision. The returned channel is closed then; the
-// worker is stopped too.
-func (b *outageBundle) runMortal(t *testing.T, ctx context.Context, wg *sync.WaitGroup, poison int64) <-chan struct{} {
+// testWorkerDies runs TestPoisonMessage's workers that die on the poison
+// message, among n messages: each one dies when it is handed the poison
+// message (its connection drops in the middle of the run and it never
+// answers again), and the next one starts, as a supervisor would start it.
+// The innocent messages on the first worker are still in their handlers
+// when it dies. It checks that the poison message reaches triage as kind
+// delivery after max_deliver deaths, every other message succeeds, and no
+// other message is delivered more than 3 times (Isolation's bound: 2
+// deliveries lost to the poison message at most).
+func testWorkerDies(t *testing.T, n int) {
+	b := newOutageBundle(t, newOutageLLM(t))
+	batch := b.ingest(t, "k", n)
+	poison := b.messageAtSeq(t, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	if _, err := queue.EnsureConsumer(ctx, b.q.JS, b.cfg.NATS, b.cfg.Worker); err != nil {
+		t.Fatal(err)
+	}
+	// The max-deliveries advisories, handled as cmd/worker handles them.
+	dead, err := queue.EnsureDeadLetter(ctx, b.q.JS, b.cfg.NATS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.q.JS.DeleteStream(context.Background(), queue.DeadLetterStreamName(b.cfg.NATS)) })
+	wg.Go(func() { queue.RunDeadLetter(ctx, b.q.JS, b.cfg.NATS, dead, b.w.DeliveryFailed, b.log) })
+
+	seen := &deliveryCounts{most: map[int64]uint64{}}
+	deaths := 0
+	deadline := time.Now().Add(2 * time.Minute)
+	for !b.summary(t, batch).Done() && time.Now().Before(deadline) {
+		others := 0 // the first worker dies with every slot taken
+		if deaths == 0 {
+			others = min(n, b.cfg.Worker.Concurrency) - 1
+		}
+		died := b.runMortal(t, ctx, &wg, poison, others, seen)
+		for alive := true; alive; {
+			select {
+			case <-died:
+				deaths++
+				alive = false
+			case <-time.After(20 * time.Millisecond):
+				alive = !b.summary(t, batch).Done()
+			}
+		}
+	}
+	b.checkPoisoned(t, batch, n, poison)
+	if deaths != b.cfg.Worker.MaxDeliver {
+		t.Errorf("%d workers died on the poison message, want %d (max_deliver)", deaths, b.cfg.Worker.MaxDeliver)
+	}
+	seen.mu.Lock()
+	defer seen.mu.Unlock()
+	redelivered := 0
+	for id, most := range seen.most {
+		if id == poison {
+			continue
+		}
+		if most > 1 {
+			redelivered++
+		}
+		if most > 3 {
+			t.Errorf("message %d delivered %d times, want 3 at most", id, most)
+		}
+	}
+	if redelivered < min(n, b.cfg.Worker.Concurrency)-1 {
+		t.Errorf("%d other messages redelivered, want the %d in flight beside the poison message on the first worker",
+			redelivered, min(n, b.cfg.Worker.Concurrency)-1)
+	}
+}
+
+// deliveryCounts records the most deliveries each message was handed at.
+type deliveryCounts struct {
+	mu   sync.Mutex
+	most map[int64]uint64
+}
+
+func (c *deliveryCounts) add(d *queue.Delivery) {
+	c.mu.Lock()
+	c.most[d.Envelope.MessageID] = max(c.most[d.Envelope.MessageID], d.NumDelivered)
+	c.mu.Unlock()
+}
+
+// messageAtSeq returns the id of the message the runs stream holds at seq.
+func (b *outageBundle) messageAtSeq(t *testing.T, seq uint64) int64 {
+	t.Helper()
+	str, err := b.q.JS.Stream(context.Background(), b.cfg.NATS.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := str.GetMsg(context.Background(), seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env queue.Envelope
+	if err := json.Unmarshal(m.Data, &env); err != nil {
+		t.Fatal(err)
+	}
+	return env.MessageID
+}
+
+// runMortal starts a worker at the shipped concurrency on a connection of
+// its own that dies when it is handed the message poison: the connection
+// closes and the handler never returns a decision. The returned channel is
+// closed then; the worker is stopped too. With others above 0, the other
+// messages it is handed stay in their handlers until then, and go down
+// with it, and the poison message kills it only once that many are there.
+// Every delivery it is handed is recorded in seen.
+func (b *outageBundle) runMortal(t *testing.T, ctx context.Context, wg *sync.WaitGroup, poison int64, others int, seen *deliveryCounts) <-chan struct{} {
 	t.Helper()
 	nc, js, err := queue.Connect(ctx, queuetest.URL(), "extractq-test-mortal", b.log)
 	if err != nil {
@@ -634,9 +709,25 @@ func (b *outageBundle) runMortal(t *testing.T, ctx context.Context, wg *sync.Wai
 	died := make(chan struct{})
 	wctx, stop := context.WithCancel(ctx)
 	var once sync.Once
+	arrived := make(chan struct{}, b.cfg.Worker.Concurrency)
 	worker.SetTestHook(w, func(hctx context.Context, d *queue.Delivery) (queue.Decision, bool) {
+		seen.add(d)
 		if d.Envelope.MessageID != poison {
-			return queue.Decision{}, false
+			if others == 0 {
+				return queue.Decision{}, false
+			}
+			arrived <- struct{}{}
+			select {
+			case <-died:
+			case <-hctx.Done():
+			}
+			return queue.Nak(0), true // never reaches the server
+		}
+		for range others {
+			select {
+			case <-arrived:
+			case <-hctx.Done():
+			}
 		}
 		once.Do(func() {
 			nc.Close()
@@ -651,13 +742,7 @@ func (b *outageBundle) runMortal(t *testing.T, ctx context.Context, wg *sync.Wai
 		defer stop()
 		err := worker.RunService(wctx, worker.ServiceConfig{
 			Worker: w, Store: b.st, Conn: nc, Consumer: cons, Publisher: queue.NewPublisher(js, b.cfg.NATS),
-			// One run at a time: a worker that dies takes every run in
-			// flight with it, and their copies come back together when
-			// the ack wait ends, so with more an innocent message handed
-			// out beside the poison at each of its deliveries runs out
-			// of deliveries too (seen once in a few CI runs; a known
-			// limit, docs/operations.md on a worker that dies).
-			Concurrency: 1, InProgressEvery: b.cfg.Worker.InProgressEvery,
+			Concurrency: b.cfg.Worker.Concurrency, InProgressEvery: b.cfg.Worker.InProgressEvery,
 			ShutdownGrace: b.cfg.Worker.ShutdownGrace, PanicDelay: shippedPanicDelay / timeScale, SweepEvery: -1, Logger: b.log,
 		})
 		if err != nil {

@@ -70,6 +70,8 @@ type ServiceConfig struct {
 	ShutdownGrace   time.Duration
 	PanicDelay      time.Duration
 	TermWithReason  bool
+	// SuspectWait: see queue.ConsumerOptions.SuspectWait.
+	SuspectWait time.Duration
 	// HealthAddr serves /healthz, /readyz and /metrics; empty means none.
 	HealthAddr string
 	// Gatherer, if set, is served on /metrics.
@@ -207,6 +209,9 @@ func RunService(ctx context.Context, cfg ServiceConfig) error {
 		Concurrency: cfg.Concurrency, InProgressEvery: cfg.InProgressEvery, ShutdownGrace: cfg.ShutdownGrace,
 		PanicDelay: cfg.PanicDelay, TermWithReason: cfg.TermWithReason, Ready: cfg.Ready, Publisher: cfg.Publisher,
 		OnInProgress: cfg.Worker.extendLease, Log: log,
+		// One for all the consumers read: a redelivered run runs with
+		// nothing in flight on any of them.
+		Isolation: queue.NewIsolation(), SuspectWait: cfg.SuspectWait, OnSuspect: cfg.Worker.cfg.Metrics.suspectRun,
 	}
 	if cfg.Relay != nil {
 		opts.Requeuer = cfg.Relay
