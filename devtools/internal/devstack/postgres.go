@@ -81,6 +81,9 @@ type Postgres struct {
 	Dir     string // holds data/, sock/ and postgres.log
 	Port    int
 	Started int // how many times Start ran
+	// Settings are more server settings, each "name=value", passed as
+	// -c name=value at Start.
+	Settings []string
 
 	cred *syscall.Credential
 	proc *Proc
@@ -135,10 +138,14 @@ func (pg *Postgres) URL(db string) string {
 // Start starts the server and waits up to 60s until it accepts
 // connections.
 func (pg *Postgres) Start(ctx context.Context) error {
-	p, err := Start(Spec{Name: "postgres", LogPath: pg.LogPath(), Dir: pg.Dir, Cred: pg.cred, Args: []string{
+	args := []string{
 		filepath.Join(pg.Bin, "postgres"), "-D", pg.dataDir(), "-p", strconv.Itoa(pg.Port), "-k", pg.sockDir(),
 		"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200", "-c", "logging_collector=off",
-	}})
+	}
+	for _, kv := range pg.Settings {
+		args = append(args, "-c", kv)
+	}
+	p, err := Start(Spec{Name: "postgres", LogPath: pg.LogPath(), Dir: pg.Dir, Cred: pg.cred, Args: args})
 	if err != nil {
 		return err
 	}
