@@ -235,6 +235,9 @@ func (o ConsumerOptions) withDefaults(cons jetstream.Consumer) ConsumerOptions {
 // retries included.
 const requeueTimeout = 10 * time.Second
 
+// ackTimeout bounds waiting for the server to confirm an ack.
+const ackTimeout = 10 * time.Second
+
 // abandonAfter is how long Run still waits for handlers once their ctx is
 // cancelled, before it returns without them.
 const abandonAfter = 5 * time.Second
@@ -245,8 +248,8 @@ const abandonAfter = 5 * time.Second
 // messages are held at once (none are prefetched), through a few
 // long-lived pull consumptions (see consumeLoop). While a handler runs,
 // its message is marked in progress every opts.InProgressEvery. Then Run
-// applies the handler's Decision: an ack (sent without waiting for the
-// server's confirmation, see apply); a nak with a delay; a term.
+// applies the handler's Decision: an ack (confirmed by the server only
+// once Run is stopping, see apply); a nak with a delay; a term.
 //
 // A message whose body is not a valid Envelope is termed and logged: it can
 // never be processed. A handler panic is recovered, logged with its stack,
@@ -579,9 +582,9 @@ func (r *runner) call(ctx context.Context, log *zap.Logger, d *Delivery) (dec De
 	return r.h(ctx, d)
 }
 
-// apply sends the decision to the server. None is confirmed: a decision
-// lost on its way (the connection failed) leaves the message to be
-// redelivered after the ack wait.
+// apply sends the decision to the server. Only an ack while Run stops
+// is confirmed: a decision lost on its way (the connection failed)
+// leaves the message to be redelivered after the ack wait.
 func (r *runner) apply(log *zap.Logger, d *Delivery, dec Decision) {
 	msg := d.msg
 	var err error
@@ -604,13 +607,26 @@ func (r *runner) apply(log *zap.Logger, d *Delivery, dec Decision) {
 		r.apply(log, d, Ack())
 		return
 	case kindAck:
-		// Not confirmed (DoubleAck): the handler decided after its
-		// outcome's commit, so an ack the server never gets costs only a
-		// redelivery once the ack wait passes, which finds the outcome
-		// committed and is acked without a call. Waiting for the
-		// confirmation cost the server a reply and the worker a request
-		// per message (issue 18).
-		err = msg.Ack()
+		// Not confirmed (DoubleAck) while Run goes on: the handler decided
+		// after its outcome's commit, so an ack the server never gets
+		// costs only a redelivery once the ack wait passes, which finds
+		// the outcome committed and is acked without a call. Waiting for
+		// the confirmation cost the server a reply and the worker a
+		// request per message (issue 18). Once Run is stopping it is
+		// confirmed, so that Run returns with its acks at the server
+		// (the process may exit next).
+		select {
+		case <-r.stop:
+			actx, cancel := context.WithTimeout(context.Background(), ackTimeout)
+			err = msg.DoubleAck(actx)
+			cancel()
+			if err != nil {
+				log.Error("ack not confirmed; the message will be redelivered", zap.Error(err))
+				return
+			}
+		default:
+			err = msg.Ack()
+		}
 	case kindTerm:
 		if r.opts.TermWithReason {
 			err = msg.TermWithReason(dec.reason)

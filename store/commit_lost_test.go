@@ -74,6 +74,11 @@ func proxiedStore(t *testing.T) (st, via *store.Store, p *tcpproxy.Proxy) {
 	}
 	t.Cleanup(func() { p.Close() })
 	u.Host = p.Addr()
+	// One connection, so that the statements prepared on it are the
+	// ones a test's chunks name.
+	q := u.Query()
+	q.Set("pool_max_conns", "1")
+	u.RawQuery = q.Encode()
 	via, err = store.Open(context.Background(), u.String(), zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
@@ -82,11 +87,10 @@ func proxiedStore(t *testing.T) (st, via *store.Store, p *tcpproxy.Proxy) {
 	return st, via, p
 }
 
-// TestRunWriteBatchReplyLost: the worker's batched write goes in one
-// round trip, its statements one implicit transaction committed at their
-// end; when the reply is lost after Postgres got them, every outcome of
-// the batch gets an error MaybeCommitted reports, and the outcomes are
-// there; written again, each is ErrOutcomeExists.
+// TestRunWriteBatchReplyLost: the worker's batched write sends its BEGIN
+// with its statements; a reply lost before the COMMIT wrote nothing and
+// is an error MaybeCommitted does not report, and one lost after it is,
+// with the outcomes there; written again, each is ErrOutcomeExists.
 func TestRunWriteBatchReplyLost(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -101,19 +105,35 @@ func TestRunWriteBatchReplyLost(t *testing.T) {
 	if errs := via.RunOutcomeInsertMany(ctx, []store.RunOutcomeParams{warm}); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
-	// The chunk that ends the batch with its Sync message ('S', length 4):
-	// Postgres has every statement, and commits them.
+	failed := func() int {
+		var n int
+		if err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM runs WHERE batch_id = $1 AND status = 'failed'`, batch).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	// The chunk that ends the batch with its Sync message ('S', length 4).
 	p.LoseReplyAfter(func(chunk []byte) bool { return bytes.HasSuffix(chunk, []byte{'S', 0, 0, 0, 4}) })
 	for i, err := range via.RunOutcomeInsertMany(ctx, outs) {
-		if err == nil || !store.MaybeCommitted(err) || !store.Transient(err) {
-			t.Fatalf("outcome %d with the reply lost: %v (MaybeCommitted %v, Transient %v), want a transient error that may have committed",
+		if err == nil || store.MaybeCommitted(err) || !store.Transient(err) {
+			t.Fatalf("outcome %d with the batch's reply lost: %v (MaybeCommitted %v, Transient %v), want a transient error that did not commit",
 				i, err, store.MaybeCommitted(err), store.Transient(err))
 		}
 	}
-	testsignal.Eventually(t, 10*time.Second, "the outcomes of the batch whose reply was lost", func() bool {
-		var n int
-		err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM runs WHERE batch_id = $1 AND status = 'failed'`, batch).Scan(&n)
-		return err == nil && n == len(outs)+1
+	if n := failed(); n != 1 {
+		t.Fatalf("%d runs failed after the batch's reply was lost, want the warm-up's 1", n)
+	}
+
+	p.LoseReplyAfter(func(chunk []byte) bool { return bytes.Contains(chunk, []byte("commit")) })
+	for i, err := range via.RunOutcomeInsertMany(ctx, outs) {
+		if err == nil || !store.MaybeCommitted(err) || !store.Transient(err) {
+			t.Fatalf("outcome %d with the COMMIT's reply lost: %v (MaybeCommitted %v, Transient %v), want a transient error that may have committed",
+				i, err, store.MaybeCommitted(err), store.Transient(err))
+		}
+	}
+	testsignal.Eventually(t, 10*time.Second, "the outcomes of the batch whose COMMIT's reply was lost", func() bool {
+		return failed() == len(outs)+1
 	})
 	for i, err := range via.RunOutcomeInsertMany(ctx, outs) {
 		if !errors.Is(err, store.ErrOutcomeExists) || store.MaybeCommitted(err) {

@@ -310,15 +310,6 @@ WHERE b.id IN (` + outboxRunBatchesSQL + `)
   AND NOT EXISTS (SELECT 1 FROM results_outbox o WHERE o.batch_id = b.id AND o.type = 'batch.done')
 ORDER BY b.id`
 
-// outboxBatchDoneGuardSQL fails with division_by_zero (22012) when
-// outboxBatchDoneSQL would list a batch: the check of a transaction sent
-// in one round trip (RunWriteBatch), which cannot write the batch.done
-// events itself, so that it rolls back and is done again in a
-// transaction that can. Its divisor is an aggregate, so the planner cannot
-// fold the division into a constant.
-const outboxBatchDoneGuardSQL = `
-SELECT 1 / (1 - least(count(*), 1))::int FROM (` + outboxBatchDoneSQL + `) d`
-
 const outboxBatchDoneInsertSQL = `
 INSERT INTO results_outbox (type, batch_id, schema_id, detail)
 SELECT 'batch.done', b.id, b.schema_id, $2::jsonb FROM batches b WHERE b.id = $1
