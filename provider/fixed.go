@@ -144,15 +144,22 @@ func (b pieceBody) reader() io.ReadCloser {
 
 type piecesReader struct{ pieces [][]byte }
 
+// Read fills p from as many pieces as fit: net/http writes what each
+// Read returns with a system call of its own once its buffer is
+// flushed, and a Read a piece cost a request three or four writes.
 func (r *piecesReader) Read(p []byte) (int, error) {
-	for len(r.pieces) > 0 && len(r.pieces[0]) == 0 {
-		r.pieces = r.pieces[1:]
+	n := 0
+	for n < len(p) && len(r.pieces) > 0 {
+		c := copy(p[n:], r.pieces[0])
+		n += c
+		r.pieces[0] = r.pieces[0][c:]
+		if len(r.pieces[0]) == 0 {
+			r.pieces = r.pieces[1:]
+		}
 	}
-	if len(r.pieces) == 0 {
+	if n == 0 && len(p) > 0 {
 		return 0, io.EOF
 	}
-	n := copy(p, r.pieces[0])
-	r.pieces[0] = r.pieces[0][n:]
 	return n, nil
 }
 

@@ -255,12 +255,12 @@ func (o ConsumerOptions) withDefaults(cons jetstream.Consumer) ConsumerOptions {
 	return o
 }
 
-// ackTimeout bounds waiting for the server to confirm an ack.
-const ackTimeout = 10 * time.Second
-
 // requeueTimeout bounds publishing the copy of a requeued message, its
 // retries included.
 const requeueTimeout = 10 * time.Second
+
+// ackTimeout bounds waiting for the server to confirm an ack.
+const ackTimeout = 10 * time.Second
 
 // abandonAfter is how long Run still waits for handlers once their ctx is
 // cancelled, before it returns without them.
@@ -272,9 +272,8 @@ const abandonAfter = 5 * time.Second
 // messages are held at once (none are prefetched), through a few
 // long-lived pull consumptions (see consumeLoop). While a handler runs,
 // its message is marked in progress every opts.InProgressEvery. Then Run
-// applies the handler's Decision: an ack waits for the server's
-// confirmation (a failed ack is logged and the message will be
-// redelivered); a nak with a delay; a term.
+// applies the handler's Decision: an ack (confirmed by the server only
+// once Run is stopping, see apply); a nak with a delay; a term.
 //
 // A redelivery (NumDelivered above 1) is a suspect and runs alone, with
 // nothing else in flight (see Isolation).
@@ -760,7 +759,9 @@ func (r *runner) call(ctx context.Context, log *zap.Logger, d *Delivery) (dec De
 	return r.h(ctx, d)
 }
 
-// apply sends the decision to the server.
+// apply sends the decision to the server. Only an ack while Run stops
+// is confirmed: a decision lost on its way (the connection failed)
+// leaves the message to be redelivered after the ack wait.
 func (r *runner) apply(log *zap.Logger, d *Delivery, dec Decision) {
 	msg := d.msg
 	var err error
@@ -783,12 +784,25 @@ func (r *runner) apply(log *zap.Logger, d *Delivery, dec Decision) {
 		r.apply(log, d, Ack())
 		return
 	case kindAck:
-		actx, cancel := context.WithTimeout(context.Background(), ackTimeout)
-		err = msg.DoubleAck(actx)
-		cancel()
-		if err != nil {
-			log.Error("ack not confirmed; the message will be redelivered", zap.Error(err))
-			return
+		// Not confirmed (DoubleAck) while Run goes on: the handler decided
+		// after its outcome's commit, so an ack the server never gets
+		// costs only a redelivery once the ack wait passes, which finds
+		// the outcome committed and is acked without a call. Waiting for
+		// the confirmation cost the server a reply and the worker a
+		// request per message (issue 18). Once Run is stopping it is
+		// confirmed, so that Run returns with its acks at the server
+		// (the process may exit next).
+		select {
+		case <-r.stop:
+			actx, cancel := context.WithTimeout(context.Background(), ackTimeout)
+			err = msg.DoubleAck(actx)
+			cancel()
+			if err != nil {
+				log.Error("ack not confirmed; the message will be redelivered", zap.Error(err))
+				return
+			}
+		default:
+			err = msg.Ack()
 		}
 	case kindTerm:
 		if r.opts.TermWithReason {

@@ -25,23 +25,7 @@ import (
 func TestMaybeCommitted(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := storetest.NewStore(t)
-	u, err := url.Parse(storetest.SchemaURL(t, st))
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		t.Skipf("the test database is not given as a postgres:// URL: %v", err)
-	}
-	cc := st.Pool.Config().ConnConfig
-	p, err := tcpproxy.Listen(net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	u.Host = p.Addr()
-	via, err := store.Open(ctx, u.String(), zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(via.Close)
+	st, via, p := proxiedStore(t)
 	insert := func(id string) func(tx store.DBTX) error {
 		return func(tx store.DBTX) error {
 			_, err := tx.Exec(ctx, `INSERT INTO batches (id, schema_id) VALUES ($1, 'customer_message')`, id)
@@ -50,7 +34,7 @@ func TestMaybeCommitted(t *testing.T) {
 	}
 
 	p.LoseReplyAfter(func(chunk []byte) bool { return bytes.Contains(chunk, []byte("commit")) })
-	err = via.InTx(ctx, insert("b1"))
+	err := via.InTx(ctx, insert("b1"))
 	if err == nil || !store.MaybeCommitted(err) || !store.Transient(err) {
 		t.Fatalf("COMMIT with its reply lost: %v (MaybeCommitted %v, Transient %v), want a transient error that may have committed",
 			err, store.MaybeCommitted(err), store.Transient(err))
@@ -71,5 +55,89 @@ func TestMaybeCommitted(t *testing.T) {
 	}
 	if err := via.InTx(ctx, insert("b2")); err != nil || store.MaybeCommitted(nil) {
 		t.Fatalf("a plain commit: %v", err)
+	}
+}
+
+// proxiedStore returns a store, the same schema opened through a proxy
+// that can lose Postgres's replies, and the proxy.
+func proxiedStore(t *testing.T) (st, via *store.Store, p *tcpproxy.Proxy) {
+	t.Helper()
+	st = storetest.NewStore(t)
+	u, err := url.Parse(storetest.SchemaURL(t, st))
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		t.Skipf("the test database is not given as a postgres:// URL: %v", err)
+	}
+	cc := st.Pool.Config().ConnConfig
+	p, err = tcpproxy.Listen(net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	u.Host = p.Addr()
+	// One connection, so that the statements prepared on it are the
+	// ones a test's chunks name.
+	q := u.Query()
+	q.Set("pool_max_conns", "1")
+	u.RawQuery = q.Encode()
+	via, err = store.Open(context.Background(), u.String(), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(via.Close)
+	return st, via, p
+}
+
+// TestRunWriteBatchReplyLost: the worker's batched write sends its BEGIN
+// with its statements; a reply lost before the COMMIT wrote nothing and
+// is an error MaybeCommitted does not report, and one lost after it is,
+// with the outcomes there; written again, each is ErrOutcomeExists.
+func TestRunWriteBatchReplyLost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, via, p := proxiedStore(t)
+	batch := batchFixture(ctx, t, st, st.Pool)
+	var outs []store.RunOutcomeParams
+	for range 3 {
+		outs = append(outs, failedOutcome(messageFixture(ctx, t, st, st.Pool, batch)))
+	}
+	// Each statement prepared first, on a round trip of its own.
+	warm := failedOutcome(messageFixture(ctx, t, st, st.Pool, batch))
+	if errs := via.RunOutcomeInsertMany(ctx, []store.RunOutcomeParams{warm}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	failed := func() int {
+		var n int
+		if err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM runs WHERE batch_id = $1 AND status = 'failed'`, batch).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	// The chunk that ends the batch with its Sync message ('S', length 4).
+	p.LoseReplyAfter(func(chunk []byte) bool { return bytes.HasSuffix(chunk, []byte{'S', 0, 0, 0, 4}) })
+	for i, err := range via.RunOutcomeInsertMany(ctx, outs) {
+		if err == nil || store.MaybeCommitted(err) || !store.Transient(err) {
+			t.Fatalf("outcome %d with the batch's reply lost: %v (MaybeCommitted %v, Transient %v), want a transient error that did not commit",
+				i, err, store.MaybeCommitted(err), store.Transient(err))
+		}
+	}
+	if n := failed(); n != 1 {
+		t.Fatalf("%d runs failed after the batch's reply was lost, want the warm-up's 1", n)
+	}
+
+	p.LoseReplyAfter(func(chunk []byte) bool { return bytes.Contains(chunk, []byte("commit")) })
+	for i, err := range via.RunOutcomeInsertMany(ctx, outs) {
+		if err == nil || !store.MaybeCommitted(err) || !store.Transient(err) {
+			t.Fatalf("outcome %d with the COMMIT's reply lost: %v (MaybeCommitted %v, Transient %v), want a transient error that may have committed",
+				i, err, store.MaybeCommitted(err), store.Transient(err))
+		}
+	}
+	testsignal.Eventually(t, 10*time.Second, "the outcomes of the batch whose COMMIT's reply was lost", func() bool {
+		return failed() == len(outs)+1
+	})
+	for i, err := range via.RunOutcomeInsertMany(ctx, outs) {
+		if !errors.Is(err, store.ErrOutcomeExists) || store.MaybeCommitted(err) {
+			t.Errorf("outcome %d written again: %v, want ErrOutcomeExists", i, err)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // RunStart is what RunWriteBatch found for one run a worker starts: the
@@ -49,6 +50,10 @@ func (s *Store) RunWriteBatch(ctx context.Context, starts []RunLeaseParams, outc
 	res := make([]RunStart, len(starts))
 	errs := make([]error, len(outcomes))
 	var b pgx.Batch
+	// BEGIN goes with the statements, in one round trip (pgx's
+	// Batch.BeginTx); on its own it was a round trip more a batch, about
+	// 2.5% of the worker's CPU at 256 in flight (issue 18).
+	b.BeginTx(pgx.TxOptions{})
 	for _, p := range starts {
 		b.Queue(runStartSQL, p.MessageID, p.RunNo, p.Owner, int64(p.StreamSeq), p.TTL.Seconds(), int64(p.Replaces))
 	}
@@ -83,14 +88,17 @@ func (s *Store) RunWriteBatch(ctx context.Context, starts []RunLeaseParams, outc
 			res[i].Err = fmt.Errorf("store.RunWriteBatch(%d, %d): lease owner and a positive TTL are required", p.MessageID, p.RunNo)
 		}
 	}
-	if b.Len() == 0 {
+	if b.Len() == 1 { // BEGIN alone
 		return res, errs
 	}
 	found := make([]bool, len(starts))
 	taken := make([]bool, len(starts))
 	finished := make([]int, len(idx))
-	txErr := beginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		br := tx.SendBatch(ctx, &b)
+	txErr := batchTx(ctx, s.Pool, &b, func(tx pgx.Tx, br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil { // BEGIN
+			br.Close()
+			return err
+		}
 		for i := range starts {
 			rows, err := br.Query()
 			if err != nil {
@@ -184,6 +192,24 @@ func (s *Store) RunWriteBatch(ctx context.Context, starts []RunLeaseParams, outc
 		}
 	}
 	return res, errs
+}
+
+// batchTx sends b, which begins a transaction (Batch.BeginTx), on a
+// connection of pool, runs fn on its results and the transaction, and
+// commits, as beginFunc does: a COMMIT's error is a commitError. fn must
+// close the results before it uses the transaction.
+func batchTx(ctx context.Context, pool *pgxpool.Pool, b *pgx.Batch, fn func(tx pgx.Tx, br pgx.BatchResults) error) error {
+	br := pool.SendBatch(ctx, b)
+	tx := br.Tx()
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if err := fn(tx, br); err != nil {
+		br.Close()
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return &commitError{err: err}
+	}
+	return nil
 }
 
 // runStart reads the run of p with its message and, if it is queued,

@@ -1,8 +1,12 @@
 package worker
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/extractq/extractq/store"
 )
 
 // TestPacerWait: the batch wait is the configured most, at most 5% of the
@@ -47,5 +51,46 @@ func TestPacerWait(t *testing.T) {
 	steps(20, 3*time.Second)
 	if w := p.wait(); w != 0 {
 		t.Errorf("20 steps/s: wait %s, want 0", w)
+	}
+}
+
+// TestCommitterOutcomesFirst: of the steps waiting, the outcomes go into a
+// batch before the starts, whatever order they came in, and every step
+// is written once the committer closes.
+func TestCommitterOutcomesFirst(t *testing.T) {
+	c := &committer{max: 4, outs: make(chan commitReq, 8), starts: make(chan commitReq, 8), pace: newPacer(0)}
+	start := func(id int64) commitReq {
+		return commitReq{start: &store.RunLeaseParams{MessageID: id}, at: time.Now()}
+	}
+	outcome := func(id int64) commitReq {
+		return commitReq{outcome: store.RunOutcomeParams{MessageID: id}, at: time.Now()}
+	}
+	for id := int64(1); id <= 6; id++ {
+		c.starts <- start(id)
+	}
+	c.outs <- outcome(101)
+	c.outs <- outcome(102)
+	close(c.outs)
+	close(c.starts)
+	writers := make(chan []commitReq)
+	go c.collect(writers)
+	// Batches go as soon as a writer is free, so where one ends varies;
+	// the order of the steps does not.
+	var got []string
+	for b := range writers {
+		if len(b) == 0 || len(b) > c.max {
+			t.Errorf("a batch of %d steps, want 1 to %d", len(b), c.max)
+		}
+		for _, r := range b {
+			if r.start != nil {
+				got = append(got, fmt.Sprintf("s%d", r.start.MessageID))
+			} else {
+				got = append(got, fmt.Sprintf("o%d", r.outcome.MessageID))
+			}
+		}
+	}
+	want := []string{"o101", "o102", "s1", "s2", "s3", "s4", "s5", "s6"}
+	if !slices.Equal(got, want) {
+		t.Errorf("steps in the order %v, want %v", got, want)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
 	"github.com/extractq/extractq/devtools/internal/devstack"
@@ -110,7 +111,9 @@ func (s *services) stop() {
 
 // startServices starts a private Postgres cluster (initdb in dir/pg) and
 // a private NATS server (natsd from bin, in dir/nats, monitoring on).
-func startServices(ctx context.Context, bin, dir, pgBin string) (*services, error) {
+// With statements, Postgres loads pg_stat_statements (scenario R then
+// writes what each statement cost, pg-statements.txt).
+func startServices(ctx context.Context, bin, dir, pgBin string, statements bool) (*services, error) {
 	s := &services{}
 	ports := make([]int, 3)
 	for i := range ports {
@@ -128,6 +131,9 @@ func startServices(ctx context.Context, bin, dir, pgBin string) (*services, erro
 	_ = os.RemoveAll(filepath.Join(dir, "nats"))
 	if s.pg, err = devstack.NewPostgres(ctx, pgDir, filepath.Join(dir, "pg"), ports[0]); err != nil {
 		return nil, err
+	}
+	if statements {
+		s.pg.Settings = []string{"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all"}
 	}
 	if err := s.pg.Start(ctx); err != nil {
 		return nil, fmt.Errorf("private Postgres: %w\n%s", err, devstack.Tail(s.pg.LogPath(), 20))
@@ -339,12 +345,30 @@ func costRun(ctx context.Context, env benchEnv, name, bin string, n int, schemaP
 		return costFigures{}, err
 	}
 	time.Sleep(time.Second)
+	// The bench's own queries (the progress polls, the counts) go on one
+	// connection, whose backend's CPU time is taken off Postgres's and
+	// whose transactions are taken off the count.
+	bc, err := s.st.Pool.Acquire(ctx)
+	if err != nil {
+		return costFigures{}, err
+	}
+	defer bc.Release()
+	var benchPID int
+	if err := bc.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&benchPID); err != nil {
+		return costFigures{}, err
+	}
 	queries := 0 // the bench's own transactions, taken off the count
 	xact := func() (int64, error) {
 		var x int64
 		queries++
-		err := s.st.Pool.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&x)
+		err := bc.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&x)
 		return x, err
+	}
+	if env.profile {
+		queries++
+		if _, err := bc.Exec(ctx, `SELECT public.pg_stat_statements_reset()`); err != nil {
+			return costFigures{}, fmt.Errorf("pg_stat_statements: %w", err)
+		}
 	}
 	x0, err := xact()
 	if err != nil {
@@ -352,6 +376,7 @@ func costRun(ctx context.Context, env benchEnv, name, bin string, n int, schemaP
 	}
 	sim := s.procs[0]
 	pg0, nats0, sim0 := treeCPU(env.svc.pg.Proc().Pid()), processCPU(env.svc.nats.Proc().Pid()), processCPU(sim.Pid())
+	bench0 := processCPU(benchPID)
 	w, err := s.start(name+"-worker", bin, []string{"-health-addr", ""})
 	if err != nil {
 		return costFigures{}, err
@@ -359,7 +384,7 @@ func costRun(ctx context.Context, env benchEnv, name, bin string, n int, schemaP
 	var p progress
 	for deadline := time.Now().Add(5 * time.Minute); ; {
 		queries++
-		if p, err = s.progress(ctx, batch); err != nil {
+		if p, err = progressOn(ctx, bc, batch); err != nil {
 			return costFigures{}, err
 		}
 		if p.Done == p.Total {
@@ -376,7 +401,7 @@ func costRun(ctx context.Context, env benchEnv, name, bin string, n int, schemaP
 	}
 	f := costFigures{Throughput: p.throughput(), RSSMB: w.RSSMB()}
 	workerCPU := processCPU(w.Pid())
-	pgCPU := treeCPU(env.svc.pg.Proc().Pid()) - pg0
+	pgCPU := treeCPU(env.svc.pg.Proc().Pid()) - pg0 - (processCPU(benchPID) - bench0)
 	natsCPU := processCPU(env.svc.nats.Proc().Pid()) - nats0
 	simCPU := processCPU(sim.Pid()) - sim0
 	subs, err := natsSubscriptions(env.svc.natsHTTP, "extractq-worker")
@@ -394,6 +419,11 @@ func costRun(ctx context.Context, env benchEnv, name, bin string, n int, schemaP
 	if err != nil {
 		return costFigures{}, err
 	}
+	if env.profile {
+		if err := writeStatements(ctx, bc, filepath.Join(s.dir, "pg-statements.txt")); err != nil {
+			return costFigures{}, err
+		}
+	}
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n) }
 	f.WorkerUS, f.PGUS, f.NATSUS, f.SimUS = per(workerCPU), per(pgCPU), per(natsCPU), per(simCPU)
 	f.ProductUS = f.WorkerUS + f.PGUS + f.NATSUS
@@ -401,6 +431,34 @@ func costRun(ctx context.Context, env benchEnv, name, bin string, n int, schemaP
 	f.SubsPerMsg = float64(subs) / float64(n)
 	f.CallsPer = float64(calls) / float64(n)
 	return f, nil
+}
+
+// writeStatements writes the statements pg_stat_statements counted on
+// the bench's Postgres since the reset, the most total execution time
+// first, to path.
+func writeStatements(ctx context.Context, c *pgxpool.Conn, path string) error {
+	rows, err := c.Query(ctx, `SELECT calls, rows, round(total_exec_time::numeric, 1), round(total_plan_time::numeric, 1),
+		wal_bytes, regexp_replace(left(query, 160), '\s+', ' ', 'g')
+		FROM public.pg_stat_statements ORDER BY total_exec_time DESC LIMIT 30`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%8s %8s %10s %9s %11s  %s\n", "calls", "rows", "exec ms", "plan ms", "WAL bytes", "query")
+	for rows.Next() {
+		var calls, nrows, wal int64
+		var exec, plan float64
+		var q string
+		if err := rows.Scan(&calls, &nrows, &exec, &plan, &wal, &q); err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "%8d %8d %10.1f %9.1f %11d  %s\n", calls, nrows, exec, plan, wal, q)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 // natsSubscriptions returns how many subscriptions the connections named

@@ -32,6 +32,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/extractq/extractq/devtools/internal/devstack"
 	"github.com/extractq/extractq/internal/startup"
 	"github.com/extractq/extractq/store"
@@ -124,7 +126,7 @@ func run(scenarios string, quick bool, outDir string, profile bool, baseline str
 	var svc *services
 	if !shared {
 		fmt.Fprintln(os.Stderr, "bench: starting a private Postgres and NATS server")
-		if svc, err = startServices(ctx, bin, out, pgBin); err != nil {
+		if svc, err = startServices(ctx, bin, out, pgBin, profile); err != nil {
 			return err
 		}
 		defer svc.stop()
@@ -137,6 +139,17 @@ func run(scenarios string, quick bool, outDir string, profile bool, baseline str
 	u.Path = "/extractq_bench"
 	if err := store.EnsureDatabase(ctx, u.String()); err != nil {
 		return err
+	}
+	if profile && svc != nil {
+		admin, err := store.Open(ctx, u.String(), zap.NewNop())
+		if err != nil {
+			return err
+		}
+		_, err = admin.Pool.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements SCHEMA public`)
+		admin.Close()
+		if err != nil {
+			return fmt.Errorf("pg_stat_statements: %w", err)
+		}
 	}
 	msgs, err := readSample(filepath.Join(repo, "testdata", "abcd", "messages.jsonl"))
 	if err != nil {

@@ -40,64 +40,86 @@ func ratio(a, b float64) float64 {
 }
 
 // drain loads n messages, starts workers, and waits until all are done.
-func drain(ctx context.Context, s *stack, n, workers int, bare bool, timeout time.Duration) (progress, error) {
+// cpu is the CPU time (user + system) the workers used, their start-up
+// included.
+func drain(ctx context.Context, s *stack, n, workers int, bare bool, timeout time.Duration) (_ progress, cpu time.Duration, _ error) {
 	batch, err := s.load(ctx, n)
 	if err != nil {
-		return progress{}, err
+		return progress{}, 0, err
 	}
+	var procs []*devstack.Proc
 	for i := range workers {
+		var p *devstack.Proc
 		if bare {
 			self, _ := os.Executable()
-			if _, err := s.start(fmt.Sprintf("bare-%d", i), self, []string{"-bare-worker"}); err != nil {
-				return progress{}, err
-			}
-		} else if _, err := s.startWorker(fmt.Sprintf("worker-%d", i)); err != nil {
-			return progress{}, err
+			p, err = s.start(fmt.Sprintf("bare-%d", i), self, []string{"-bare-worker"})
+		} else {
+			p, err = s.startWorker(fmt.Sprintf("worker-%d", i))
 		}
+		if err != nil {
+			return progress{}, 0, err
+		}
+		procs = append(procs, p)
 	}
-	return s.waitDone(ctx, batch, timeout)
+	p, err := s.waitDone(ctx, batch, timeout)
+	for _, w := range procs {
+		cpu += processCPU(w.Pid())
+	}
+	return p, cpu, err
 }
 
-// scenarioA compares end-to-end throughput with an instant simulator to
-// the bare limit: the same loop and writes with no LLM work. The two run
-// in turn, rounds times (real, bare, real, bare, ...), so a slow moment of
-// the machine weighs on both; the figures are the means over the rounds.
+// scenarioA compares the worker's CPU time per message with an instant
+// simulator to the bare loop's: the same loop and writes with an instant
+// in-process model (bare.go), so what is left is the cost of calling a
+// provider over HTTP (encoding, the transport, decoding) and of the
+// worker's configuration. The goal is at most 1.5 times the bare loop's
+// (issue 18). CPU time, not messages per second: on a shared machine the
+// rates of two runs moved by a third with the neighbours' load, the CPU
+// per message by a few percent. The two run in turn, rounds times (real,
+// bare, real, bare, ...); the figures are the means over the rounds, and
+// the rates are reported beside them.
 func scenarioA(ctx context.Context, env benchEnv, n, rounds int) (result, error) {
 	// No latency and no faults: every message takes one call and succeeds,
 	// as in the bare loop.
 	const cfg = "worker:\n  concurrency: 64\nllm:\n  max_completion_tokens: 512\n" +
 		"simulator:\n  invalid_json_rate: 0\n  fenced_rate: 0\n  prose_rate: 0\n  wrong_type_rate: 0\n" +
 		"  missing_required_rate: 0\n  ungrounded_rate: 0\n  truncated_rate: 0\n"
-	run := func(name string, bare bool) (progress, error) {
+	run := func(name string, bare bool) (progress, time.Duration, error) {
 		s, err := newStack(ctx, env, name, cfg)
 		if err != nil {
-			return progress{}, err
+			return progress{}, 0, err
 		}
 		defer s.close()
 		if !bare {
 			if err := s.startSim(ctx); err != nil {
-				return progress{}, err
+				return progress{}, 0, err
 			}
 		}
 		return drain(ctx, s, n, 1, bare, 5*time.Minute)
 	}
-	r := result{Scenario: "A", Name: "overhead: end-to-end vs bare loop (instant simulator)", Unit: "msg/s", Goal: ">= 0.50",
+	r := result{Scenario: "A", Name: "overhead: worker CPU per message vs bare loop's (instant simulator)", Unit: "µs/msg", Goal: "<= 1.50",
 		Extra: map[string]float64{"messages": float64(n), "rounds": float64(rounds)}}
+	var realRate, bareRate float64
 	for i := range rounds {
-		real, err := run(fmt.Sprintf("a-real-%d", i+1), false)
+		real, realCPU, err := run(fmt.Sprintf("a-real-%d", i+1), false)
 		if err != nil {
 			return result{}, err
 		}
-		bare, err := run(fmt.Sprintf("a-bare-%d", i+1), true)
+		bare, bareCPU, err := run(fmt.Sprintf("a-bare-%d", i+1), true)
 		if err != nil {
 			return result{}, err
 		}
-		r.Measured += real.throughput() / float64(rounds)
-		r.Limit += bare.throughput() / float64(rounds)
-		r.Extra[fmt.Sprintf("ratio_round_%d", i+1)] = ratio(real.throughput(), bare.throughput())
+		per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n) }
+		r.Measured += per(realCPU) / float64(rounds)
+		r.Limit += per(bareCPU) / float64(rounds)
+		realRate += real.throughput() / float64(rounds)
+		bareRate += bare.throughput() / float64(rounds)
+		r.Extra[fmt.Sprintf("cpu_ratio_round_%d", i+1)] = ratio(per(realCPU), per(bareCPU))
+		r.Extra[fmt.Sprintf("rate_ratio_round_%d", i+1)] = ratio(real.throughput(), bare.throughput())
 	}
+	r.Extra["worker_msg_per_s"], r.Extra["bare_msg_per_s"] = realRate, bareRate
 	r.Ratio = ratio(r.Measured, r.Limit)
-	r.Pass = r.Ratio >= 0.5
+	r.Pass = r.Ratio <= 1.5
 	return r, nil
 }
 
@@ -154,6 +176,8 @@ func scenarioB(ctx context.Context, env benchEnv, c int, n int) (result, error) 
 	r.Ratio = ratio(r.Measured, r.Limit)
 	r.Pass = r.Ratio >= 0.9
 	gap := longestGap(buckets)
+	full := backlogSeconds(buckets, n, c)
+	fullGap := longestGap(buckets[:full])
 	var per strings.Builder
 	for i, b := range buckets {
 		fmt.Fprintf(&per, "%d %d\n", i, b)
@@ -162,14 +186,33 @@ func scenarioB(ctx context.Context, env benchEnv, c int, n int) (result, error) 
 		return result{}, err
 	}
 	r.Extra = map[string]float64{"messages": float64(n), "calls_per_run": callsPerRun, "worker_peak_rss_mb": peak,
-		"longest_gap_s": float64(gap), "worker_cpu_us_per_msg": float64(workerCPU.Microseconds()) / float64(n)}
+		"longest_gap_s": float64(gap), "longest_gap_backlog_s": float64(fullGap), "backlog_s": float64(full),
+		"worker_cpu_us_per_msg": float64(workerCPU.Microseconds()) / float64(n)}
 	if c >= 2048 {
-		// The memory goal: 2,048 in flight under 200 MB, and no stall
-		// (no second without an outcome once outcomes flow).
+		// The memory goal: 2,048 in flight under 200 MB, and no stall: no
+		// second without an outcome while more runs remained than slots
+		// (longest_gap_backlog_s 0). After that the last runs wait only
+		// on their calls, and with a p99 of 5 s (repairs: two calls) a
+		// second without an outcome among the last few dozen is the
+		// latency's tail, not a stall; longest_gap_s counts those too.
 		r.Goal = ">= 0.90, worker RSS < 200 MB, no stall"
-		r.Pass = r.Pass && peak < 200 && gap <= 1
+		r.Pass = r.Pass && peak < 200 && fullGap == 0
 	}
 	return r, nil
+}
+
+// backlogSeconds is how many seconds, from the first outcome's, began
+// with more than c of the n runs left (buckets are the outcomes of each
+// second): while they last, every one of c slots has a run.
+func backlogSeconds(buckets []int, n, c int) int {
+	done := 0
+	for i, b := range buckets {
+		if n-done <= c {
+			return i
+		}
+		done += b
+	}
+	return len(buckets)
 }
 
 // longestGap is the longest run of seconds without an outcome between the
@@ -292,7 +335,7 @@ func scenarioC(ctx context.Context, env benchEnv, n int) (result, error) {
 	if err := s.startSim(ctx); err != nil {
 		return result{}, err
 	}
-	p, err := drain(ctx, s, n, 1, false, 5*time.Minute)
+	p, _, err := drain(ctx, s, n, 1, false, 5*time.Minute)
 	if err != nil {
 		return result{}, err
 	}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
@@ -286,9 +287,16 @@ type progress struct {
 }
 
 func (s *stack) progress(ctx context.Context, batch string) (progress, error) {
+	return progressOn(ctx, s.st.Pool, batch)
+}
+
+// progressOn is progress with the query on q.
+func progressOn(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, batch string) (progress, error) {
 	var p progress
 	var first, last, p10, p90 *time.Time
-	err := s.st.Pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status <> 'queued'),
+	err := q.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status <> 'queued'),
 		count(*) FILTER (WHERE status = 'failed'), min(finished_at), max(finished_at),
 		percentile_disc(0.1) WITHIN GROUP (ORDER BY finished_at), percentile_disc(0.9) WITHIN GROUP (ORDER BY finished_at)
 		FROM runs WHERE batch_id = $1`, batch).

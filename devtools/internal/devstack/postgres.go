@@ -32,6 +32,9 @@ type Postgres struct {
 	Dir     string // holds data/, sock/ and postgres.log
 	Port    int
 	Started int // how many times Start ran
+	// Settings are more server settings, each "name=value", passed as
+	// -c name=value at Start.
+	Settings []string
 
 	cred *syscall.Credential
 	proc *Proc
@@ -72,7 +75,8 @@ func (pg *Postgres) URL(db string) string {
 // Start starts the server and waits up to 60s until it accepts
 // connections.
 func (pg *Postgres) Start(ctx context.Context) error {
-	p, err := Start(Spec{Name: "postgres", LogPath: pg.LogPath(), Dir: pg.Dir, Cred: pg.cred, Args: pgserver.ServerArgs(pg.Bin, pg.dataDir(), pg.sockDir(), pg.Port, "max_connections=200")})
+	settings := append([]string{"max_connections=200"}, pg.Settings...)
+	p, err := Start(Spec{Name: "postgres", LogPath: pg.LogPath(), Dir: pg.Dir, Cred: pg.cred, Args: pgserver.ServerArgs(pg.Bin, pg.dataDir(), pg.sockDir(), pg.Port, settings...)})
 	if err != nil {
 		return err
 	}
