@@ -867,11 +867,22 @@ func (c Config) Validate() error {
 			return fmt.Errorf("prices.models.%s: prices must not be negative", name)
 		}
 	}
-	if c.Provider.MaxRetries < 0 || c.Provider.Multiplier < 1 || c.Provider.RequestsPerMinute < 0 || c.Provider.TokensPerMinute < 0 {
-		return errors.New("provider: max_retries, requests_per_minute and tokens_per_minute must not be negative, multiplier at least 1")
+	for name, n := range map[string]int{"provider.max_retries": c.Provider.MaxRetries,
+		"provider.requests_per_minute": c.Provider.RequestsPerMinute, "provider.tokens_per_minute": c.Provider.TokensPerMinute} {
+		if n < 0 {
+			return fmt.Errorf("%s: %d is negative", name, n)
+		}
 	}
-	if c.NATS.MaxMsgs < 0 || c.NATS.MaxBytes < 0 {
-		return errors.New("nats: max_msgs and max_bytes must not be negative")
+	if c.Provider.Multiplier < 1 {
+		return fmt.Errorf("provider.multiplier: %v is below 1: each backoff must be at least the one before", c.Provider.Multiplier)
+	}
+	for name, n := range map[string]int64{"nats.max_msgs": c.NATS.MaxMsgs, "nats.max_bytes": c.NATS.MaxBytes} {
+		if n < 0 {
+			return fmt.Errorf("%s: %d is negative (0 is no limit)", name, n)
+		}
+	}
+	if err := c.validateNATSNames(); err != nil {
+		return err
 	}
 	if err := c.Results.validate(c.NATS); err != nil {
 		return err
@@ -938,6 +949,41 @@ func (c Config) Validate() error {
 	}
 	if err := c.Postgres.validate(); err != nil {
 		return err
+	}
+	return nil
+}
+
+// jetStreamNameChars are the characters JetStream refuses in a stream or
+// consumer name (nats-server's isValidName: white space, '.', the
+// wildcards '*' and '>', and path separators, since names become files).
+const jetStreamNameChars = " \t\r\n.*>/\\"
+
+// validateNATSNames checks nats.stream, nats.consumer, results.stream and
+// nats.subject_prefix as JetStream reads names and subjects, so that a
+// name the server would refuse stops the command at start naming its key,
+// rather than a worker retrying to make the stream for ever.
+func (c Config) validateNATSNames() error {
+	names := []struct{ key, name string }{{"nats.stream", c.NATS.Stream}, {"nats.consumer", c.NATS.Consumer}}
+	if c.Results.Stream != "" {
+		names = append(names, struct{ key, name string }{"results.stream", c.Results.Stream})
+	}
+	for _, n := range names {
+		if n.name == "" {
+			return fmt.Errorf("%s: empty: JetStream needs a name", n.key)
+		}
+		if i := strings.IndexAny(n.name, jetStreamNameChars); i >= 0 {
+			return fmt.Errorf("%s: %q cannot name a JetStream stream or consumer (%q at byte %d): no spaces, '.', '*', '>', '/' or '\\'", n.key, n.name, n.name[i], i)
+		}
+	}
+	p := c.NATS.SubjectPrefix
+	if p == "" {
+		return errors.New("nats.subject_prefix: empty: subjects are <prefix>.runs.<schema id>")
+	}
+	if i := strings.IndexAny(p, " \t\r\n*>"); i >= 0 {
+		return fmt.Errorf("nats.subject_prefix: %q is not a NATS subject prefix (%q at byte %d): no white space, and no wildcard '*' or '>'", p, p[i], i)
+	}
+	if slices.Contains(strings.Split(p, "."), "") {
+		return fmt.Errorf("nats.subject_prefix: %q has an empty token: no '.' at its start or end, and none twice in a row", p)
 	}
 	return nil
 }

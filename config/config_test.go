@@ -130,6 +130,20 @@ func TestParse(t *testing.T) {
 			"nats:\n  consumers: per_schema\nworker:\n  schema: invoices\n":           `worker.schema: "invoices" is not a configured schema (schemas: customer_message, return_request)`,
 			"nats:\n  consumers: per_schema\nschemas:\n  - {id: a.b, file: a.json}\n": `schemas[0].id: "a.b" cannot name a consumer`,
 			"schemas:\n  - {id: a, file: a.json, rendering: tiny}\n":                  "schemas[0].rendering",
+			// Names JetStream refuses stop the start, naming the key,
+			// rather than a worker retrying to make the stream for ever.
+			"nats:\n  stream: \"bad name.x\"\n":     `nats.stream: "bad name.x" cannot name a JetStream stream or consumer (' ' at byte 3)`,
+			"nats:\n  stream: \"\"\n":               "nats.stream: empty",
+			"nats:\n  consumer: a.b\n":              `nats.consumer: "a.b" cannot name a JetStream stream or consumer ('.' at byte 1)`,
+			"results:\n  stream: X/Y\n":             `results.stream: "X/Y" cannot name`,
+			"nats:\n  subject_prefix: \"t1 y.*\"\n": `nats.subject_prefix: "t1 y.*" is not a NATS subject prefix (' ' at byte 2)`,
+			"nats:\n  subject_prefix: acme.\n":      `nats.subject_prefix: "acme." has an empty token`,
+			"nats:\n  subject_prefix: \"\"\n":       "nats.subject_prefix: empty",
+			// Each provider and stream limit is named by its own key.
+			"provider:\n  multiplier: 0.5\n":       "provider.multiplier: 0.5 is below 1",
+			"provider:\n  max_retries: -1\n":       "provider.max_retries: -1 is negative",
+			"provider:\n  tokens_per_minute: -2\n": "provider.tokens_per_minute: -2 is negative",
+			"nats:\n  max_bytes: -1\n":             "nats.max_bytes: -1 is negative",
 		} {
 			_, err := Parse([]byte(doc))
 			if err == nil || !strings.Contains(err.Error(), want) {

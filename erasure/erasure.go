@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/extractq/extractq/store"
 )
@@ -99,6 +100,39 @@ func (e *TooManyKeysError) Error() string {
 	return fmt.Sprintf("%d distinct messages; at most %d in one request", e.Keys, e.Max)
 }
 
+// InvalidKeyError is a key whose source or id is not valid UTF-8. Ids and
+// sources are stored byte for byte and only as UTF-8 (ingest refuses
+// others), so such a key names no stored message; and passed on, its
+// bytes would be read as U+FFFD and match another message's id (the
+// stored "caf\uFFFD" for "caf\xe9"). Nothing is erased.
+type InvalidKeyError struct {
+	Key   store.MessageKey
+	Field string // "source" or "id"
+}
+
+func (e *InvalidKeyError) Error() string {
+	v := e.Key.ExternalID
+	if e.Field == "source" {
+		v = e.Key.Source
+	}
+	return fmt.Sprintf("%s %q is not valid UTF-8: ids and sources are kept byte for byte, so it names no stored message; nothing was erased", e.Field, v)
+}
+
+// CheckKeys returns an *InvalidKeyError for the first key that is not
+// valid UTF-8, else nil. Erase checks its keys so; a command may check
+// them before connecting.
+func CheckKeys(keys []store.MessageKey) error {
+	for _, k := range keys {
+		if !utf8.ValidString(k.Source) {
+			return &InvalidKeyError{Key: k, Field: "source"}
+		}
+		if !utf8.ValidString(k.ExternalID) {
+			return &InvalidKeyError{Key: k, Field: "id"}
+		}
+	}
+	return nil
+}
+
 // StoppedError is Postgres failing part way: the chunks before it are
 // erased (Done distinct keys) and in the Result; erasing the same keys
 // again is safe.
@@ -131,7 +165,8 @@ func Distinct(keys []store.MessageKey) []store.MessageKey {
 // describes, and returns a result per distinct key. A message with a
 // queued run, erased already, or missing is left as it is and says so.
 // It returns an error for a request without Actor or Via, ErrNoKeys for
-// no key, a *TooManyKeysError over req.MaxKeys (nothing erased then), and
+// no key, a *TooManyKeysError over req.MaxKeys and an *InvalidKeyError
+// for a key that is not UTF-8 (nothing erased then), and
 // a *StoppedError when Postgres fails: the Result then holds the chunks
 // erased before.
 func (s *Service) Erase(ctx context.Context, req Request) (Result, error) {
@@ -144,6 +179,9 @@ func (s *Service) Erase(ctx context.Context, req Request) (Result, error) {
 		return res, ErrNoKeys
 	case req.MaxKeys > 0 && len(keys) > req.MaxKeys:
 		return res, &TooManyKeysError{Keys: len(keys), Max: req.MaxKeys}
+	}
+	if err := CheckKeys(keys); err != nil {
+		return res, err
 	}
 	p := store.ErasureParams{Actor: req.Actor, Via: req.Via, Reason: req.Reason, DryRun: req.DryRun}
 	hints := 0

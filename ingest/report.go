@@ -62,6 +62,10 @@ func NewReport(sum Summary) Report {
 		DuplicateAnomalies: sum.DuplicateAnomalies, Errors: sum.Errors, ErrorsOmitted: sum.ErrorsOmitted}
 }
 
+// outcomesRead, when set (by tests), runs after AddOutcomes has read the
+// batch's counts and before it reads the batch's versions.
+var outcomesRead func()
+
 // AddOutcomes reads where sum's batch stands into rep: queued (with the
 // duplicates of sum whose earlier run is still queued), succeeded,
 // repaired, held, failed and the LLM calls, tokens and cost, with
@@ -76,15 +80,23 @@ func AddOutcomes(ctx context.Context, st *store.Store, sum Summary, rep *Report)
 		rep.Queued, rep.QueuedDuplicates = waiting, waiting
 		return err
 	}
+	// The counts and the versions are read in one snapshot: read apart,
+	// a call a worker records in between gave "llm_calls":0 beside
+	// "simulated":true.
 	var bs store.BatchSummary
 	var v store.EvalVersions
 	err := store.Retry(ctx, 10*time.Second, func() error {
-		var err error
-		if bs, err = st.BatchSummary(ctx, st.Pool, sum.BatchID); err != nil {
+		return st.ReadSnapshot(ctx, func(db store.DBTX) error {
+			var err error
+			if bs, err = st.BatchSummary(ctx, db, sum.BatchID); err != nil {
+				return err
+			}
+			if outcomesRead != nil {
+				outcomesRead()
+			}
+			v, err = st.EvalBatchVersions(ctx, db, sum.BatchID)
 			return err
-		}
-		v, err = st.EvalBatchVersions(ctx, st.Pool, sum.BatchID)
-		return err
+		})
 	})
 	if err != nil {
 		return err

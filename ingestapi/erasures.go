@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -96,6 +97,20 @@ func readErasureRequest(r io.Reader) (erasureRequest, error) {
 	body, err := io.ReadAll(r)
 	if err != nil {
 		return req, err
+	}
+	// JSON decoding would read bytes that are not UTF-8 as U+FFFD, so an
+	// id "caf\xe9" would erase the message stored as "caf\uFFFD": the
+	// body is refused first, as a webhook's is.
+	if !utf8.Valid(body) {
+		i := 0
+		for i < len(body) {
+			r, n := utf8.DecodeRune(body[i:])
+			if r == utf8.RuneError && n <= 1 {
+				break
+			}
+			i += n
+		}
+		return req, fmt.Errorf("the body is not valid UTF-8 (byte %d): JSON is UTF-8 (RFC 8259, section 8.1), and ids are kept byte for byte; nothing was erased", i+1)
 	}
 	v, err := pipeline.DecodeStrict(body)
 	if err != nil {

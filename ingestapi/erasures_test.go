@@ -146,3 +146,27 @@ func TestServeErasures(t *testing.T) {
 	wantError(t, "no route", r, http.StatusNotFound, "not_found", "the routes are POST /v1/messages, GET /v1/batches/{id}, "+
 		"GET /v1/batches/{id}/results, POST /v1/erasures, POST /v1/webhooks/{name}, GET /healthz, GET /readyz and GET /metrics")
 }
+
+// TestServeErasuresNotUTF8: a body whose id is not UTF-8 is refused,
+// never read as the id with U+FFFD in its place, which is another
+// customer's message ("caf\uFFFD" stored, "caf\xe9" asked).
+func TestServeErasuresNotUTF8(t *testing.T) {
+	t.Parallel()
+	se := newServerEnv(t, nil, nil)
+	ctx := t.Context()
+	if r := se.post(t, "", ingestapi.ContentTypeNDJSON, `{"id": "caf\ufffd", "source": "web", "text": "Another customer's order 48213."}`+"\n"); r.status != http.StatusOK || r.ans.Published != 1 {
+		t.Fatalf("ingest: %d %s", r.status, r.body)
+	}
+	if _, err := se.Store.Pool.Exec(ctx, `UPDATE runs SET status = 'succeeded', finished_at = now()`); err != nil {
+		t.Fatal(err)
+	}
+	for _, dry := range []string{"true", "false"} {
+		body := `{"by": "dpo", "dry_run": ` + dry + `, "messages": [{"source": "web", "id": "caf` + "\xe9" + `"}]}`
+		r, _ := se.postErasure(t, ingestapi.ContentTypeJSON, "Bearer "+testToken, body)
+		wantError(t, "an id not UTF-8, dry_run "+dry, r, http.StatusBadRequest, "invalid", "the body is not valid UTF-8 (byte ", "nothing was erased")
+	}
+	var n int
+	if err := se.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM messages WHERE erased_at IS NOT NULL`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d messages erased by a request naming an id not UTF-8 (%v)", n, err)
+	}
+}

@@ -204,6 +204,24 @@ func (s *Store) InTx(ctx context.Context, fn func(tx DBTX) error) error {
 	return beginFunc(ctx, s.Pool, func(tx pgx.Tx) error { return fn(tx) })
 }
 
+// ReadSnapshot runs fn in one read-only REPEATABLE READ transaction on the
+// pool, so every statement fn runs on tx sees the database as it was at
+// the first one: figures read by several queries (a batch's counts, its
+// triage items, its accounting) agree with each other while workers keep
+// committing. It returns fn's error, or the error of beginning or ending
+// the transaction; a write in fn fails (SQLSTATE 25006).
+func (s *Store) ReadSnapshot(ctx context.Context, fn func(tx DBTX) error) error {
+	tx, err := s.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
 // beginFunc is pgx.BeginFunc, its COMMIT's error wrapped in commitError.
 func beginFunc(ctx context.Context, db beginner, fn func(tx pgx.Tx) error) error {
 	tx, err := db.Begin(ctx)

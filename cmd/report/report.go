@@ -97,16 +97,30 @@ func quoteAll(ss []string) []string {
 
 // printReport writes a batch's report: counts, cost, examples and the
 // fields that fail most in the batch (in every batch with AllBatches).
-// It returns an error naming the batch when there is no such batch, or no
-// batch with messages.
+// Every figure is read in one snapshot (store.ReadSnapshot), so the lines
+// of a batch that workers are still deciding agree with each other: the
+// failed runs and the open triage items, the repaired runs and the
+// accounting's. It returns an error naming the batch when there is no
+// such batch, or no batch with messages.
 func printReport(ctx context.Context, w io.Writer, st *store.Store, p reportParams) error {
-	db := st.Pool
+	return st.ReadSnapshot(ctx, func(db store.DBTX) error { return writeReport(ctx, w, st, db, p) })
+}
+
+// reportRead, when set (by tests), runs after the report has read the
+// batch's summary and before it reads anything else.
+var reportRead func()
+
+// writeReport is printReport's body, every query on db.
+func writeReport(ctx context.Context, w io.Writer, st *store.Store, db store.DBTX, p reportParams) error {
 	examples, fields := p.Examples, p.Fields
 	batchID, err := chooseBatch(ctx, st, p.BatchID, p.Source, p.SchemaID)
 	if err != nil {
 		return err
 	}
 	bs, err := st.BatchSummary(ctx, db, batchID)
+	if reportRead != nil {
+		reportRead()
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("there is no batch %q", batchID)
 	}

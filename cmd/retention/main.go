@@ -145,6 +145,12 @@ func runErase(ctx context.Context, args []string, env startup.Env, stdin io.Read
 	for _, id := range fs.Args() {
 		keys = append(keys, store.MessageKey{Source: *source, ExternalID: id})
 	}
+	// An id or source that is not UTF-8 names no stored message, and must
+	// not be read as one that holds U+FFFD: refused before connecting.
+	if ik, ok := errors.AsType[*erasure.InvalidKeyError](erasure.CheckKeys(keys)); ok {
+		fmt.Fprintf(stderr, "retention erase: %v\n", ik)
+		return exitUsage
+	}
 	if *idsFile != "" {
 		r, name := stdin, "standard input"
 		if *idsFile != "-" {

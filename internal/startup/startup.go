@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -114,7 +115,8 @@ func NewLogger(component, level string) (*zap.Logger, error) {
 // WORKER_SCHEMA (worker.schema), each replacing its key when set. The
 // result is validated again: NATS_NKEY with a configured credentials file
 // is an error, as both in the file are, and so is WORKER_SCHEMA with
-// nats.consumers shared.
+// nats.consumers shared. An llm.model that names no model, LLM_MODEL
+// unset, is an error naming the key.
 func LoadConfig(path string, env Env) (*config.Config, error) {
 	cfg, err := config.Load(path)
 	if err != nil {
@@ -140,6 +142,11 @@ func LoadConfig(path string, env Env) (*config.Config, error) {
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("configuration with the NATS_* and WORKER_SCHEMA variables: %w", err)
+	}
+	// A call naming no model is refused by every server (400) and priced
+	// at nothing: say so at start rather than at the first call.
+	if strings.TrimSpace(cfg.LLM.Model) == "" {
+		return nil, fmt.Errorf("llm.model: %q names no model, and LLM_MODEL is not set: name the model each call sends", cfg.LLM.Model)
 	}
 	return cfg, nil
 }

@@ -58,3 +58,20 @@ func TestLoadConfigWorkerSchema(t *testing.T) {
 		t.Fatalf("WORKER_SCHEMA with shared consumers: %v", err)
 	}
 }
+
+// TestLoadConfigModel: an llm.model naming no model stops the start,
+// naming the key, unless LLM_MODEL names one.
+func TestLoadConfigModel(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte("llm:\n  model: \"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadConfig(path, Env{}); err == nil || !strings.HasPrefix(err.Error(), `llm.model: "" names no model, and LLM_MODEL is not set`) {
+		t.Fatalf("llm.model empty: %v; want an error naming llm.model", err)
+	}
+	cfg, err := LoadConfig(path, Env{LLMModel: "gpt-4o-mini"})
+	if err != nil || cfg.LLM.Model != "gpt-4o-mini" {
+		t.Fatalf("llm.model empty, LLM_MODEL gpt-4o-mini: %q, %v", cfg.LLM.Model, err)
+	}
+}
