@@ -70,7 +70,7 @@ func TestAnalystRole(t *testing.T) {
 			t.Errorf("as extractq_analyst, SELECT from %s: %v, want permission denied (42501)", table, err)
 		}
 	}
-	for _, col := range []string{"reply", "stripped"} {
+	for _, col := range []string{"reply", "stripped", "patch"} {
 		var pe *pgconn.PgError
 		if err := try(`SELECT ` + col + ` FROM llm_calls`); !errors.As(err, &pe) || pe.Code != "42501" {
 			t.Errorf("as extractq_analyst, SELECT %s FROM llm_calls: %v, want permission denied", col, err)
@@ -212,12 +212,14 @@ ORDER BY 1`)
 	return whole, columns
 }
 
-// TestAnalystGrants checks migration 000025: analyst_grant reads what it
-// grants from the table analyst_grants, so the analyst role reads exactly
-// the relations listed there (whole, or but the withheld columns), the
-// same ones as 000023's grant, and none of the tables of customer text;
-// a new report view is granted by one row, as it is written. Down, the
-// grant is 000023's again, granting the same.
+// TestAnalystGrants checks migrations 000025 and 000026: analyst_grant
+// reads what it grants from the table analyst_grants, so the analyst role
+// reads exactly the relations listed there (whole, or but the withheld
+// columns), the same ones as 000023's grant, and none of the tables of
+// customer text nor llm_calls' replies and repair patches (000026); a new
+// report view is granted by one row, as it is written. Down 000026, the
+// patch is granted again; down 000025, the grant is 000023's again,
+// granting the same.
 func TestAnalystGrants(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -252,6 +254,8 @@ func TestAnalystGrants(t *testing.T) {
 		revoke()
 		exec(`SELECT analyst_grant('extractq_analyst')`)
 	}
+	// wantPatch: whether the role reads llm_calls.patch (000025 and before).
+	wantPatch := false
 	check := func(when string, wantWhole, wantColumns []string) {
 		t.Helper()
 		whole, columns := analystGranted(ctx, t, st)
@@ -265,10 +269,14 @@ func TestAnalystGrants(t *testing.T) {
 				t.Errorf("%s: the role reads %s: %v, %v", when, rel, reads, err)
 			}
 		}
-		var replies bool
+		var replies, patch bool
 		if err := st.Pool.QueryRow(ctx, `SELECT has_column_privilege('extractq_analyst', 'llm_calls', 'reply', 'SELECT')
-			OR has_column_privilege('extractq_analyst', 'llm_calls', 'stripped', 'SELECT')`).Scan(&replies); err != nil || replies {
+			OR has_column_privilege('extractq_analyst', 'llm_calls', 'stripped', 'SELECT'),
+			has_column_privilege('extractq_analyst', 'llm_calls', 'patch', 'SELECT')`).Scan(&replies, &patch); err != nil || replies {
 			t.Errorf("%s: the role reads llm_calls' replies: %v, %v", when, replies, err)
+		}
+		if patch != wantPatch {
+			t.Errorf("%s: the role reads llm_calls.patch: %v, want %v", when, patch, wantPatch)
 		}
 	}
 
@@ -295,8 +303,8 @@ func TestAnalystGrants(t *testing.T) {
 			continue
 		}
 		listedColumns = append(listedColumns, g.Relation)
-		if g.Relation == "llm_calls" && !slices.Equal(g.Withheld, []string{"reply", "stripped"}) {
-			t.Errorf("llm_calls withholds %v, want reply and stripped", g.Withheld)
+		if g.Relation == "llm_calls" && !slices.Equal(g.Withheld, []string{"reply", "stripped", "patch"}) {
+			t.Errorf("llm_calls withholds %v, want reply, stripped and patch", g.Withheld)
 		}
 	}
 	if !slices.Equal(listedWhole, wantWhole) || !slices.Equal(listedColumns, wantColumns) {
@@ -311,9 +319,19 @@ func TestAnalystGrants(t *testing.T) {
 	exec(`CREATE VIEW grant_test_counts AS SELECT count(*) AS n FROM runs`)
 	exec(`INSERT INTO analyst_grants (relation, why) VALUES ('grant_test_counts', 'a test view: a count')`)
 	check("up, a view added", slices.Sorted(slices.Values(append(slices.Clone(wantWhole), "grant_test_counts"))), wantColumns)
+	// Its row goes with it: the schema is handed to the next test with
+	// analyst_grants as it is (storetest keeps the table).
+	exec(`DELETE FROM analyst_grants WHERE relation = 'grant_test_counts'`)
 	exec(`DROP VIEW grant_test_counts`)
 
-	// Down: 000023's analyst_grant, granting the same.
+	// Down 000026: the patch is granted again, by the trigger.
+	if err := store.MigrateDown(ctx, st.Pool, nil); err != nil {
+		t.Fatal(err)
+	}
+	wantPatch = true
+	check("down 000026, as migrated", wantWhole, wantColumns)
+
+	// Down 000025: 000023's analyst_grant, granting the same.
 	if err := store.MigrateDown(ctx, st.Pool, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -329,5 +347,6 @@ func TestAnalystGrants(t *testing.T) {
 	if err := store.Migrate(ctx, st.Pool, nil); err != nil {
 		t.Fatal(err)
 	}
+	wantPatch = false
 	check("up again", wantWhole, wantColumns)
 }
