@@ -1,6 +1,7 @@
 package ingestapi_test
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"strings"
@@ -185,7 +186,7 @@ func TestWebhookErrors(t *testing.T) {
 		code       string
 		want       []string
 	}{
-		{"unknown webhook", "nosuch", auth, `{}`, 404, "not_found", []string{`no webhook "nosuch"; the configured webhooks are "github", "plain", "zendesk"`}},
+		{"unknown webhook", "nosuch", auth, `{}`, 404, "not_found", []string{`no webhook "nosuch" (the names are in ingest.webhooks of the configuration)`}},
 		{"unsigned webhook, no token", "plain", nil, `{"id": "p-1", "text": "hi"}`, 401, "unauthenticated", []string{"Bearer"}},
 		{"a query parameter", "plain", auth, `{"id": "p-1", "text": "hi"}`, 400, "invalid", nil},
 		{"not JSON", "plain", with(auth, "Content-Type", "application/x-ndjson"), `{"id": "p-1", "text": "hi"}`, 415, "unsupported_media_type", []string{"a webhook's body is application/json"}},
@@ -205,6 +206,11 @@ func TestWebhookErrors(t *testing.T) {
 			path += "?batch=b-1"
 		}
 		wantError(t, c.what, se.hook(t, path, c.h, c.body, ""), c.status, c.code, c.want...)
+	}
+	// An unknown name, with no token, tells nothing of the configured ones.
+	if r := se.hook(t, "nosuch", nil, `{}`, ""); r.status != 404 ||
+		bytes.Contains(r.body, []byte("github")) || bytes.Contains(r.body, []byte("plain")) || bytes.Contains(r.body, []byte("zendesk")) {
+		t.Errorf("unknown webhook without a token: %d %s; want 404 naming no configured webhook", r.status, r.body)
 	}
 	if n := se.CountSQL(t, `SELECT count(*) FROM messages`); n != 0 || se.StreamMsgs(t) != 0 {
 		t.Errorf("%d messages stored, %d on the stream; want none", n, se.StreamMsgs(t))
