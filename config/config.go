@@ -629,6 +629,22 @@ var typeError = regexp.MustCompile("^line (\\d+): cannot unmarshal (!!\\w+)(?: `
 var goTypes = map[string]string{"time.Duration": "a duration (such as 30s, 1m30s or 500ms)", "int": "an integer",
 	"int64": "an integer", "uint": "a whole number", "float64": "a number", "bool": "true or false", "string": "a string"}
 
+// typeWords words the decoder's Go type t for people: goTypes, a list
+// for a slice, and a mapping for a map or one of this package's structs
+// (every named type of the configuration is a struct), so that no Go
+// type name reaches the user.
+func typeWords(t string) string {
+	switch {
+	case goTypes[t] != "":
+		return goTypes[t]
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	case strings.HasPrefix(t, "map["), strings.HasPrefix(t, "config."):
+		return "a mapping (key: value lines)"
+	}
+	return t
+}
+
 // namePaths rewrites each of the decoder's "line 3: cannot unmarshal
 // !!str `abc` into time.Duration" in err as "worker.ack_wait: "abc" is not
 // a duration (such as 30s, 1m30s or 500ms) (line 3)", finding the key in
@@ -650,7 +666,7 @@ func namePaths(err error, doc *yaml.Node) error {
 		if path == "" {
 			continue
 		}
-		want := cmp.Or(goTypes[sm[4]], sm[4])
+		want := typeWords(sm[4])
 		switch sm[2] {
 		case "!!map":
 			msgs[i] = fmt.Sprintf("%s: a mapping is not %s (line %d)", path, want, line)

@@ -175,6 +175,8 @@ func TestParseTakesKeysAsWritten(t *testing.T) {
 		{"worker: {in_progress_every: 5m, ack_wait: 10s}", "worker.in_progress_every: 5m0s is not below worker.ack_wait (10s)"},
 		{"worker: {ack_wait: abc}", `worker.ack_wait: "abc" is not a duration`},
 		{"worker:\n  concurrency: [1]\n", "worker.concurrency: a list is not an integer (line 2)"},
+		{"worker: 5", `worker: "5" is not a mapping (key: value lines) (line 1)`},
+		{"schemas: {id: a}", "schemas: a mapping is not a list (line 1)"},
 		{"ingest: {webhooks: [{name: a, signature: {tolerance: 5 minutes}}]}", `ingest.webhooks[0].signature.tolerance: "5 minutes" is not a duration`},
 	} {
 		if _, err := Parse([]byte(tc.yaml)); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
