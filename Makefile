@@ -18,13 +18,14 @@ demo: ## run the bundled real sample end to end (services stay up; `make stop` e
 # -ldflags=-w: the test binaries are linked without DWARF, which only
 # debuggers read (stack traces and race reports come from the binary's
 # own tables); linking the race-detector binaries is most of the build.
-# -p 4 and TESTPKGS: go test starts test binaries in the order of its
-# package list (./... adds the rest in path order) and runs at most -p
-# programs at once, builds and test binaries alike. The packages whose
-# tests wait longest (outages, late servers, the browser) go first, and
-# 4 slots on 2 cores let the build and the other tests use the CPU
-# those waits leave idle (docs/testing.md).
-TESTFLAGS = -race -count=1 -ldflags=-w -p 4
+# TESTPKGS: go test starts test binaries in the order of its package
+# list (./... adds the rest in path order), at most GOMAXPROCS programs
+# at once, builds and test binaries alike. The packages whose tests wait
+# longest (outages, late servers, the browser) go first, so that their
+# waits overlap the build and the other tests instead of ending the run.
+# Not -p 4: four test binaries at once, beside other work, took the
+# shared Postgres past its 100 connections (docs/testing.md).
+TESTFLAGS = -race -count=1 -ldflags=-w
 TESTPKGS = ./worker ./cmd/ingest ./devtools/llmsim ./triage ./ingest ./devtools/conformance ./queue ./eval ./...
 test: lint ## run the lint checks, then every test (race detector on) against the real Postgres and NATS
 	WITH_CHROMIUM=1 WITH_PGBOUNCER=1 scripts/setup.sh
