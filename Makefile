@@ -18,10 +18,18 @@ demo: ## run the bundled real sample end to end (services stay up; `make stop` e
 # -ldflags=-w: the test binaries are linked without DWARF, which only
 # debuggers read (stack traces and race reports come from the binary's
 # own tables); linking the race-detector binaries is most of the build.
+# TESTPKGS: go test starts test binaries in the order of its package
+# list (./... adds the rest in path order), at most GOMAXPROCS programs
+# at once, builds and test binaries alike. The packages whose tests wait
+# longest (outages, late servers, the browser) go first, so that their
+# waits overlap the build and the other tests instead of ending the run.
+# Not -p 4: four test binaries at once, beside other work, took the
+# shared Postgres past its 100 connections (docs/testing.md).
 TESTFLAGS = -race -count=1 -ldflags=-w
+TESTPKGS = ./worker ./cmd/ingest ./devtools/llmsim ./triage ./ingest ./devtools/conformance ./queue ./eval ./...
 test: lint ## run the lint checks, then every test (race detector on) against the real Postgres and NATS
 	WITH_CHROMIUM=1 WITH_PGBOUNCER=1 scripts/setup.sh
-	$(GO) test $(TESTFLAGS) ./...
+	$(GO) test $(TESTFLAGS) $(TESTPKGS)
 
 # staticcheck is pinned by go.mod's tool directive; its checks are the
 # default set; a finding that is right to keep gets a //lint:ignore with
@@ -39,7 +47,7 @@ conformance: setup ## run the provider conformance suite: every case on every si
 .PHONY: test/time
 test/time: ## run every test as make test does (after setup) and print wall and CPU time, CPU per test binary, the longest tests
 	WITH_CHROMIUM=1 WITH_PGBOUNCER=1 scripts/setup.sh
-	$(GO) run ./devtools/cmd/testtime -- -ldflags=-w
+	$(GO) run ./devtools/cmd/testtime $(TESTPKGS) -- $(filter-out -race -count=1,$(TESTFLAGS))
 
 test/short: ## run the tests without the race detector
 	$(GO) test -count=1 ./...

@@ -6,9 +6,15 @@
 //
 // Usage:
 //
-//	testtime [-top 15] [-json FILE] [-race=true] [PACKAGES...] [-- GO TEST FLAGS...]
+//	testtime [-top 15] [-json FILE] [-race=true] [-base DIR] [PACKAGES...] [-- GO TEST FLAGS...]
 //
-// PACKAGES default to ./... . The figures are those of one run on a
+// PACKAGES default to ./... . With -base, it runs only the tests that
+// the tree in DIR (an older checkout of the module) has: it lists both
+// trees' tests with go test -list, runs each base test in the package of
+// the same import path if that package still has it, else in every
+// package that has a test of that name (a moved test), and gives each
+// test binary its own -test.run pattern; it prints how it matched them,
+// and the tests it could not find. The figures are those of one run on a
 // shared machine: compare two trees by alternating their runs in one
 // session and quote ratios, preferring CPU time, which other load
 // changes far less than wall time (docs/testing.md). The CPU time of
@@ -50,13 +56,20 @@ func main() {
 	top := flag.Int("top", 15, "how many of the longest tests to list")
 	jsonOut := flag.String("json", "", "also write go test's -json output to `FILE`")
 	race := flag.Bool("race", true, "run with the race detector, as make test does")
+	base := flag.String("base", "", "run only the tests the module tree in `DIR` has (matched by package, else by name)")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: testtime [flags] [packages] [-- go test flags]\n")
 		flag.PrintDefaults()
 	}
-	flag.Parse()
-	pkgs, extra := splitArgs(flag.Args())
-	code, err := run(pkgs, extra, *race, *top, *jsonOut)
+	// The go test flags go after "--", which flag.Parse would drop:
+	// split them off first.
+	own, extra := splitArgs(os.Args[1:])
+	flag.CommandLine.Parse(own)
+	pkgs := flag.Args()
+	if len(pkgs) == 0 {
+		pkgs = []string{"./..."}
+	}
+	code, err := run(pkgs, extra, *race, *top, *jsonOut, *base)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testtime:", err)
 		os.Exit(2)
@@ -64,21 +77,16 @@ func main() {
 	os.Exit(code)
 }
 
-// splitArgs splits the arguments at "--": packages before, go test flags
-// after.
-func splitArgs(args []string) (pkgs, extra []string) {
+// splitArgs splits the arguments at the first "--": testtime's flags and
+// packages before, go test flags after.
+func splitArgs(args []string) (own, extra []string) {
 	if i := slices.Index(args, "--"); i >= 0 {
-		pkgs, extra = args[:i], args[i+1:]
-	} else {
-		pkgs = args
+		return args[:i], args[i+1:]
 	}
-	if len(pkgs) == 0 {
-		pkgs = []string{"./..."}
-	}
-	return pkgs, extra
+	return args, nil
 }
 
-func run(pkgs, extra []string, race bool, top int, jsonOut string) (int, error) {
+func run(pkgs, extra []string, race bool, top int, jsonOut, baseDir string) (int, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return 0, err
@@ -94,6 +102,18 @@ func run(pkgs, extra []string, race bool, top int, jsonOut string) (int, error) 
 	rep.Close()
 	defer os.Remove(rep.Name())
 
+	env := append(os.Environ(), envReport+"="+rep.Name(), envRoot+"="+root)
+	var matchOut strings.Builder
+	if baseDir != "" {
+		runFile, runPkgs, err := baseRun(root, baseDir, pkgs, &matchOut)
+		if err != nil {
+			return 0, err
+		}
+		defer os.Remove(runFile)
+		env = append(env, envRun+"="+runFile)
+		pkgs = runPkgs
+	}
+
 	args := []string{"test", "-count=1", "-json", "-exec", self}
 	if race {
 		args = append(args, "-race")
@@ -101,7 +121,7 @@ func run(pkgs, extra []string, race bool, top int, jsonOut string) (int, error) 
 	args = append(args, extra...)
 	args = append(args, pkgs...)
 	cmd := exec.Command(cmp.Or(os.Getenv("GO"), "go"), args...)
-	cmd.Env = append(os.Environ(), envReport+"="+rep.Name(), envRoot+"="+root)
+	cmd.Env = env
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -144,7 +164,11 @@ func run(pkgs, extra []string, race bool, top int, jsonOut string) (int, error) 
 	defer w.Flush()
 	shown := slices.Clone(args)
 	shown[slices.Index(shown, self)] = "testtime"
+	if baseDir != "" {
+		shown = append(shown[:len(shown)-len(pkgs)], fmt.Sprintf("[%d packages]", len(pkgs)))
+	}
 	fmt.Fprintf(w, "go %s\n", strings.Join(shown, " "))
+	fmt.Fprint(w, matchOut.String())
 	fmt.Fprintf(w, "load average before %s, after %s\n", loadBefore, loadAfter)
 	fmt.Fprintf(w, "wall %.1fs  user %.1fs  sys %.1fs  user+sys %.1fs\n", wall.Seconds(), user.Seconds(), sys.Seconds(), (user + sys).Seconds())
 	var binCPU time.Duration
@@ -169,6 +193,53 @@ func run(pkgs, extra []string, race bool, top int, jsonOut string) (int, error) 
 		fmt.Fprintf(w, "  %7.1fs  %s %s\n", tr.elapsed, tr.pkg, tr.name)
 	}
 	return code, nil
+}
+
+// relDir names dir relative to the module root, as "./x/y", or returns
+// it as it is if it is not under root.
+func relDir(root, dir string) string {
+	if rel, err := filepath.Rel(root, dir); err == nil && !strings.HasPrefix(rel, "..") {
+		return "./" + filepath.ToSlash(rel)
+	}
+	return dir
+}
+
+// baseRun lists the tests of the tree in baseDir and of this one (at
+// root), matches them (matchBase), writes the wrapper's run file and
+// returns it with the import paths of the packages to test, in the
+// order pkgs names them. It prints
+// the matching to w.
+func baseRun(root, baseDir string, pkgs []string, w io.Writer) (runFile string, runPkgs []string, err error) {
+	base, err := listTests(baseDir, pkgs)
+	if err != nil {
+		return "", nil, err
+	}
+	cur, err := listTests("", pkgs)
+	if err != nil {
+		return "", nil, err
+	}
+	m := matchBase(base, cur)
+	// In the order pkgs names them, which is the order go test starts
+	// them in.
+	order, dirs, err := packageDirs(root, pkgs)
+	if err != nil {
+		return "", nil, err
+	}
+	for _, p := range order {
+		if m.run[p] != nil {
+			runPkgs = append(runPkgs, p)
+		}
+	}
+	f, err := os.CreateTemp("", "testtime-run-*.txt")
+	if err != nil {
+		return "", nil, err
+	}
+	f.Close()
+	if err := writeRunFile(f.Name(), m.run, dirs); err != nil {
+		return "", nil, err
+	}
+	printMatch(w, baseDir, m)
+	return f.Name(), runPkgs, nil
 }
 
 // moduleRoot returns the directory of the main module's go.mod.
@@ -290,6 +361,13 @@ func wrap(args []string) int {
 		fmt.Fprintln(os.Stderr, "testtime: -exec without a program")
 		return 2
 	}
+	wd, _ := os.Getwd()
+	dir := relDir(os.Getenv(envRoot), wd)
+	if f := os.Getenv(envRun); f != "" {
+		if pat, ok := runFor(f, dir); ok {
+			args = append(args, "-test.run="+pat)
+		}
+	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	sigs := make(chan os.Signal, 4)
@@ -319,10 +397,6 @@ func wrap(args []string) int {
 		}
 	}
 	cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-	dir, _ := os.Getwd()
-	if rel, err := filepath.Rel(os.Getenv(envRoot), dir); err == nil {
-		dir = "./" + filepath.ToSlash(rel)
-	}
 	f, err := os.OpenFile(os.Getenv(envReport), os.O_WRONLY|os.O_APPEND, 0)
 	if err == nil {
 		// One short write with O_APPEND: lines of binaries run at once do
