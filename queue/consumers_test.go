@@ -199,7 +199,14 @@ func TestConsumerModes(t *testing.T) {
 		old := b.ensureConsumers(t, config.ConsumersShared)
 		// An idle worker of the old mode: its pull requests wait.
 		stop := runInBackground(t, old[0], func(context.Context, *queue.Delivery) queue.Decision { return queue.Ack() },
-			queue.ConsumerOptions{FetchWait: time.Second})
+			queue.ConsumerOptions{FetchWait: 5 * time.Second})
+		// Its first pull request reaches the server some time after it
+		// starts: until then the consumer looks idle, and the switch
+		// would be right to go ahead.
+		testsignal.Eventually(t, 30*time.Second, "the worker's pull request at the server", func() bool {
+			info, err := old[0].Info(t.Context())
+			return err == nil && info.NumWaiting > 0
+		})
 		perSchema := b.modeConfig(config.ConsumersPerSchema)
 		testsignal.Eventually(t, 30*time.Second, "the switch refused while a worker pulls", func() bool {
 			_, err := queue.EnsureConsumers(t.Context(), b.js, perSchema)
@@ -211,7 +218,7 @@ func TestConsumerModes(t *testing.T) {
 		})
 		stop()
 		// Its pull requests expire (FetchWait) once it stopped.
-		testsignal.Eventually(t, 30*time.Second, "the switch once the worker stopped", func() bool {
+		testsignal.Eventually(t, 60*time.Second, "the switch once the worker stopped", func() bool {
 			_, err := queue.EnsureConsumers(t.Context(), b.js, perSchema)
 			return err == nil
 		})
