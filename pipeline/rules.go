@@ -16,6 +16,7 @@ import (
 	"github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/interpreter"
 	"github.com/google/cel-go/parser"
 
 	"github.com/extractq/extractq/extracttype"
@@ -881,9 +882,9 @@ func (s *Schema) runRules(instance any, text *runText, kind extracttype.Kind, sc
 		switch v := inst.(type) {
 		case map[string]any:
 			if site := s.ruleSiteOf(sm); site != nil && len(list(site)) > 0 {
-				self := s.celValue(sm, v, depth)
+				vars := &ruleVars{self: s.celValue(sm, v, depth), message: mv}
 				for _, r := range list(site) {
-					out = append(out, r.eval(self, mv, path, kind, schemaFailed)...)
+					out = append(out, r.eval(vars, path, kind, schemaFailed)...)
 				}
 			}
 			props, _ := sm["properties"].(map[string]any)
@@ -914,9 +915,33 @@ func (s *Schema) ruleSiteOf(sm map[string]any) *ruleSite {
 	return nil
 }
 
-func (r compiledRule) eval(self any, mv *messageVal, path string, kind extracttype.Kind, schemaFailed bool) extracttype.ErrorList {
+// ruleVars are a rule's variables, self and message: one per object,
+// shared by its rules. It is the activation a map of the two would make
+// (neither is a lazy function), without building a map per rule.
+type ruleVars struct {
+	self    any
+	message *messageVal
+}
+
+var _ interpreter.Activation = (*ruleVars)(nil)
+
+// ResolveName returns self or message.
+func (a *ruleVars) ResolveName(name string) (any, bool) {
+	switch name {
+	case "self":
+		return a.self, true
+	case "message":
+		return a.message, true
+	}
+	return nil, false
+}
+
+// Parent returns nil: no other variables.
+func (a *ruleVars) Parent() interpreter.Activation { return nil }
+
+func (r compiledRule) eval(vars *ruleVars, path string, kind extracttype.Kind, schemaFailed bool) extracttype.ErrorList {
 	at := path + r.Field
-	out, _, err := r.prog.Eval(map[string]any{"self": self, "message": mv})
+	out, _, err := r.prog.Eval(vars)
 	if err != nil {
 		if schemaFailed {
 			return nil

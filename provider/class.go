@@ -317,18 +317,19 @@ func contentType(h http.Header) string {
 // checkCompletion reports whether body is a chat completion: a JSON
 // object with a non-empty choices array that decodes as go-openai's
 // ChatCompletionResponse, the way go-openai decodes it (the first JSON
-// value of the body).
-func checkCompletion(body []byte) error {
+// value of the body). It returns the value decoded, which is go-openai's
+// own decoding of body.
+func checkCompletion(body []byte) (openai.ChatCompletionResponse, error) {
+	var c openai.ChatCompletionResponse
 	t := bytes.TrimSpace(body)
 	if len(t) == 0 || t[0] != '{' {
-		return errors.New("body is not a JSON object")
+		return c, errors.New("body is not a JSON object")
 	}
-	var c openai.ChatCompletionResponse
 	if err := json.NewDecoder(bytes.NewReader(t)).Decode(&c); err != nil {
-		return fmt.Errorf("body is not a chat completion: %w", err)
+		return c, fmt.Errorf("body is not a chat completion: %w", err)
 	}
 	if len(c.Choices) == 0 {
-		return errors.New("chat completion has no choices")
+		return c, errors.New("chat completion has no choices")
 	}
-	return nil
+	return c, nil
 }

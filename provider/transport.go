@@ -334,7 +334,8 @@ func (t *Transport) retry(ctx context.Context, req *http.Request, raw []byte, bo
 
 // checkSuccess checks that a 2xx answer to a chat completion request is a
 // chat completion that go-openai can decode, and gives the response back
-// with its body replayable. Tool-call arguments sent as a JSON object
+// with its body replayable (under Chat, the decoded value kept for
+// the caller and an empty object as the body). Tool-call arguments sent as a JSON object
 // rather than a string are rewritten as the string first (see
 // rewriteToolArguments), once, here where the bytes arrive. It returns a
 // ClassMalformed *Error carrying the body when it is not a chat completion,
@@ -349,13 +350,15 @@ func (t *Transport) checkSuccess(req *http.Request, resp *http.Response) (*http.
 	if err != nil {
 		return nil, &Error{Class: ClassConnection, StatusCode: resp.StatusCode, Message: "reading the reply failed", Err: err}
 	}
-	err = checkCompletion(b)
+	c, err := checkCompletion(b)
 	if err != nil {
-		if fixed, n := rewriteToolArguments(b); n > 0 && checkCompletion(fixed) == nil {
-			t.m.toolArgs.Inc()
-			t.log.Debug("tool-call arguments came as JSON values, not strings; rewritten as strings",
-				zap.Int("tool_calls", n), zap.Int("bytes", len(b)))
-			b, err = fixed, nil
+		if fixed, n := rewriteToolArguments(b); n > 0 {
+			if fc, ferr := checkCompletion(fixed); ferr == nil {
+				t.m.toolArgs.Inc()
+				t.log.Debug("tool-call arguments came as JSON values, not strings; rewritten as strings",
+					zap.Int("tool_calls", n), zap.Int("bytes", len(b)))
+				b, c, err = fixed, fc, nil
+			}
 		}
 	}
 	if err != nil {
@@ -363,10 +366,19 @@ func (t *Transport) checkSuccess(req *http.Request, resp *http.Response) (*http.
 			Message: fmt.Sprintf("reply is not a chat completion (%s, %d bytes)", contentType(resp.Header), len(b)), Err: err,
 			Body: b[:min(len(b), maxMalformedBody)], BodySize: len(b)}
 	}
+	if d := keepDecoded(req.Context()); d != nil {
+		// A Chat call: it takes c, go-openai's decoding of b, and
+		// go-openai decodes an empty object (see Chat).
+		d.resp, d.ok = c, true
+		b = emptyObject
+	}
 	resp.Body = io.NopCloser(bytes.NewReader(b))
 	resp.ContentLength = int64(len(b))
 	return resp, nil
 }
+
+// emptyObject is the body go-openai decodes under Chat.
+var emptyObject = []byte("{}")
 
 // permanentNetError reports network errors a retry will not mend: a
 // certificate that does not verify.

@@ -196,7 +196,7 @@ func (s *suite) run(t *testing.T, tg Target, c Case) {
 	cfg := s.cfg
 	model := cmp.Or(c.Model, cfg.LLM.Model)
 	price := cfg.Prices.Models[model]
-	ext := pipeline.NewExtractor(openai.NewClientWithConfig(oc), pipeline.ExtractorConfig{
+	ext := pipeline.NewExtractor(provider.NewChat(openai.NewClientWithConfig(oc)), pipeline.ExtractorConfig{
 		Model: model, RequestMode: env.Mode, Provider: tg.Provider,
 		MaxCompletionTokens: cmp.Or(c.MaxCompletionTokens, cfg.LLM.MaxCompletionTokens),
 		ContextWindowTokens: cfg.LLM.ContextWindowTokens, Timeout: 30 * time.Second,

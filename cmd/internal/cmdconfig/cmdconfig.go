@@ -226,7 +226,7 @@ func NewExtractor(cfg *config.Config, env startup.Env, reg prometheus.Registerer
 		log.Warn("model has no price in the price table; its calls cost 0", zap.String("model", cfg.LLM.Model),
 			zap.String("price_version", cfg.Prices.Version))
 	}
-	ext := pipeline.NewExtractor(openai.NewClientWithConfig(oc), pipeline.ExtractorConfig{
+	ext := pipeline.NewExtractor(provider.NewChat(openai.NewClientWithConfig(oc)), pipeline.ExtractorConfig{
 		Model: cfg.LLM.Model, RequestMode: cfg.LLM.RequestMode, MaxCompletionTokens: cfg.LLM.MaxCompletionTokens,
 		Provider:            cfg.LLM.Provider,
 		ContextWindowTokens: cfg.LLM.ContextWindowTokens, Timeout: cfg.LLM.Timeout,
