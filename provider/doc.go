@@ -8,10 +8,12 @@
 //	tr := provider.New(cfg.Provider, nil, registry, log)
 //	oc := openai.DefaultConfig(apiKey)
 //	oc.HTTPClient = tr.Client()
-//	client := openai.NewClientWithConfig(oc)
+//	client := provider.NewChat(openai.NewClientWithConfig(oc))
 //
 // Share one Transport per process: its limiters and breaker must see every
-// call.
+// call. NewChat is optional: a plain go-openai client over tr.Client()
+// works the same, but decodes each reply a second time after the
+// Transport's check (see Chat).
 //
 // # Retries
 //
