@@ -56,15 +56,7 @@ func TestReportOneSnapshot(t *testing.T) {
 	ctx := t.Context()
 	st := storetest.NewStore(t)
 	const batch = "b-snapshot"
-	if err := st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: batch, SchemaID: "support_ticket", SourceName: "s.jsonl"}); err != nil {
-		t.Fatal(err)
-	}
-	h := sha256.Sum256([]byte("where is order 48213"))
-	res, err := st.MessageIngest(ctx, st.Pool, store.MessageIngestParams{Source: "s", ExternalID: "s1",
-		Body: "where is order 48213", ContentHash: h[:], BatchID: batch, SchemaID: "support_ticket"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := storetest.QueuedMessage(ctx, t, st, batch, "support_ticket", "s1", "where is order 48213")
 	ingest.SetOutcomesRead(func() {
 		if err := st.RunOutcomeInsert(context.WithoutCancel(ctx), st.Pool, store.RunOutcomeParams{MessageID: res.Run.MessageID, RunNo: 1,
 			SchemaID: "support_ticket", SchemaVersion: "1", Status: store.RunSucceeded,

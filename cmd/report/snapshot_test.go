@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
 	"strings"
 	"testing"
 
@@ -20,15 +19,7 @@ func TestPrintReportOneSnapshot(t *testing.T) {
 	ctx := t.Context()
 	st := storetest.NewStore(t)
 	const batch = "b-snapshot"
-	if err := st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: batch, SchemaID: "support_ticket", SourceName: "s.jsonl"}); err != nil {
-		t.Fatal(err)
-	}
-	h := sha256.Sum256([]byte("where is order 48213"))
-	res, err := st.MessageIngest(ctx, st.Pool, store.MessageIngestParams{Source: "s", ExternalID: "q1",
-		Body: "where is order 48213", ContentHash: h[:], BatchID: batch, SchemaID: "support_ticket"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := storetest.QueuedMessage(ctx, t, st, batch, "support_ticket", "q1", "where is order 48213")
 	errs := extracttype.ErrorList{{Kind: extracttype.KindSchema, Path: "/order_id", Keyword: "required", Message: "missing"}}
 	call := store.LLMCall{Attempt: 1, Model: "sim-1", PromptVersion: "extract.v1", RequestMode: "response_format",
 		PromptTokens: 100, CompletionTokens: 20, CostUSD: 0.0001, FinishReason: "stop", Reply: `{}`, ErrorCount: 1}

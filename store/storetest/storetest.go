@@ -27,6 +27,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -430,4 +431,21 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b) // never fails (crypto/rand)
 	return hex.EncodeToString(b)
+}
+
+// QueuedMessage inserts batch (of schema) and one message in it, with
+// external id id and body, from source "s", and returns the message's
+// ingest result (its run queued, run number 1). It fails t on an error.
+func QueuedMessage(ctx context.Context, t testing.TB, st *store.Store, batch, schema, id, body string) store.MessageIngestResult {
+	t.Helper()
+	if err := st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: batch, SchemaID: schema, SourceName: "s.jsonl"}); err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256([]byte(body))
+	res, err := st.MessageIngest(ctx, st.Pool, store.MessageIngestParams{Source: "s", ExternalID: id,
+		Body: body, ContentHash: h[:], BatchID: batch, SchemaID: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
