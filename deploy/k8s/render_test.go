@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	monv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
@@ -39,6 +40,11 @@ type rendered struct {
 	scaledObjects []*ScaledObject
 }
 
+// kustomizeMu runs one kustomize build at a time: kyaml's openapi
+// package initialises a package-global schema lazily and without a lock,
+// so two builds at once race (kubernetes-sigs/kustomize#5805, #4824).
+var kustomizeMu sync.Mutex
+
 // render builds dir with kustomize's Go API, as `kubectl apply -k` does,
 // and decodes each object strictly (sigs.k8s.io/yaml.UnmarshalStrict: a
 // field its type does not have is an error) into the type of its
@@ -46,6 +52,10 @@ type rendered struct {
 func render(t *testing.T, dir string) *rendered {
 	t.Helper()
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	// Resource methods (CurId, AsYAML) read the same schema: hold the
+	// lock until every object is decoded.
+	kustomizeMu.Lock()
+	defer kustomizeMu.Unlock()
 	m, err := k.Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
 		t.Fatalf("kustomize build %s: %v", dir, err)
