@@ -39,6 +39,9 @@ import (
 	"github.com/extractq/extractq/store"
 )
 
+// backlogD is scenario D's messages waiting (-backlog).
+var backlogD int
+
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "-bare-worker" {
 		var profile string
@@ -55,6 +58,7 @@ func main() {
 	baseline := flag.String("baseline", "", "a git revision whose worker scenario R runs in alternation with this tree's")
 	shared := flag.Bool("shared", false, "use DATABASE_URL's Postgres and NATS_URL instead of private instances (their CPU then includes whatever else runs)")
 	pgBin := flag.String("pg-bin", "", "folder of initdb and postgres for the private cluster (default: the newest found)")
+	flag.IntVar(&backlogD, "backlog", 1000000, "scenario D's messages waiting (-quick: 5,000)")
 	quick := flag.Bool("quick", false, "a short smoke run: fewer messages, one in-flight level, a short outage")
 	out := flag.String("out", "bench-results", "folder for the JSON figures and the processes' logs")
 	profile := flag.Bool("profile", false, "each worker, bare worker and simulator writes a CPU profile, <process>.cpu.pprof beside its log; "+
@@ -198,7 +202,7 @@ func run(scenarios string, quick bool, outDir string, profile bool, baseline str
 			if quick {
 				watch = 12 * time.Second
 			}
-			err = add(scenarioD(ctx, env, n(100000, 5000), watch))
+			err = add(scenarioD(ctx, env, n(backlogD, 5000), watch))
 		case "E":
 			outage := 30 * time.Second
 			if quick {
