@@ -299,6 +299,7 @@ func Run(ctx context.Context, cons jetstream.Consumer, h Handler, opts ConsumerO
 		sem:  make(chan struct{}, opts.Concurrency),
 		stop: ctx.Done(),
 	}
+	r.progress = newProgressTicker(opts.InProgressEvery, opts.OnInProgress, r.log)
 	r.iso.register(ctx.Done())
 	if info := cons.CachedInfo(); info != nil {
 		r.maxDeliver = info.Config.MaxDeliver
@@ -340,6 +341,7 @@ type runner struct {
 	maxDeliver int
 	stop       <-chan struct{} // closed when Run's ctx is done
 	hctx       context.Context // the handlers' ctx
+	progress   *progressTicker
 }
 
 // consumeLoop takes messages into free slots until ctx is done, from a few
@@ -694,31 +696,9 @@ func (r *runner) delivery(msg jetstream.Msg) *Delivery {
 
 // keepInProgress marks d's message in progress every InProgressEvery
 // (calling OnInProgress after each, with onTick) until the returned stop
-// is called; stop waits for the ticker to end.
+// is called; stop waits for a signal being sent and for OnInProgress.
 func (r *runner) keepInProgress(d *Delivery, log *zap.Logger, onTick bool) (stop func()) {
-	done := make(chan struct{})
-	var ticker sync.WaitGroup
-	ticker.Go(func() {
-		t := time.NewTicker(r.opts.InProgressEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				if err := d.msg.InProgress(); err != nil {
-					log.Warn("in-progress signal failed", zap.Error(err))
-				} else if onTick && r.opts.OnInProgress != nil {
-					r.opts.OnInProgress(d)
-				}
-			case <-done:
-				return
-			}
-		}
-	})
-	var once sync.Once
-	return func() {
-		once.Do(func() { close(done) })
-		ticker.Wait()
-	}
+	return r.progress.add(d, log, onTick)
 }
 
 // handle runs the handler on one delivery and applies its decision.

@@ -261,6 +261,13 @@ func TestRun(t *testing.T) {
 		b.publishN(t, 3)
 		var rec deliveries
 		var finished atomic.Int64
+		// OnInProgress's calls per message: one goroutine signals every
+		// running message, and calls it after each signal.
+		var ticks struct {
+			sync.Mutex
+			n map[int64]int
+		}
+		ticks.n = map[int64]int{}
 		// Free slots keep a fetch waiting, so a redelivery would reach the
 		// handler.
 		stop := runInBackground(t, c, func(ctx context.Context, d *queue.Delivery) queue.Decision {
@@ -268,7 +275,11 @@ func TestRun(t *testing.T) {
 			time.Sleep(b.worker.AckWait + 500*time.Millisecond)
 			finished.Add(1)
 			return queue.Ack()
-		}, queue.ConsumerOptions{Concurrency: 6, InProgressEvery: 100 * time.Millisecond})
+		}, queue.ConsumerOptions{Concurrency: 6, InProgressEvery: 100 * time.Millisecond, OnInProgress: func(d *queue.Delivery) {
+			ticks.Lock()
+			ticks.n[d.Envelope.MessageID]++
+			ticks.Unlock()
+		}})
 
 		testsignal.Eventually(t, 20*time.Second, "slow messages handled", func() bool { return finished.Load() >= 3 })
 		testsignal.Eventually(t, 5*time.Second, "stream empty", func() bool { return b.streamMsgs(t) == 0 })
@@ -281,6 +292,15 @@ func TestRun(t *testing.T) {
 		}
 		if len(got) != 3 {
 			t.Errorf("%d deliveries, want 3", len(got))
+		}
+		// Each handler ran 1.5 s with a signal due every 100 ms; a loaded
+		// machine may lose some, but not most.
+		ticks.Lock()
+		defer ticks.Unlock()
+		for _, d := range got {
+			if n := ticks.n[d.Envelope.MessageID]; n < 3 || n > 15 {
+				t.Errorf("message %d: OnInProgress called %d times, want 3 to 15", d.Envelope.MessageID, n)
+			}
 		}
 	})
 
