@@ -207,7 +207,8 @@ type Worker struct {
 	Concurrency int `yaml:"concurrency"`
 	// AckWait is JetStream's ack wait for the consumer. Default 60s.
 	AckWait time.Duration `yaml:"ack_wait"`
-	// MaxDeliver is JetStream's delivery limit per message. Default 5.
+	// MaxDeliver is JetStream's delivery limit per message, 2 to
+	// MaxMaxDeliver. Default 5.
 	MaxDeliver int `yaml:"max_deliver"`
 	// InProgressEvery is how often a slow message's ack wait is renewed;
 	// below AckWait. Default a third of AckWait (the file's, when it
@@ -522,6 +523,15 @@ type Simulator struct {
 
 // SimulatorProfiles are the values of simulator.profile.
 var SimulatorProfiles = []string{"generic", "openai", "vllm", "ollama", "llamacpp"}
+
+// MaxMaxDeliver bounds worker.max_deliver. The consumer's BackOff holds
+// one ack wait per delivery but the last, sent in the request that makes
+// the consumer: a million of them (some 14 MB of JSON) passed NATS's 1 MB
+// max_payload, so the worker retried making its consumer for ever, and
+// 10^12 ran it out of memory at start. With the 15-minute step the
+// schedule reaches by the sixth delivery, 100 deliveries retry a message
+// that kills its worker for about a day.
+const MaxMaxDeliver = 100
 
 // Default returns the embedded default configuration.
 func Default() *Config {
@@ -940,6 +950,9 @@ func (c Config) Validate() error {
 	}
 	if c.Worker.MaxDeliver < 2 {
 		return fmt.Errorf("worker.max_deliver: %d is below 2", c.Worker.MaxDeliver)
+	}
+	if c.Worker.MaxDeliver > MaxMaxDeliver {
+		return fmt.Errorf("worker.max_deliver: %d is above %d: the consumer carries one ack wait per delivery but the last (queue.BackOffSchedule), which must fit in one NATS message", c.Worker.MaxDeliver, MaxMaxDeliver)
 	}
 	for name, r := range map[string]float64{
 		"invalid_json_rate": c.Simulator.InvalidJSONRate, "fenced_rate": c.Simulator.FencedRate,

@@ -144,6 +144,11 @@ func TestParse(t *testing.T) {
 			"provider:\n  max_retries: -1\n":       "provider.max_retries: -1 is negative",
 			"provider:\n  tokens_per_minute: -2\n": "provider.tokens_per_minute: -2 is negative",
 			"nats:\n  max_bytes: -1\n":             "nats.max_bytes: -1 is negative",
+			// A million ack waits in the consumer's BackOff passed NATS's
+			// max_payload (the worker retried for ever); 10^12 ran it out
+			// of memory.
+			"worker:\n  max_deliver: 1000000000000\n": "worker.max_deliver: 1000000000000 is above 100",
+			"worker:\n  max_deliver: 101\n":           "worker.max_deliver: 101 is above 100",
 			// No schema at all left ingest's default schema to panic
 			// (index out of range) rather than refuse the file.
 			"schemas: []\n": "schemas: empty",
