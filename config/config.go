@@ -13,12 +13,15 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -204,7 +207,8 @@ type Worker struct {
 	Concurrency int `yaml:"concurrency"`
 	// AckWait is JetStream's ack wait for the consumer. Default 60s.
 	AckWait time.Duration `yaml:"ack_wait"`
-	// MaxDeliver is JetStream's delivery limit per message. Default 5.
+	// MaxDeliver is JetStream's delivery limit per message, 2 to
+	// MaxMaxDeliver. Default 5.
 	MaxDeliver int `yaml:"max_deliver"`
 	// InProgressEvery is how often a slow message's ack wait is renewed;
 	// below AckWait. Default a third of AckWait (the file's, when it
@@ -520,6 +524,15 @@ type Simulator struct {
 // SimulatorProfiles are the values of simulator.profile.
 var SimulatorProfiles = []string{"generic", "openai", "vllm", "ollama", "llamacpp"}
 
+// MaxMaxDeliver bounds worker.max_deliver. The consumer's BackOff holds
+// one ack wait per delivery but the last, sent in the request that makes
+// the consumer: a million of them (some 14 MB of JSON) passed NATS's 1 MB
+// max_payload, so the worker retried making its consumer for ever, and
+// 10^12 ran it out of memory at start. With the 15-minute step the
+// schedule reaches by the sixth delivery, 100 deliveries retry a message
+// that kills its worker for about a day.
+const MaxMaxDeliver = 100
+
 // Default returns the embedded default configuration.
 func Default() *Config {
 	c, err := Parse(nil)
@@ -810,10 +823,16 @@ func (c Config) Validate() error {
 	if c.LLM.MaxCompletionTokens < 1 {
 		return fmt.Errorf("llm.max_completion_tokens: %d is below 1", c.LLM.MaxCompletionTokens)
 	}
+	if len(c.Schemas) == 0 {
+		return errors.New("schemas: empty: give at least one schema (the first is ingest's default)")
+	}
 	seen := map[string]bool{}
 	for i, s := range c.Schemas {
 		if s.ID == "" || s.File == "" {
 			return fmt.Errorf("schemas[%d]: id and file are required", i)
+		}
+		if err := subjectTokens(s.ID); err != nil {
+			return fmt.Errorf("schemas[%d].id: %q cannot end a NATS subject (<prefix>.runs.<schema id>): %w", i, s.ID, err)
 		}
 		if seen[s.ID] {
 			return fmt.Errorf("schemas[%d].id: %q appears twice", i, s.ID)
@@ -836,8 +855,8 @@ func (c Config) Validate() error {
 	if c.Budget.MaxTokens < 1 {
 		return fmt.Errorf("budget.max_tokens: %d is below 1", c.Budget.MaxTokens)
 	}
-	if c.Budget.MaxCostUSD <= 0 {
-		return fmt.Errorf("budget.max_cost_usd: %v is not positive", c.Budget.MaxCostUSD)
+	if !(c.Budget.MaxCostUSD > 0) || math.IsInf(c.Budget.MaxCostUSD, 1) {
+		return fmt.Errorf("budget.max_cost_usd: %v is not a positive number", c.Budget.MaxCostUSD)
 	}
 	if c.Ingest.MaxTextBytes < 1 {
 		return fmt.Errorf("ingest.max_text_bytes: %d is below 1", c.Ingest.MaxTextBytes)
@@ -879,8 +898,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("worker.commit_batch: %d is below 1", c.Worker.CommitBatch)
 	}
 	for name, p := range c.Prices.Models {
-		if p.InputPerMTok < 0 || p.OutputPerMTok < 0 || p.CachedInputPerMTok < 0 {
-			return fmt.Errorf("prices.models.%s: prices must not be negative", name)
+		for _, v := range []float64{p.InputPerMTok, p.OutputPerMTok, p.CachedInputPerMTok} {
+			if !(v >= 0) || math.IsInf(v, 1) {
+				return fmt.Errorf("prices.models.%s: %v: prices must be numbers, not negative", name, v)
+			}
 		}
 	}
 	for name, n := range map[string]int{"provider.max_retries": c.Provider.MaxRetries,
@@ -889,7 +910,10 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%s: %d is negative", name, n)
 		}
 	}
-	if c.Provider.Multiplier < 1 {
+	if math.IsInf(c.Provider.Multiplier, 1) {
+		return errors.New("provider.multiplier: +Inf is not a number: give a finite one, at least 1")
+	}
+	if !(c.Provider.Multiplier >= 1) {
 		return fmt.Errorf("provider.multiplier: %v is below 1: each backoff must be at least the one before", c.Provider.Multiplier)
 	}
 	for name, n := range map[string]int64{"nats.max_msgs": c.NATS.MaxMsgs, "nats.max_bytes": c.NATS.MaxBytes} {
@@ -927,6 +951,9 @@ func (c Config) Validate() error {
 	if c.Worker.MaxDeliver < 2 {
 		return fmt.Errorf("worker.max_deliver: %d is below 2", c.Worker.MaxDeliver)
 	}
+	if c.Worker.MaxDeliver > MaxMaxDeliver {
+		return fmt.Errorf("worker.max_deliver: %d is above %d: the consumer carries one ack wait per delivery but the last (queue.BackOffSchedule), which must fit in one NATS message", c.Worker.MaxDeliver, MaxMaxDeliver)
+	}
 	for name, r := range map[string]float64{
 		"invalid_json_rate": c.Simulator.InvalidJSONRate, "fenced_rate": c.Simulator.FencedRate,
 		"prose_rate": c.Simulator.ProseRate, "wrong_type_rate": c.Simulator.WrongTypeRate,
@@ -937,7 +964,7 @@ func (c Config) Validate() error {
 		"forbidden_html_rate": c.Simulator.ForbiddenHTMLRate,
 		"refusal_rate":        c.Simulator.RefusalRate, "content_filter_rate": c.Simulator.ContentFilterRate,
 	} {
-		if r < 0 || r > 1 {
+		if !(r >= 0 && r <= 1) {
 			return fmt.Errorf("simulator.%s: %v is not in [0, 1]", name, r)
 		}
 	}
@@ -945,7 +972,7 @@ func (c Config) Validate() error {
 		if e.Match == "" {
 			return fmt.Errorf("simulator.prompt_errors[%d].match: empty: name a phrase of the prompt version's system turn", i)
 		}
-		if e.ValueErrorRate < 0 || e.ValueErrorRate > 1 {
+		if !(e.ValueErrorRate >= 0 && e.ValueErrorRate <= 1) {
 			return fmt.Errorf("simulator.prompt_errors[%d].value_error_rate: %v is not in [0, 1]", i, e.ValueErrorRate)
 		}
 	}
@@ -1000,6 +1027,22 @@ func (c Config) validateNATSNames() error {
 	}
 	if slices.Contains(strings.Split(p, "."), "") {
 		return fmt.Errorf("nats.subject_prefix: %q has an empty token: no '.' at its start or end, and none twice in a row", p)
+	}
+	return nil
+}
+
+// subjectTokens checks a schema id as the last tokens of a subject
+// (<prefix>.runs.<schema id>, <prefix>.results.<schema id>.…): NATS
+// subjects hold no white space, a '*' or '>' is a wildcard, which a
+// publish may not name, and a token is never empty. A '.' is allowed here
+// (the id then spans tokens); per_schema consumer names refuse it too.
+func subjectTokens(id string) error {
+	if i := strings.IndexFunc(id, func(r rune) bool { return r == '*' || r == '>' || unicode.IsSpace(r) }); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(id[i:])
+		return fmt.Errorf("%q at byte %d: no white space, and no wildcard '*' or '>'", r, i)
+	}
+	if slices.Contains(strings.Split(id, "."), "") {
+		return errors.New("an empty token: no '.' at its start or end, and none twice in a row")
 	}
 	return nil
 }

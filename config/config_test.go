@@ -144,6 +144,32 @@ func TestParse(t *testing.T) {
 			"provider:\n  max_retries: -1\n":       "provider.max_retries: -1 is negative",
 			"provider:\n  tokens_per_minute: -2\n": "provider.tokens_per_minute: -2 is negative",
 			"nats:\n  max_bytes: -1\n":             "nats.max_bytes: -1 is negative",
+			// A million ack waits in the consumer's BackOff passed NATS's
+			// max_payload (the worker retried for ever); 10^12 ran it out
+			// of memory.
+			"worker:\n  max_deliver: 1000000000000\n": "worker.max_deliver: 1000000000000 is above 100",
+			"worker:\n  max_deliver: 101\n":           "worker.max_deliver: 101 is above 100",
+			// No schema at all left ingest's default schema to panic
+			// (index out of range) rather than refuse the file.
+			"schemas: []\n": "schemas: empty",
+			// A schema id ends the runs' subject in either consumer
+			// mode: a wildcard or a space published runs to the
+			// subject "<prefix>.runs.>", which no schema's filter reads.
+			"schemas:\n  - {id: \">\", file: a.json}\n":    `schemas[0].id: ">" cannot end a NATS subject`,
+			"schemas:\n  - {id: \"a b\", file: a.json}\n":  `schemas[0].id: "a b" cannot end a NATS subject (<prefix>.runs.<schema id>): ' ' at byte 1`,
+			"schemas:\n  - {id: \"a.*\", file: a.json}\n":  `schemas[0].id: "a.*" cannot end a NATS subject`,
+			"schemas:\n  - {id: \"a..b\", file: a.json}\n": `schemas[0].id: "a..b" cannot end a NATS subject (<prefix>.runs.<schema id>): an empty token`,
+			// NaN passed every "< 0" and "> 1" check: a NaN budget never
+			// stopped a run, a NaN price made every cost NaN, and an
+			// infinite price failed every commit (numeric(14,8)).
+			"budget:\n  max_cost_usd: .nan\n":                                          "budget.max_cost_usd: NaN is not a positive number",
+			"budget:\n  max_cost_usd: .inf\n":                                          "budget.max_cost_usd: +Inf is not a positive number",
+			"prices:\n  models:\n    m: {input_per_mtok: .nan}\n":                      "prices.models.m: NaN",
+			"prices:\n  models:\n    m: {output_per_mtok: .inf}\n":                     "prices.models.m: +Inf",
+			"prices:\n  models:\n    m: {cached_input_per_mtok: -.inf}\n":              "prices.models.m: -Inf",
+			"provider:\n  multiplier: .nan\n":                                          "provider.multiplier: NaN is below 1",
+			"simulator:\n  repair_fix_rate: .nan\n":                                    "simulator.repair_fix_rate: NaN is not in [0, 1]",
+			"simulator:\n  prompt_errors:\n    - {match: x, value_error_rate: .nan}\n": "simulator.prompt_errors[0].value_error_rate: NaN",
 		} {
 			_, err := Parse([]byte(doc))
 			if err == nil || !strings.Contains(err.Error(), want) {

@@ -61,12 +61,21 @@ func ParseKey(v any, defaultSource string) (store.MessageKey, error) {
 	return key, nil
 }
 
+// LoneSurrogateRefused says why a JSON key holding a lone UTF-16
+// surrogate escape (\ud800 without its pair) is refused: JSON decoding
+// reads it as U+FFFD, so the key would name the message stored with
+// U+FFFD in its place; ingest refuses such ids (docs/input.md), so it
+// names no stored message.
+const LoneSurrogateRefused = `a lone UTF-16 surrogate escape (such as \ud800 without its pair) is no character: ` +
+	`ids and sources are kept byte for byte, so it names no stored message; nothing was erased`
+
 // ReadKeys reads message keys, one per line: a plain id (of source), or a
 // JSON object {"source": S, "id": ID} read as strictly as ingest reads a
 // line (ParseKey; keys case-sensitive and given once, nothing after the
 // object). Blank lines are skipped, and a byte order mark at the start. A
 // line that is not UTF-8 text or holds a NUL (a compressed or UTF-16 file,
-// say) is an error, naming the line, as is a bad JSON line. Keys given
+// say) is an error, naming the line, as is a bad JSON line and one holding
+// a lone surrogate escape (LoneSurrogateRefused). Keys given
 // twice are returned twice: Erase counts them once.
 func ReadKeys(r io.Reader, source string) ([]store.MessageKey, error) {
 	var keys []store.MessageKey
@@ -85,6 +94,12 @@ func ReadKeys(r io.Reader, source string) ([]store.MessageKey, error) {
 		case line == "":
 			continue
 		case strings.HasPrefix(line, "{"):
+			// As for bytes that are not UTF-8: decoding would read a lone
+			// surrogate escape as U+FFFD, and the key would name the
+			// message stored with U+FFFD there, another customer's.
+			if pipeline.HasLoneSurrogate(line) {
+				return nil, fmt.Errorf("line %d: %s", n, LoneSurrogateRefused)
+			}
 			v, err := pipeline.DecodeStrict([]byte(line))
 			if dk, ok := errors.AsType[*pipeline.DuplicateKeyError](err); ok {
 				return nil, fmt.Errorf("line %d: key %s occurs twice; give it once", n, dk.Path)

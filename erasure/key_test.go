@@ -32,6 +32,10 @@ func TestReadKeys(t *testing.T) {
 		{"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff", "line 1 is not UTF-8 text"},
 		{"\xff\xfem\x00-\x001\x00\n\x00", "line 1 is not UTF-8 text"},
 		{`{"source": "mail"}`, `line 1: the object has no "id"`},
+		// Decoded, a lone surrogate escape is U+FFFD: the key would name
+		// the message stored as "caf\uFFFD", another customer's.
+		{"m-1\n" + `{"source": "mail", "id": "caf\ud800"}`, "line 2: a lone UTF-16 surrogate escape"},
+		{`{"source": "m\udfff", "id": "m-1"}`, "line 1: a lone UTF-16 surrogate escape"},
 	} {
 		if _, err := erasure.ReadKeys(strings.NewReader(tt.in), ""); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("ReadKeys(%q) = %v, want an error with %q", tt.in, err, tt.want)

@@ -90,8 +90,9 @@ const erasureWant = `want {"by": NAME, "reason": TEXT, "messages": [{"source": S
 
 // readErasureRequest decodes and checks the body of POST /v1/erasures,
 // as strictly as ingest reads a line: keys are case-sensitive and given
-// once, nothing follows the object, text holds no NUL; each message's key
-// is read by erasure.ParseKey. The error names what is wrong, and where.
+// once, nothing follows the object, text holds no NUL, the body is UTF-8
+// without a lone surrogate escape; each message's key is read by
+// erasure.ParseKey. The error names what is wrong, and where.
 func readErasureRequest(r io.Reader) (erasureRequest, error) {
 	var req erasureRequest
 	body, err := io.ReadAll(r)
@@ -111,6 +112,11 @@ func readErasureRequest(r io.Reader) (erasureRequest, error) {
 			i += n
 		}
 		return req, fmt.Errorf("the body is not valid UTF-8 (byte %d): JSON is UTF-8 (RFC 8259, section 8.1), and ids are kept byte for byte; nothing was erased", i+1)
+	}
+	// Likewise a lone surrogate escape ("caf\ud800"), which decoding
+	// reads as U+FFFD.
+	if pipeline.HasLoneSurrogate(string(body)) {
+		return req, fmt.Errorf("the body holds %s", erasure.LoneSurrogateRefused)
 	}
 	v, err := pipeline.DecodeStrict(body)
 	if err != nil {

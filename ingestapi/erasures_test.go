@@ -164,6 +164,11 @@ func TestServeErasuresNotUTF8(t *testing.T) {
 		body := `{"by": "dpo", "dry_run": ` + dry + `, "messages": [{"source": "web", "id": "caf` + "\xe9" + `"}]}`
 		r, _ := se.postErasure(t, ingestapi.ContentTypeJSON, "Bearer "+testToken, body)
 		wantError(t, "an id not UTF-8, dry_run "+dry, r, http.StatusBadRequest, "invalid", "the body is not valid UTF-8 (byte ", "nothing was erased")
+		// The same through a lone surrogate escape: the body is ASCII,
+		// and decoding reads "caf\ud800" as "caf\uFFFD".
+		body = `{"by": "dpo", "dry_run": ` + dry + `, "messages": [{"source": "web", "id": "caf\ud800"}]}`
+		r, _ = se.postErasure(t, ingestapi.ContentTypeJSON, "Bearer "+testToken, body)
+		wantError(t, "an id with a lone surrogate escape, dry_run "+dry, r, http.StatusBadRequest, "invalid", "a lone UTF-16 surrogate escape", "nothing was erased")
 	}
 	var n int
 	if err := se.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM messages WHERE erased_at IS NOT NULL`).Scan(&n); err != nil || n != 0 {

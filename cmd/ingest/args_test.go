@@ -30,6 +30,11 @@ func TestFileArguments(t *testing.T) {
 			"ingest: -parallel must be 1 or more (how many lines are recorded and published at once; default 8), got 0\n"},
 		{"-parallel below 0", []string{"-parallel=-3", "k4.jsonl"},
 			"ingest: -parallel must be 1 or more (how many lines are recorded and published at once; default 8), got -3\n"},
+		// A timeout of 0 or less was no timeout: -wait waited for ever.
+		{"-timeout 0", []string{"-wait", "-timeout", "0s", "k4.jsonl"},
+			"ingest: -timeout must be above 0 (how long -wait waits; default 10m), got 0s\n"},
+		{"-timeout below 0", []string{"-wait", "-timeout=-1m", "k4.jsonl"},
+			"ingest: -timeout must be above 0 (how long -wait waits; default 10m), got -1m0s\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

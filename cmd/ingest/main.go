@@ -106,6 +106,12 @@ func run(ctx context.Context, args []string, env startup.Env, token string, stdo
 		fmt.Fprintf(stderr, "ingest: -parallel must be 1 or more (how many lines are recorded and published at once; default 8), got %d\n", o.Parallel)
 		return exitUsage
 	}
+	// ingest.Wait reads a timeout of 0 or less as none: -wait -timeout 0s
+	// waited for ever, and on Ctrl-C said it had timed out after 0s.
+	if o.Timeout <= 0 {
+		fmt.Fprintf(stderr, "ingest: -timeout must be above 0 (how long -wait waits; default 10m), got %v\n", o.Timeout)
+		return exitUsage
+	}
 	if why := fileArgs(args, fs.Args()); why != "" {
 		fmt.Fprintf(stderr, "ingest: %s\n", why)
 		synopsis()

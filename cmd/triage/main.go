@@ -85,6 +85,12 @@ func serve(args []string) int {
 		fmt.Fprintf(os.Stderr, "triage: unexpected argument %q: the subcommands are serve, admin and watch, and serve's flags come after it (triage -h)\n", fs.Arg(0))
 		return 2
 	}
+	// The store reads a lease of 0 or less as its default, so -lease -5m
+	// would serve 10-minute claims without a word.
+	if *lease <= 0 {
+		fmt.Fprintf(os.Stderr, "triage: -lease %v: give a positive duration, such as 10m\n", *lease)
+		return 2
+	}
 
 	log, err := startup.NewLogger("triage", *logLevel)
 	if err != nil {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +19,7 @@ import (
 // is started by a test below as a triage process.
 func TestMain(m *testing.M) {
 	if os.Getenv("EXTRACTQ_TEST_TRIAGE_MAIN") == "1" {
-		os.Args = []string{"triage", "-addr", "127.0.0.1:0"}
+		os.Args = append([]string{"triage", "-addr", "127.0.0.1:0"}, strings.Fields(os.Getenv("EXTRACTQ_TEST_TRIAGE_ARGS"))...)
 		main()
 		os.Exit(0)
 	}
@@ -89,6 +91,48 @@ func TestWrongNATSSettingStops(t *testing.T) {
 			}
 			if !strings.Contains(log.String(), "connecting to NATS") || !strings.Contains(strings.ToLower(log.String()), strings.ToLower(c.want)) {
 				t.Errorf("the error does not say %q at %q:\n%s", c.want, "connecting to NATS", log.String())
+			}
+		})
+	}
+}
+
+// TestLeaseNotPositive: a -lease of 0 or less stops triage at start (exit
+// 2, naming the flag); the store read it as its 10-minute default, so
+// triage served claims of another length than asked, without a word.
+func TestLeaseNotPositive(t *testing.T) {
+	t.Parallel()
+	dbURL := storetest.SchemaURL(t, storetest.NewStore(t))
+	for _, lease := range []string{"0s", "-5m"} {
+		t.Run(lease, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, os.Args[0])
+			cmd.Env = append(os.Environ(), "EXTRACTQ_TEST_TRIAGE_MAIN=1", "EXTRACTQ_TEST_TRIAGE_ARGS=-lease "+lease,
+				"DATABASE_URL="+dbURL, "NATS_URL=nats://127.0.0.1:1", "CONFIG=", "LOG_LEVEL=info", "TRIAGE_METRICS_ADDR=")
+			// Were the lease taken, triage would serve until the context
+			// ends: stop it at its listening line.
+			stderr, err := cmd.StderrPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd.Stdout = cmd.Stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var log strings.Builder
+			sc := bufio.NewScanner(stderr)
+			for sc.Scan() {
+				log.WriteString(sc.Text() + "\n")
+				if strings.Contains(sc.Text(), `"msg":"triage listening"`) {
+					cmd.Process.Kill()
+					break
+				}
+			}
+			err = cmd.Wait()
+			if ee, ok := errors.AsType[*exec.ExitError](err); !ok || ee.ExitCode() != 2 ||
+				!strings.Contains(log.String(), "triage: -lease ") || !strings.Contains(log.String(), "give a positive duration") {
+				t.Fatalf("-lease %s: %v; want exit 2 naming -lease, output:\n%s", lease, err, log.String())
 			}
 		})
 	}

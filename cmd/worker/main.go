@@ -43,6 +43,11 @@ func main() {
 	logLevel := flag.String("log-level", startup.GetEnv("LOG_LEVEL", "info"), "debug, info, warn or error")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile to this file until the worker stops (go tool pprof)")
 	flag.Parse()
+	// 0 is the configuration's; a negative was taken as 0, without a word.
+	if *concurrency < 0 {
+		fmt.Fprintf(os.Stderr, "worker: -concurrency %d: give 1 or more (0, the default, is worker.concurrency of the configuration)\n", *concurrency)
+		os.Exit(2)
+	}
 	// Catch SIGTERM first, so a worker stopped while it starts exits
 	// cleanly instead of dying of the signal.
 	ctx, stop := startup.Context()

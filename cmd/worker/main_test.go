@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -103,5 +105,25 @@ func TestSchemaFlag(t *testing.T) {
 		if err == nil || !strings.Contains(string(out), tc.want) {
 			t.Errorf("-schema %s (config %q): %v, want exit 1 saying %s:\n%s", tc.schema, tc.config, err, tc.want, out)
 		}
+	}
+}
+
+// TestConcurrencyBelowZero: -concurrency -3 stops the worker at start
+// (exit 2, naming the flag) before it connects to anything; it was taken
+// as 0, the configuration's concurrency, without a word.
+func TestConcurrencyBelowZero(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0])
+	cmd.Env = append(os.Environ(), "EXTRACTQ_TEST_WORKER_MAIN=1", "EXTRACTQ_TEST_WORKER_ARGS=-concurrency -3",
+		// Nothing listens on port 1: a worker that went on would keep
+		// retrying Postgres until the context ends.
+		"DATABASE_URL=postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1",
+		"NATS_URL=nats://127.0.0.1:1", "CONFIG=", "LOG_LEVEL=info")
+	out, err := cmd.CombinedOutput()
+	if ee, ok := errors.AsType[*exec.ExitError](err); !ok || ee.ExitCode() != 2 ||
+		!strings.Contains(string(out), "worker: -concurrency -3: give 1 or more") {
+		t.Fatalf("-concurrency -3: %v; want exit 2 naming the flag, output:\n%s", err, out)
 	}
 }
