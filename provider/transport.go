@@ -189,6 +189,9 @@ func readBody(req *http.Request) ([]byte, error) {
 		return nil, nil
 	}
 	defer req.Body.Close()
+	if sb, ok := req.Body.(*sentBody); ok && sb.off == 0 {
+		return sb.b, nil // Chat's own bytes, not shared with anyone
+	}
 	var b []byte
 	var err error
 	if n := req.ContentLength; n > 0 && n <= maxCompletionBody {
