@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -117,7 +118,8 @@ func (d *completionDecoder) object(field func(key string) bool) bool {
 		return false
 	}
 	d.i++
-	var seen []string
+	var buf [16]string
+	seen := buf[:0]
 	d.ws()
 	if d.i < len(d.b) && d.b[d.i] == '}' {
 		d.i++
@@ -197,7 +199,8 @@ func (d *completionDecoder) array(empty func(), elem func() bool) bool {
 	}
 }
 
-// key reads an object key written without escapes, in ASCII.
+// key reads an object key written without escapes, in ASCII. The key
+// shares d's bytes: use it only while decoding.
 func (d *completionDecoder) key() (string, bool) {
 	if d.i >= len(d.b) || d.b[d.i] != '"' {
 		return "", false
@@ -207,7 +210,13 @@ func (d *completionDecoder) key() (string, bool) {
 		c := d.b[j]
 		if c == '"' {
 			d.i = j + 1
-			return string(d.b[start:j]), true
+			if j == start {
+				return "", true
+			}
+			// The key's bytes, not a copy: it is only compared while
+			// the body is decoded (never kept), and the body does not
+			// change meanwhile.
+			return unsafe.String(&d.b[start], j-start), true
 		}
 		if c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
 			return "", false
