@@ -152,14 +152,15 @@ func errorResponse(res *http.Response) error {
 
 // chatRefusedModels are the models go-openai refuses for chat
 // completions (ErrChatCompletionInvalidModel; completion.go,
-// disabledModelsForEndpoints["/chat/completions"]): their calls go through
-// go-openai, which returns that error.
+// disabledModelsForEndpoints["/chat/completions"], go-openai v1.43.0;
+// TestChatClientSendsAsGoOpenAI checks go-openai refuses each): their
+// calls go through go-openai, which returns that error.
 var chatRefusedModels = map[string]bool{
-	openai.CodexCodeDavinci002: true, openai.CodexCodeCushman001: true, openai.CodexCodeDavinci001: true,
-	openai.GPT3TextDavinci003: true, openai.GPT3TextDavinci002: true, openai.GPT3TextCurie001: true,
-	openai.GPT3TextBabbage001: true, openai.GPT3TextAda001: true, openai.GPT3TextDavinci001: true,
-	openai.GPT3DavinciInstructBeta: true, openai.GPT3Davinci: true, openai.GPT3CurieInstructBeta: true,
-	openai.GPT3Curie: true, openai.GPT3Ada: true, openai.GPT3Babbage: true,
+	"code-davinci-002": true, "code-cushman-001": true, "code-davinci-001": true,
+	"text-davinci-003": true, "text-davinci-002": true, "text-curie-001": true,
+	"text-babbage-001": true, "text-ada-001": true, "text-davinci-001": true,
+	"davinci-instruct-beta": true, "davinci": true, "curie-instruct-beta": true,
+	"curie": true, "ada": true, "babbage": true,
 }
 
 // sentBody is a request body Chat wrote: the Transport takes its bytes

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -86,6 +87,7 @@ func TestEncodeRequestAsMarshal(t *testing.T) {
 			openai.ChatCompletionRequest{Model: "gpt-4o" + s, Messages: msgs(s), MaxCompletionTokens: 512,
 				ResponseFormat: &openai.ChatCompletionResponseFormat{Type: openai.ChatCompletionResponseFormatTypeJSONSchema,
 					JSONSchema: &openai.ChatCompletionResponseFormatJSONSchema{Name: "customer_message", Schema: schema, Strict: true}}},
+			//lint:ignore SA1019 Ollama and llama.cpp server read max_tokens only (pipeline/providers.go)
 			openai.ChatCompletionRequest{Model: "llama", Messages: msgs(s), MaxTokens: 256,
 				ResponseFormat: &openai.ChatCompletionResponseFormat{Type: openai.ChatCompletionResponseFormatTypeJSONObject}},
 			openai.ChatCompletionRequest{Model: "m", Messages: msgs(s), MaxCompletionTokens: 1,
@@ -167,7 +169,7 @@ func TestChatClientSendsAsGoOpenAI(t *testing.T) {
 		// Refused before sending, as go-openai refuses.
 		for _, r := range []openai.ChatCompletionRequest{
 			{Model: "m", Stream: true, Messages: req.Messages},
-			chatRequestFor(openai.GPT3TextDavinci003),
+			chatRequestFor("text-davinci-003"),
 			{Model: "o1-mini", MaxTokens: 10, Messages: req.Messages},
 		} {
 			_, werr := plain.CreateChatCompletion(context.Background(), r)
@@ -178,6 +180,15 @@ func TestChatClientSendsAsGoOpenAI(t *testing.T) {
 		}
 		if len(reqs) != 2 {
 			t.Fatalf("%d requests sent; the refused ones went out", len(reqs))
+		}
+	}
+	// Each model Chat leaves to go-openai is one go-openai refuses.
+	oc := openai.DefaultConfig("k")
+	oc.BaseURL = "http://llm.invalid/v1" // never asked: each model is refused before sending
+	plain := openai.NewClientWithConfig(oc)
+	for model := range chatRefusedModels {
+		if _, err := plain.CreateChatCompletion(context.Background(), chatRequestFor(model)); !errors.Is(err, openai.ErrChatCompletionInvalidModel) {
+			t.Errorf("model %s: go-openai gives %v, not ErrChatCompletionInvalidModel", model, err)
 		}
 	}
 }
