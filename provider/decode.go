@@ -296,10 +296,7 @@ func unquote(s []byte) (string, bool) {
 				return "", false
 			}
 			switch s[r] {
-			case '"', '\\', '/', '\'':
-				if s[r] == '\'' {
-					return "", false // not a JSON escape
-				}
+			case '"', '\\', '/':
 				b = append(b, s[r])
 				r++
 			case 'b':
