@@ -20,7 +20,8 @@ import (
 // its mutations hold it to that.
 //
 // Its shape is the CreateChatCompletionResponse of OpenAI's API reference
-// (openai-openapi, POST /chat/completions: id, object, created, model,
+// (openai/openai-openapi, openapi.yaml at
+// 578000861507cd19620e3f1092adf62303757c0a: id, object, created, model,
 // choices with index, message, finish_reason and logprobs, usage,
 // system_fingerprint, service_tier). It gives up (ok false) on anything
 // whose decoding it does not repeat exactly: a key written with escapes,

@@ -15,9 +15,10 @@ import (
 // (ChatCompletionMessage.MarshalJSON), and the rest of the request is
 // Marshal's, cut at its messages. A message this encoder does not write
 // (multi-part content) is Marshal's too. The body's shape is the
-// CreateChatCompletionRequest of OpenAI's API reference (openai-openapi,
-// POST /chat/completions: model, then messages, then the options), as
-// go-openai's ChatCompletionRequest encodes it.
+// CreateChatCompletionRequest of OpenAI's API reference (POST
+// /chat/completions; openai/openai-openapi, openapi.yaml at
+// 578000861507cd19620e3f1092adf62303757c0a): model, messages and the
+// options, as go-openai's ChatCompletionRequest encodes them.
 //
 // It returns Marshal's error where Marshal would fail (content and
 // multi-part content both set, a parameter that cannot be encoded).
