@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -49,8 +50,22 @@ func TestChatDecodesAsGoOpenAI(t *testing.T) {
 			cfg.MaxRetries = 0
 			plain := setup(t, cfg, newScript(t, tc.rep), "")
 			chat := setup(t, cfg, newScript(t, tc.rep), "")
+			direct := setup(t, cfg, newScript(t, tc.rep), "")
 			want, werr := plain.client.CreateChatCompletion(ctx, chatRequest(16))
 			got, gerr := NewChat(chat.client).CreateChatCompletion(ctx, chatRequest(16))
+			dgot, derr := NewChatClient(direct.tr, direct.srv.srv.URL+"/v1/", "test-key").CreateChatCompletion(ctx, chatRequest(16))
+			// NewChatClient's Chat sends what go-openai sends and gives what
+			// NewChat's gives, errors included (their text names the URL).
+			if direct.srv.bodies[0] != plain.srv.bodies[0] {
+				t.Fatalf("body sent\n%s\ngo-openai's\n%s", direct.srv.bodies[0], plain.srv.bodies[0])
+			}
+			if (gerr == nil) != (derr == nil) || (gerr != nil && strings.ReplaceAll(derr.Error(), direct.srv.srv.URL, "U") !=
+				strings.ReplaceAll(gerr.Error(), chat.srv.srv.URL, "U")) || reflect.TypeOf(gerr) != reflect.TypeOf(derr) {
+				t.Fatalf("error %v under NewChatClient, %v under NewChat", derr, gerr)
+			}
+			if gerr == nil && !reflect.DeepEqual(dgot, got) {
+				t.Fatalf("response under NewChatClient\n%+v\nunder NewChat\n%+v", dgot, got)
+			}
 			if Class(werr) != Class(gerr) || (werr == nil) != (gerr == nil) {
 				t.Fatalf("error %v (class %q) under Chat, %v (class %q) under go-openai", gerr, Class(gerr), werr, Class(werr))
 			}

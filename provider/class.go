@@ -318,14 +318,17 @@ func contentType(h http.Header) string {
 // object with a non-empty choices array that decodes as go-openai's
 // ChatCompletionResponse, the way go-openai decodes it (the first JSON
 // value of the body). It returns the value decoded, which is go-openai's
-// own decoding of body.
+// own decoding of body: decoded in one pass here when body has the common
+// shape (decodeCompletion), by encoding/json otherwise.
 func checkCompletion(body []byte) (openai.ChatCompletionResponse, error) {
 	var c openai.ChatCompletionResponse
 	t := bytes.TrimSpace(body)
 	if len(t) == 0 || t[0] != '{' {
 		return c, errors.New("body is not a JSON object")
 	}
-	if err := json.NewDecoder(bytes.NewReader(t)).Decode(&c); err != nil {
+	if fc, ok := decodeCompletion(t); ok {
+		c = fc
+	} else if err := json.NewDecoder(bytes.NewReader(t)).Decode(&c); err != nil {
 		return c, fmt.Errorf("body is not a chat completion: %w", err)
 	}
 	if len(c.Choices) == 0 {

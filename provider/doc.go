@@ -6,14 +6,14 @@
 // # Wiring
 //
 //	tr := provider.New(cfg.Provider, nil, registry, log)
-//	oc := openai.DefaultConfig(apiKey)
-//	oc.HTTPClient = tr.Client()
-//	client := provider.NewChat(openai.NewClientWithConfig(oc))
+//	client := provider.NewChatClient(tr, baseURL, apiKey)
 //
 // Share one Transport per process: its limiters and breaker must see every
-// call. NewChat is optional: a plain go-openai client over tr.Client()
-// works the same, but decodes each reply a second time after the
-// Transport's check (see Chat).
+// call. NewChatClient is optional: a plain go-openai client over
+// tr.Client() (or NewChat of one) works the same, but go-openai encodes
+// each request (NewChatClient writes the same bytes with less work), and
+// a plain client decodes each reply a second time after the Transport's
+// check (see Chat).
 //
 // # Retries
 //

@@ -135,8 +135,8 @@ func (l *limits) pause(now time.Time) time.Duration {
 // next one's. It returns the new pause, or 0.
 func (l *limits) observeHeaders(h http.Header, now time.Time, cost int) time.Duration {
 	var until time.Time
-	for _, dim := range []string{"requests", "tokens"} {
-		rem := h.Get("X-Ratelimit-Remaining-" + dim)
+	for _, dim := range rateLimitHeaders {
+		rem := h.Get(dim.remaining)
 		if rem == "" {
 			continue
 		}
@@ -144,13 +144,13 @@ func (l *limits) observeHeaders(h http.Header, now time.Time, cost int) time.Dur
 		if err != nil || n > 0 {
 			continue
 		}
-		d, ok := parseReset(h.Get("X-Ratelimit-Reset-"+dim), now)
+		d, ok := parseReset(h.Get(dim.reset), now)
 		if !ok {
 			continue
 		}
-		if limit, err := strconv.ParseFloat(strings.TrimSpace(h.Get("X-Ratelimit-Limit-"+dim)), 64); err == nil && limit-n >= 1 && !math.IsInf(limit, 0) {
+		if limit, err := strconv.ParseFloat(strings.TrimSpace(h.Get(dim.limit)), 64); err == nil && limit-n >= 1 && !math.IsInf(limit, 0) {
 			need := 1.0
-			if dim == "tokens" {
+			if dim.tokens {
 				need = float64(max(cost, 1))
 			}
 			d = time.Duration(float64(d) * min(need/(limit-n), 1))
@@ -168,6 +168,17 @@ func (l *limits) observeHeaders(h http.Header, now time.Time, cost int) time.Dur
 		l.pauseUntil = until
 	}
 	return until.Sub(now)
+}
+
+// rateLimitHeaders are the x-ratelimit-* headers of each dimension,
+// requests and tokens, in their canonical form (looked up without
+// building or canonicalizing a key per reply).
+var rateLimitHeaders = [...]struct {
+	remaining, reset, limit string
+	tokens                  bool
+}{
+	{"X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests", "X-Ratelimit-Limit-Requests", false},
+	{"X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens", "X-Ratelimit-Limit-Tokens", true},
 }
 
 // parseReset reads an x-ratelimit-reset-* value: a Go duration as OpenAI

@@ -26,6 +26,7 @@ type metrics struct {
 	waits    *prometheus.CounterVec
 	toolArgs prometheus.Counter
 	share    prometheus.Gauge
+	callsOK  prometheus.Counter // calls{result="ok",class="none"}, looked up once
 }
 
 func newMetrics(reg prometheus.Registerer, state func() float64, log *zap.Logger) *metrics {
@@ -53,6 +54,7 @@ func newMetrics(reg prometheus.Registerer, state func() float64, log *zap.Logger
 	}
 	m.share.Set(1)
 	if reg == nil {
+		m.callsOK = m.calls.WithLabelValues("ok", "none")
 		return m
 	}
 	m.calls = register(reg, m.calls, log)
@@ -60,6 +62,7 @@ func newMetrics(reg prometheus.Registerer, state func() float64, log *zap.Logger
 	m.waits = register(reg, m.waits, log)
 	m.toolArgs = register(reg, m.toolArgs, log)
 	m.share = register(reg, m.share, log)
+	m.callsOK = m.calls.WithLabelValues("ok", "none")
 	register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "extractq", Subsystem: "provider", Name: "breaker_state",
 		Help: "State of the LLM provider circuit breaker: 0 closed, 1 half-open, 2 open.",

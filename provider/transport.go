@@ -189,6 +189,9 @@ func readBody(req *http.Request) ([]byte, error) {
 		return nil, nil
 	}
 	defer req.Body.Close()
+	if sb, ok := req.Body.(*sentBody); ok && sb.off == 0 {
+		return sb.b, nil // Chat's own bytes, not shared with anyone
+	}
 	var b []byte
 	var err error
 	if n := req.ContentLength; n > 0 && n <= maxCompletionBody {
@@ -205,9 +208,12 @@ func readBody(req *http.Request) ([]byte, error) {
 	return b, nil
 }
 
-// withBody returns a copy of req carrying body, replayable via GetBody.
+// withBody returns a copy of req carrying body, replayable via GetBody:
+// a shallow copy, as http.Request.WithContext makes (the base
+// RoundTripper does not change a request, so its header is shared).
 func withBody(req *http.Request, body pieceBody) *http.Request {
-	r := req.Clone(req.Context())
+	r := new(http.Request)
+	*r = *req
 	if body.n == 0 {
 		return r
 	}
@@ -345,7 +351,7 @@ func (t *Transport) checkSuccess(req *http.Request, resp *http.Response) (*http.
 		strings.Contains(resp.Header.Get("Content-Type"), "event-stream") {
 		return resp, nil
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxCompletionBody))
+	b, err := readReply(resp)
 	resp.Body.Close()
 	if err != nil {
 		return nil, &Error{Class: ClassConnection, StatusCode: resp.StatusCode, Message: "reading the reply failed", Err: err}
@@ -377,6 +383,21 @@ func (t *Transport) checkSuccess(req *http.Request, resp *http.Response) (*http.
 	return resp, nil
 }
 
+// readReply reads a chat completion's body, up to maxCompletionBody:
+// into a slice of its Content-Length when the reply gives one, not one
+// grown by doubling.
+func readReply(resp *http.Response) ([]byte, error) {
+	n := resp.ContentLength
+	if n <= 0 || n > maxCompletionBody {
+		return io.ReadAll(io.LimitReader(resp.Body, maxCompletionBody))
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(resp.Body, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
 // emptyObject is the body go-openai decodes under Chat.
 var emptyObject = []byte("{}")
 
@@ -395,7 +416,7 @@ func (t *Transport) observeCall(err error) {
 	c := Class(err)
 	switch {
 	case err == nil:
-		t.m.calls.WithLabelValues("ok", "none").Inc()
+		t.m.callsOK.Inc()
 	case c == ClassNone:
 		t.m.calls.WithLabelValues("canceled", "none").Inc()
 	default:

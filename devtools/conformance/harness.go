@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	openai "github.com/sashabaranov/go-openai"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
@@ -190,13 +189,10 @@ func (s *suite) run(t *testing.T, tg Target, c Case) {
 	t.Cleanup(baseTr.CloseIdleConnections)
 	tr := provider.New(config.Provider{MaxRetries: transportRetries, InitialInterval: 2 * time.Millisecond,
 		MaxInterval: 10 * time.Millisecond, Multiplier: 2, MaxElapsedTime: 30 * time.Second, BreakerFailures: 1000}, baseTr, nil, log)
-	oc := openai.DefaultConfig("conformance")
-	oc.BaseURL = srv.URL + "/v1"
-	oc.HTTPClient = tr.Client()
 	cfg := s.cfg
 	model := cmp.Or(c.Model, cfg.LLM.Model)
 	price := cfg.Prices.Models[model]
-	ext := pipeline.NewExtractor(provider.NewChat(openai.NewClientWithConfig(oc)), pipeline.ExtractorConfig{
+	ext := pipeline.NewExtractor(provider.NewChatClient(tr, srv.URL+"/v1", "conformance"), pipeline.ExtractorConfig{
 		Model: model, RequestMode: env.Mode, Provider: tg.Provider,
 		MaxCompletionTokens: cmp.Or(c.MaxCompletionTokens, cfg.LLM.MaxCompletionTokens),
 		ContextWindowTokens: cfg.LLM.ContextWindowTokens, Timeout: 30 * time.Second,

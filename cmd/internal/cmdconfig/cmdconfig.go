@@ -23,7 +23,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"github.com/prometheus/client_golang/prometheus"
-	openai "github.com/sashabaranov/go-openai"
 	"go.uber.org/zap"
 
 	"github.com/extractq/extractq/config"
@@ -218,15 +217,12 @@ func NewExtractor(cfg *config.Config, env startup.Env, reg prometheus.Registerer
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.MaxIdleConnsPerHost = max(cfg.Worker.Concurrency, 2)
 	tr := provider.New(cfg.Provider, base, reg, log)
-	oc := openai.DefaultConfig(env.LLMAPIKey)
-	oc.BaseURL = strings.TrimRight(env.LLMBaseURL, "/")
-	oc.HTTPClient = tr.Client()
 	price := cfg.Prices.Models[cfg.LLM.Model]
 	if _, ok := cfg.Prices.Models[cfg.LLM.Model]; !ok {
 		log.Warn("model has no price in the price table; its calls cost 0", zap.String("model", cfg.LLM.Model),
 			zap.String("price_version", cfg.Prices.Version))
 	}
-	ext := pipeline.NewExtractor(provider.NewChat(openai.NewClientWithConfig(oc)), pipeline.ExtractorConfig{
+	ext := pipeline.NewExtractor(provider.NewChatClient(tr, env.LLMBaseURL, env.LLMAPIKey), pipeline.ExtractorConfig{
 		Model: cfg.LLM.Model, RequestMode: cfg.LLM.RequestMode, MaxCompletionTokens: cfg.LLM.MaxCompletionTokens,
 		Provider:            cfg.LLM.Provider,
 		ContextWindowTokens: cfg.LLM.ContextWindowTokens, Timeout: cfg.LLM.Timeout,
