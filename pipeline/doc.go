@@ -206,5 +206,8 @@
 // [extracttype.Error.Error] is the repair prompt's "path: message" line, with the root
 // shown as "/"; [extracttype.Error.PathPattern] folds array indices to "*" for
 // analytics. The same list makes the repair prompt, the triage view and
-// the failure-analytics rows.
+// the failure-analytics rows; before it is stored, [Schema.FieldPath]
+// folds a key the schema does not name (which may be the customer's
+// words) to [UnknownKey], as the worker does for triage items and
+// failure events.
 package pipeline

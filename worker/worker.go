@@ -600,7 +600,7 @@ func OutcomeParams(messageID int64, runNo int, schema *pipeline.Schema, model st
 	p.Calls = ledgerCalls(schema, res.Calls)
 	for i, c := range res.Calls {
 		for _, e := range c.Errors {
-			p.Failures = append(p.Failures, store.FailureEvent{CallIndex: i, Err: e})
+			p.Failures = append(p.Failures, store.FailureEvent{CallIndex: i, Err: analyticsError(schema, e)})
 		}
 	}
 	switch res.Outcome {
@@ -629,13 +629,13 @@ func OutcomeParams(messageID int64, runNo int, schema *pipeline.Schema, model st
 		if res.Evidence == nil {
 			ev = []byte("[]")
 		}
-		p.Triage = &store.TriageParams{Reason: store.TriageReasonHeld, Errors: res.Held, LastReply: res.LastReply,
+		p.Triage = &store.TriageParams{Reason: store.TriageReasonHeld, Errors: analyticsErrors(schema, res.Held), LastReply: res.LastReply,
 			Held: &store.HeldParams{Data: res.Data, Evidence: ev, ValidAs: res.ValidAs}}
 	case pipeline.OutcomeFailed:
 		if len(res.Errors) == 0 {
 			return p, errors.New("failed outcome without errors")
 		}
-		p.Triage = &store.TriageParams{Reason: string(res.Reason()), Errors: res.Errors, LastReply: res.LastReply}
+		p.Triage = &store.TriageParams{Reason: string(res.Reason()), Errors: analyticsErrors(schema, res.Errors), LastReply: res.LastReply}
 		// Final errors no call produced.
 		var last extracttype.ErrorList
 		if n := len(res.Calls); n > 0 {
@@ -643,13 +643,38 @@ func OutcomeParams(messageID int64, runNo int, schema *pipeline.Schema, model st
 		}
 		for _, e := range res.Errors {
 			if !contains(last, e) {
-				p.Failures = append(p.Failures, store.FailureEvent{CallIndex: -1, Attempt: len(res.Calls) + 1, Model: model, Err: e})
+				p.Failures = append(p.Failures, store.FailureEvent{CallIndex: -1, Attempt: len(res.Calls) + 1, Model: model, Err: analyticsError(schema, e)})
 			}
 		}
 	default:
 		return p, fmt.Errorf("unknown outcome %q", res.Outcome)
 	}
 	return p, nil
+}
+
+// analyticsError is e as failure analytics and triage items store it:
+// its path with every key the schema does not name folded to
+// pipeline.UnknownKey, as such a key (one the model invented, or a
+// free-keyed object's) may hold the customer's words
+// (pipeline.Schema.FieldPath), and both rows outlive an erasure. The
+// reviewer still sees the key in the item's last reply, which erasure
+// blanks.
+func analyticsError(schema *pipeline.Schema, e extracttype.Error) extracttype.Error {
+	e.Path = schema.FieldPath(e.Path)
+	return e
+}
+
+// analyticsErrors is l with each error as analyticsError makes it; nil
+// stays nil.
+func analyticsErrors(schema *pipeline.Schema, l extracttype.ErrorList) extracttype.ErrorList {
+	if l == nil {
+		return nil
+	}
+	out := make(extracttype.ErrorList, len(l))
+	for i, e := range l {
+		out[i] = analyticsError(schema, e)
+	}
+	return out
 }
 
 // ledgerCalls maps the pipeline's calls to the ledger's rows.

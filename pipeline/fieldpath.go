@@ -1,0 +1,89 @@
+package pipeline
+
+import "strings"
+
+// UnknownKey stands in a field path for an object key the schema does
+// not name (FieldPath). It is not a key any schema here declares.
+const UnknownKey = "(unknown)"
+
+// FieldPath returns path (a JSON Pointer into a record of s, as in an
+// extracttype.Error) with every key the schema does not name replaced by
+// UnknownKey, and the path cut after it: "/contact/Chloe Zhang" becomes
+// "/contact/(unknown)" when contact's properties do not include that key.
+// Array indices under a schema's items are kept (PathPattern folds them).
+//
+// A key the model invents, or a key of an object whose properties are
+// free (additionalProperties or patternProperties schemas), may hold the
+// customer's words, so failure analytics (failure_events, read by the
+// analyst role and kept by erasure) store the field path, never the raw
+// one; the repair prompt and the triage item, which must name the key,
+// keep Path. Local references ("#/..."), allOf, anyOf and oneOf are
+// followed to find a key's name.
+func (s *Schema) FieldPath(path string) string {
+	if path == "" || !strings.HasPrefix(path, "/") {
+		return path
+	}
+	nodes := s.expand([]any{s.doc}, 0)
+	var b strings.Builder
+	for _, tok := range strings.Split(path[1:], "/") {
+		next := s.step(nodes, unescapeToken(tok))
+		if next == nil {
+			b.WriteString("/" + UnknownKey)
+			return b.String()
+		}
+		b.WriteString("/" + tok)
+		nodes = next
+	}
+	return b.String()
+}
+
+// step returns the subschemas (expanded) that key tok leads to from any of
+// nodes: a property of that name, or, for an array index, the items; nil
+// when none names it.
+func (s *Schema) step(nodes []any, tok string) []any {
+	var next []any
+	index := tok != "" && strings.Trim(tok, "0123456789") == ""
+	for _, n := range nodes {
+		m, _ := n.(map[string]any)
+		if props, ok := m["properties"].(map[string]any); ok {
+			if p, ok := props[tok]; ok {
+				next = append(next, p)
+			}
+		}
+		if index {
+			if it, ok := m["items"].(map[string]any); ok {
+				next = append(next, it)
+			}
+		}
+	}
+	if len(next) == 0 {
+		return nil
+	}
+	return s.expand(next, 0)
+}
+
+// expand adds to nodes the schemas their local $ref, allOf, anyOf and
+// oneOf lead to, to a depth of 8 (a reference cycle ends there).
+func (s *Schema) expand(nodes []any, depth int) []any {
+	if depth >= 8 {
+		return nodes
+	}
+	var more []any
+	for _, n := range nodes {
+		m, _ := n.(map[string]any)
+		if ref, ok := m["$ref"].(string); ok && strings.HasPrefix(ref, "#") {
+			if t, ok := resolvePointer(s.doc, ref[1:]); ok {
+				more = append(more, t)
+			}
+		}
+		for _, k := range []string{"allOf", "anyOf", "oneOf"} {
+			if l, ok := m[k].([]any); ok {
+				more = append(more, l...)
+			}
+		}
+	}
+	if len(more) == 0 {
+		return nodes
+	}
+	return append(nodes, s.expand(more, depth+1)...)
+}
