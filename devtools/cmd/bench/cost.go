@@ -133,7 +133,7 @@ func startServices(ctx context.Context, bin, dir, pgBin string, statements bool)
 		return nil, err
 	}
 	if statements {
-		s.pg.Settings = []string{"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all"}
+		s.pg.Settings = []string{"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all", "pg_stat_statements.track_planning=on"}
 	}
 	if err := s.pg.Start(ctx); err != nil {
 		return nil, fmt.Errorf("private Postgres: %w\n%s", err, devstack.Tail(s.pg.LogPath(), 20))

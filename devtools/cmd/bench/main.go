@@ -174,8 +174,10 @@ func run(scenarios string, quick bool, outDir string, profile bool, baseline str
 		}
 		return full
 	}
+	took := map[string]float64{} // wall seconds of each scenario
 	for _, sc := range strings.Split(scenarios, ",") {
 		fmt.Fprintf(os.Stderr, "bench: scenario %s (%s elapsed)\n", sc, time.Since(start).Round(time.Second))
+		scStart := time.Now()
 		switch strings.TrimSpace(sc) {
 		case "A":
 			err = add(scenarioA(ctx, env, n(20000, 2000), n(2, 1)))
@@ -236,9 +238,14 @@ func run(scenarios string, quick bool, outDir string, profile bool, baseline str
 		if err != nil {
 			return fmt.Errorf("scenario %s: %w", sc, err)
 		}
+		took[strings.TrimSpace(sc)] = time.Since(scStart).Seconds()
 	}
 	printTable(os.Stdout, results, time.Since(start))
-	b, _ := json.MarshalIndent(map[string]any{"quick": quick, "duration_seconds": time.Since(start).Seconds(), "results": results}, "", "  ")
+	for _, sc := range slices.Sorted(maps.Keys(took)) {
+		fmt.Fprintf(os.Stdout, "scenario %s took %s\n", sc, time.Duration(took[sc]*float64(time.Second)).Round(time.Second))
+	}
+	b, _ := json.MarshalIndent(map[string]any{"quick": quick, "duration_seconds": time.Since(start).Seconds(),
+		"scenario_seconds": took, "results": results}, "", "  ")
 	return os.WriteFile(filepath.Join(out, "bench.json"), b, 0o644)
 }
 

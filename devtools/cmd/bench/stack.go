@@ -219,10 +219,12 @@ func (s *stack) load(ctx context.Context, n int) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	start := time.Now()
 	sum, err := in.Run(ctx, pr)
 	if err != nil {
 		return "", err
 	}
+	fmt.Fprintf(os.Stderr, "bench: %s: loaded %d messages in %s\n", s.name, n, time.Since(start).Round(100*time.Millisecond))
 	if sum.Published != n {
 		return "", fmt.Errorf("scenario %s: published %d of %d (%+v)", s.name, sum.Published, n, sum.Errors)
 	}
