@@ -310,18 +310,19 @@ func progressOn(ctx context.Context, q interface {
 }
 
 // waitDone polls until every run of the batch has an outcome. The polls
-// count only the queued runs (an index range, runs_batch_id_idx); the
+// ask only whether a run is still queued (runs_batch_id_idx; a count of
+// the queued ones took 9 ms a poll at 2,048 in flight); the
 // whole progress, a scan and two sorts of the batch's runs, is read once
 // at the end: polled every 200 ms it took Postgres CPU from the run being
 // measured (at 2,048 in flight, 16,192 runs a poll).
 func (s *stack) waitDone(ctx context.Context, batch string, timeout time.Duration) (progress, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		var queued int
-		if err := s.st.Pool.QueryRow(ctx, `SELECT count(*) FROM runs WHERE batch_id = $1 AND status = 'queued'`, batch).Scan(&queued); err != nil {
+		var queued bool
+		if err := s.st.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM runs WHERE batch_id = $1 AND status = 'queued')`, batch).Scan(&queued); err != nil {
 			return progress{}, err
 		}
-		if queued == 0 {
+		if !queued {
 			return s.progress(ctx, batch)
 		}
 		if time.Now().After(deadline) {
