@@ -40,7 +40,7 @@ SELECT r.message_id, r.run_no, u.attempt, u.purpose, u.model, u.prompt_version, 
 FROM runs r
 JOIN messages m ON m.id = r.message_id
 CROSS JOIN unnest($3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-    $9::text[], $10::text[], $11::int[], $12::int[], $13::numeric[], $14::text[], $15::int[],
+    $9::text[], $10::text[], $11::int[], $12::int[], $13::float8[], $14::text[], $15::int[],
     $16::text[], $17::text[], $18::text[], $19::bool[], $20::int[], $21::jsonb[],
     $22::int[], $23::bool[], $24::int[], $25::int[])
     AS u(attempt, purpose, model, prompt_version, schema_id, schema_version, request_mode,

@@ -181,14 +181,18 @@ func (s *Store) RunOutcomeInsert(ctx context.Context, db DBTX, p RunOutcomeParam
 		// The QA draw commits with the outcome, or neither does.
 		return inTx(ctx, db, func(tx DBTX) error { return s.RunOutcomeInsert(ctx, tx, p) })
 	}
-	args, err := outcomeArgs(p)
-	if err != nil {
+	var cols outcomeCols
+	if err := cols.add(p); err != nil {
 		return fmt.Errorf("store.RunOutcomeInsert(%d, %d): %w", p.MessageID, p.RunNo, err)
 	}
 	var finished int
-	err = inTx(ctx, db, func(tx DBTX) error {
-		if err := tx.QueryRow(ctx, outcomeWriteSQL, args...).Scan(&finished); err != nil || finished == 0 {
+	err := inTx(ctx, db, func(tx DBTX) error {
+		var fin []int64
+		if err := tx.QueryRow(ctx, outcomeWriteSQL, cols.args()...).Scan(&fin); err != nil {
 			return err
+		}
+		if finished = len(fin); finished == 0 {
+			return nil
 		}
 		// The results outbox's batch.done, if this was the batch's last
 		// outcome (outboxBatchCheck).

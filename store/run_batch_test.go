@@ -58,3 +58,44 @@ func TestRunWriteBatch(t *testing.T) {
 		t.Errorf("d is %s, a's lease is %q", status, owner)
 	}
 }
+
+// TestRunWriteBatchSameRunTwice: a run started twice in one batch (two
+// copies of its message) is leased to the first copy only, and a run
+// with two outcomes in one batch gets only the first.
+func TestRunWriteBatchSameRunTwice(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := storetest.NewStore(t)
+	batchID := batchFixture(ctx, t, st, st.Pool)
+	a := messageFixture(ctx, t, st, st.Pool, batchID)
+	b := messageFixture(ctx, t, st, st.Pool, batchID)
+	c := messageFixture(ctx, t, st, st.Pool, batchID)
+	lease := func(r store.Run, seq uint64) store.RunLeaseParams {
+		return store.RunLeaseParams{MessageID: r.MessageID, RunNo: r.RunNo, Owner: "me", StreamSeq: seq, TTL: time.Minute}
+	}
+	rs, errs := st.RunWriteBatch(ctx,
+		[]store.RunLeaseParams{lease(a, 1), lease(c, 5), lease(a, 2)},
+		[]store.RunOutcomeParams{failedOutcome(b), succeededOutcome(c), succeededOutcome(b)})
+	if rs[0].Err != nil || rs[0].Lease.State != store.LeaseTaken || rs[0].Run.Run.MessageID != a.MessageID {
+		t.Errorf("first start of a: %+v", rs[0])
+	}
+	if rs[1].Err != nil || rs[1].Lease.State != store.LeaseTaken || rs[1].Run.Run.MessageID != c.MessageID {
+		t.Errorf("start of c: %+v", rs[1])
+	}
+	if rs[2].Err != nil || rs[2].Lease.State != store.LeaseHeld || rs[2].Lease.HolderSeq != 1 {
+		t.Errorf("second start of a: %+v", rs[2])
+	}
+	if errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], store.ErrOutcomeExists) {
+		t.Errorf("outcome errors %v", errs)
+	}
+	var status string
+	var calls, items, exts int
+	if err := st.Pool.QueryRow(ctx, `SELECT (SELECT status FROM runs WHERE message_id = $1 AND run_no = $2),
+		(SELECT count(*) FROM llm_calls WHERE message_id = $1), (SELECT count(*) FROM triage_items WHERE message_id = $1),
+		(SELECT count(*) FROM extractions WHERE message_id = $1)`, b.MessageID, b.RunNo).Scan(&status, &calls, &items, &exts); err != nil {
+		t.Fatal(err)
+	}
+	if status != store.RunFailed || calls != 2 || items != 1 || exts != 0 {
+		t.Errorf("b: status %s, %d calls, %d triage items, %d extractions; want failed, 2, 1, 0", status, calls, items, exts)
+	}
+}

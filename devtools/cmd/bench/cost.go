@@ -133,7 +133,7 @@ func startServices(ctx context.Context, bin, dir, pgBin string, statements bool)
 		return nil, err
 	}
 	if statements {
-		s.pg.Settings = []string{"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all"}
+		s.pg.Settings = []string{"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all", "pg_stat_statements.track_planning=on"}
 	}
 	if err := s.pg.Start(ctx); err != nil {
 		return nil, fmt.Errorf("private Postgres: %w\n%s", err, devstack.Tail(s.pg.LogPath(), 20))
@@ -454,6 +454,26 @@ func writeStatements(ctx context.Context, c *pgxpool.Conn, path string) error {
 			return err
 		}
 		fmt.Fprintf(&b, "%8d %8d %10.1f %9.1f %11d  %s\n", calls, nrows, exec, plan, wal, q)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	// Rows written per table since the schema was made (the load
+	// included), and how many updates were HOT (no index entry written).
+	rows, err = c.Query(ctx, `SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
+		WHERE schemaname = current_schema() AND n_tup_ins + n_tup_upd > 0 ORDER BY relname`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	fmt.Fprintf(&b, "\n%-24s %9s %9s %9s\n", "table", "inserted", "updated", "HOT")
+	for rows.Next() {
+		var name string
+		var ins, upd, hot int64
+		if err := rows.Scan(&name, &ins, &upd, &hot); err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "%-24s %9d %9d %9d\n", name, ins, upd, hot)
 	}
 	if err := rows.Err(); err != nil {
 		return err

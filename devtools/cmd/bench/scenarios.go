@@ -145,6 +145,12 @@ func scenarioB(ctx context.Context, env benchEnv, c int, n int) (result, error) 
 	if err != nil {
 		return result{}, err
 	}
+	statements := env.profile && env.svc != nil
+	if statements {
+		if _, err := s.st.Pool.Exec(ctx, `SELECT public.pg_stat_statements_reset()`); err != nil {
+			return result{}, fmt.Errorf("pg_stat_statements: %w", err)
+		}
+	}
 	w, pprofAddr, err := s.startWorkerProfiled("worker-0")
 	if err != nil {
 		return result{}, err
@@ -159,6 +165,17 @@ func scenarioB(ctx context.Context, env benchEnv, c int, n int) (result, error) 
 	workerCPU := processCPU(w.Pid()) // start-up included
 	if err != nil {
 		return result{}, err
+	}
+	if statements {
+		c, err := s.st.Pool.Acquire(ctx)
+		if err != nil {
+			return result{}, err
+		}
+		err = writeStatements(ctx, c, filepath.Join(s.dir, "pg-statements.txt"))
+		c.Release()
+		if err != nil {
+			return result{}, err
+		}
 	}
 	buckets, err := s.perSecond(ctx, batch)
 	if err != nil {

@@ -219,10 +219,12 @@ func (s *stack) load(ctx context.Context, n int) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	start := time.Now()
 	sum, err := in.Run(ctx, pr)
 	if err != nil {
 		return "", err
 	}
+	fmt.Fprintf(os.Stderr, "bench: %s: loaded %d messages in %s\n", s.name, n, time.Since(start).Round(100*time.Millisecond))
 	if sum.Published != n {
 		return "", fmt.Errorf("scenario %s: published %d of %d (%+v)", s.name, sum.Published, n, sum.Errors)
 	}
@@ -307,23 +309,32 @@ func progressOn(ctx context.Context, q interface {
 	return p, err
 }
 
-// waitDone polls until every run of the batch has an outcome.
+// waitDone polls until every run of the batch has an outcome. The polls
+// ask only whether a run is still queued (runs_batch_id_idx; a count of
+// the queued ones took 9 ms a poll at 2,048 in flight); the
+// whole progress, a scan and two sorts of the batch's runs, is read once
+// at the end: polled every 200 ms it took Postgres CPU from the run being
+// measured (at 2,048 in flight, 16,192 runs a poll).
 func (s *stack) waitDone(ctx context.Context, batch string, timeout time.Duration) (progress, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		p, err := s.progress(ctx, batch)
-		if err != nil {
-			return p, err
+		var queued bool
+		if err := s.st.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM runs WHERE batch_id = $1 AND status = 'queued')`, batch).Scan(&queued); err != nil {
+			return progress{}, err
 		}
-		if p.Done == p.Total {
-			return p, nil
+		if !queued {
+			return s.progress(ctx, batch)
 		}
 		if time.Now().After(deadline) {
+			p, err := s.progress(ctx, batch)
+			if err != nil {
+				return p, err
+			}
 			return p, fmt.Errorf("scenario %s: %d of %d runs done after %v", s.name, p.Done, p.Total, timeout)
 		}
 		select {
 		case <-ctx.Done():
-			return p, ctx.Err()
+			return progress{}, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
