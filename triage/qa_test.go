@@ -37,6 +37,10 @@ func TestQAPages(t *testing.T) {
 	}
 	if r := ana.get("/reports"); r.status != http.StatusOK || !strings.Contains(r.body, `id="qa-none"`) {
 		t.Errorf("analyst's reports before any review: %d, want the QA section saying none is reviewed", r.status)
+	} else if strings.Contains(r.body, `href="/qa"`) || strings.Contains(r.body, `href="/?`) {
+		t.Errorf("analyst's reports link to the QA or triage queue, which answer 403 for the role")
+	} else if !strings.Contains(r.body, "QA queue") {
+		t.Errorf("analyst's reports do not name the QA queue")
 	}
 
 	c := b.client(t)
