@@ -179,6 +179,7 @@ func run(scenarios string, quick bool, outDir string, profile bool, baseline str
 		return full
 	}
 	took := map[string]float64{} // wall seconds of each scenario
+	var aRate float64 // scenario A's worker msg/s, once A ran
 	for _, sc := range strings.Split(scenarios, ",") {
 		fmt.Fprintf(os.Stderr, "bench: scenario %s (%s elapsed)\n", sc, time.Since(start).Round(time.Second))
 		scStart := time.Now()
@@ -186,7 +187,11 @@ func run(scenarios string, quick bool, outDir string, profile bool, baseline str
 		case "A":
 			// 10,000 messages a round: CPU time per message, start-up
 			// included (a few percent of it at this count).
-			err = add(scenarioA(ctx, env, n(10000, 2000), n(2, 1)))
+			var a result
+			if a, err = scenarioA(ctx, env, n(10000, 2000), n(2, 1)); err == nil {
+				aRate = a.Extra["worker_msg_per_s"]
+			}
+			err = add(a, err)
 		case "B":
 			levels := bLevels
 			if quick {
@@ -197,7 +202,13 @@ func run(scenarios string, quick bool, outDir string, profile bool, baseline str
 				// slot (4*c+4000): the steady state is reached, more runs
 				// than slots remain for half a minute and more (the stall
 				// check), and the run stays short.
-				if err = add(scenarioB(ctx, env, c, n(max(4000, min(12*c, 4*c+4000)), 600))); err != nil {
+				r, berr := scenarioB(ctx, env, c, n(max(4000, min(12*c, 4*c+4000)), 600))
+				if berr == nil && c >= 2048 && aRate > 0 {
+					// Issue 18: 2,048's throughput against scenario A's
+					// capacity (the worker at an instant model) too.
+					r.Extra["ratio_to_a_capacity"] = r.Measured / aRate
+				}
+				if err = add(r, berr); err != nil {
 					break
 				}
 			}

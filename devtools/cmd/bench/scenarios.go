@@ -212,8 +212,10 @@ func scenarioB(ctx context.Context, env benchEnv, c int, n int) (result, error) 
 		// on their calls, and with a p99 of 5 s (repairs: two calls) a
 		// second without an outcome among the last few dozen is the
 		// latency's tail, not a stall; longest_gap_s counts those too.
-		r.Goal = ">= 0.90, worker RSS < 200 MB, no stall"
-		r.Pass = r.Pass && peak < 200 && fullGap == 0
+		// Throughput at 2,048 is reported, not judged (issue 18's goal):
+		// on 2 cores the machine, not the worker's slots, bounds it.
+		r.Goal = "worker RSS < 200 MB, no stall; msg/s reported"
+		r.Pass = peak < 200 && fullGap == 0
 	}
 	return r, nil
 }
