@@ -25,9 +25,10 @@ const bulkChunk = 10000
 // (relay.Relay.PublishMany), as it does a re-run's; the next chunk is
 // recorded while one is published. Ingest's line-by-line checks and round
 // trips would take many minutes for scenario D's 1,000,000 messages; the
-// runs on the stream and in Postgres are the same. It drops the schema's
-// triage search index first. It returns the batch id.
-func (s *stack) bulkLoad(ctx context.Context, n int) (string, error) {
+// runs on the stream and in Postgres are the same. With dropSearchIndex
+// it drops the schema's triage search index first. It returns the batch
+// id.
+func (s *stack) bulkLoad(ctx context.Context, n int, dropSearchIndex bool) (string, error) {
 	batch := "bench-bulk-" + s.name
 	if err := s.st.BatchInsert(ctx, s.st.Pool, store.BatchInsertParams{ID: batch, SchemaID: "customer_message", SourceName: "bench-" + s.name}); err != nil {
 		return "", err
@@ -40,8 +41,10 @@ func (s *stack) bulkLoad(ctx context.Context, n int) (string, error) {
 	// text's words) is most of a message insert's cost: a million texts
 	// took minutes to index on the loaded 2-core machine. The worker never
 	// reads it, so the scenario's private schema does without it.
-	if _, err := s.st.Pool.Exec(ctx, "DROP INDEX messages_body_search_idx"); err != nil {
-		return "", fmt.Errorf("scenario %s: dropping the search index: %w", s.name, err)
+	if dropSearchIndex {
+		if _, err := s.st.Pool.Exec(ctx, "DROP INDEX messages_body_search_idx"); err != nil {
+			return "", fmt.Errorf("scenario %s: dropping the search index: %w", s.name, err)
+		}
 	}
 	hashes := make([][]byte, len(s.env.messages))
 	for i, m := range s.env.messages {

@@ -389,7 +389,7 @@ func scenarioD(ctx context.Context, env benchEnv, n int, watch time.Duration) (r
 		return result{}, err
 	}
 	loadStart := time.Now()
-	if _, err := s.bulkLoad(ctx, n); err != nil {
+	if _, err := s.bulkLoad(ctx, n, true); err != nil {
 		return result{}, err
 	}
 	loadS := time.Since(loadStart).Seconds()

@@ -1,16 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -21,7 +18,6 @@ import (
 
 	"github.com/extractq/extractq/config"
 	"github.com/extractq/extractq/devtools/internal/devstack"
-	"github.com/extractq/extractq/ingest"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/store"
 )
@@ -201,34 +197,20 @@ func (s *stack) close() {
 	}
 }
 
-// load ingests n messages (the real sample, repeated with new ids) and
-// returns the batch id.
+// load records and publishes n messages (the real sample, repeated with
+// new ids) by the bulk path (bulkLoad), keeping the schema's search
+// index, and returns the batch id. Every scenario loads before its
+// workers start, so how the backlog got there does not count in its
+// figures; ingest's line-by-line path took a fifth of the full bench's
+// time (docs/benchmarks.md, "Where the full run's time goes").
 func (s *stack) load(ctx context.Context, n int) (string, error) {
-	pr, pw := io.Pipe()
-	go func() {
-		w := bufio.NewWriter(pw)
-		for i := range n {
-			m := s.env.messages[i%len(s.env.messages)]
-			fmt.Fprintf(w, "{\"id\":%q,\"text\":%s}\n", m.ID+"~"+strconv.Itoa(i/len(s.env.messages)), strconv.Quote(m.Text))
-		}
-		w.Flush()
-		pw.Close()
-	}()
-	in, err := ingest.New(ingest.Config{Store: s.st, Publisher: queue.NewPublisher(s.js, s.nats), SchemaID: "customer_message",
-		MaxTextBytes: 1 << 20, SourceName: "bench-" + s.name, Parallel: 16})
-	if err != nil {
-		return "", err
-	}
 	start := time.Now()
-	sum, err := in.Run(ctx, pr)
+	batch, err := s.bulkLoad(ctx, n, false)
 	if err != nil {
 		return "", err
 	}
 	fmt.Fprintf(os.Stderr, "bench: %s: loaded %d messages in %s\n", s.name, n, time.Since(start).Round(100*time.Millisecond))
-	if sum.Published != n {
-		return "", fmt.Errorf("scenario %s: published %d of %d (%+v)", s.name, sum.Published, n, sum.Errors)
-	}
-	return sum.BatchID, nil
+	return batch, nil
 }
 
 // start starts bin with args as the scenario's process name, on the
