@@ -179,7 +179,7 @@ func run(scenarios string, quick bool, outDir string, profile bool, baseline str
 		return full
 	}
 	took := map[string]float64{} // wall seconds of each scenario
-	var aRate float64 // scenario A's worker msg/s, once A ran
+	var aRate float64            // scenario A's worker msg/s, once A ran
 	for _, sc := range strings.Split(scenarios, ",") {
 		fmt.Fprintf(os.Stderr, "bench: scenario %s (%s elapsed)\n", sc, time.Since(start).Round(time.Second))
 		scStart := time.Now()
