@@ -26,7 +26,7 @@ demo: ## run the bundled real sample end to end (services stay up; `make stop` e
 # Not -p 4: four test binaries at once, beside other work, took the
 # shared Postgres past its 100 connections (docs/testing.md).
 TESTFLAGS = -race -count=1 -ldflags=-w
-TESTPKGS = ./worker ./cmd/ingest ./devtools/llmsim ./triage ./ingest ./devtools/conformance ./queue ./eval ./...
+TESTPKGS = ./worker ./devtools/llmsim ./triage ./ingest ./devtools/conformance ./queue ./eval ./...
 test: lint ## run the lint checks, then every test (race detector on) against the real Postgres and NATS
 	WITH_CHROMIUM=1 WITH_PGBOUNCER=1 scripts/setup.sh
 	$(GO) test $(TESTFLAGS) $(TESTPKGS)
