@@ -52,7 +52,7 @@ test/time: ## run every test as make test does (after setup) and print wall and 
 test/short: ## run the tests without the race detector
 	$(GO) test -count=1 ./...
 
-bench: setup ## run the throughput and resilience scenarios A-F (about 10 min); figures in bench-results/
+bench: setup ## run the throughput, cost and resilience scenarios A-F and R (about 11 min on a quiet machine); figures in bench-results/
 	$(GO) run ./devtools/cmd/bench -out bench-results
 
 bench/smoke: setup ## a short run of every bench scenario (about 3 min)
