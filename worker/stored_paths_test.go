@@ -14,7 +14,7 @@ import (
 // customer's words (a new key, one nested, a number in an array's place,
 // a case twin, a duplicate, a key with a NUL or a lone surrogate) through
 // the worker twice (first reply and repair), and checks that no stored
-// error (failure_events, triage items) holds any of them in its path or
+// error (failure_events, triage items, the results outbox) holds any of them in its path or
 // message, with either repair: a new reply, or a patch whose op and path
 // are those words.
 func TestStoredPathsHoldNoInventedKeys(t *testing.T) {
@@ -77,7 +77,10 @@ func checkStoredPaths(t *testing.T, repair string, replies []string) {
 		SELECT 'failure_events', f.path || ' ' || f.message FROM failure_events f JOIN runs r USING (message_id, run_no) WHERE r.batch_id = $1
 		UNION ALL
 		SELECT 'triage_items', (e->>'path') || ' ' || (e->>'message') FROM triage_items i JOIN runs r USING (message_id, run_no), jsonb_array_elements(i.errors) e
-		WHERE r.batch_id = $1`, sum.BatchID)
+		WHERE r.batch_id = $1
+		UNION ALL
+		SELECT 'results_outbox', (e->>'path') || ' ' || (e->>'message') FROM results_outbox o, jsonb_array_elements(o.detail->'errors') e
+		WHERE o.batch_id = $1`, sum.BatchID)
 	if err != nil {
 		t.Fatal(err)
 	}
