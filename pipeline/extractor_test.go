@@ -319,6 +319,33 @@ func TestApplyRepairPatch(t *testing.T) {
 	}
 }
 
+// TestApplyRepairPatchMessageHoldsNoReplyText checks that a refused
+// patch's message names no path or op the model wrote: the message is
+// stored in failure_events and the triage item's errors, which the analyst
+// role reads and erasure keeps, and a model-written key may be the
+// customer's words (pipeline.Schema.FieldPath folds such keys out of the
+// path, not out of the message).
+func TestApplyRepairPatchMessageHoldsNoReplyText(t *testing.T) {
+	t.Parallel()
+	doc := decode(t, `{"a":1,"d":"x"}`)
+	flagged := extracttype.ErrorList{{Kind: extracttype.KindRule, Path: "/d"}}
+	for name, patch := range map[string]string{
+		"PathNotFlagged": `[{"op":"replace","path":"/Chloe Zhang 4111111111111111","value":1}]`,
+		"UnknownOp":      `[{"op":"Chloe Zhang 4111111111111111","path":"/d","value":1}]`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, errs := ApplyRepairPatch(doc, []byte(patch), flagged)
+			if len(errs) != 1 || errs[0].Kind != extracttype.KindPatchInvalid {
+				t.Fatalf("errs %v, want one %s", errs, extracttype.KindPatchInvalid)
+			}
+			if m := errs[0].Message; strings.Contains(m, "Chloe") || strings.Contains(m, "4111") {
+				t.Fatalf("message %q holds the reply's text", m)
+			}
+		})
+	}
+}
+
 func FuzzApplyRepairPatch(f *testing.F) {
 	for _, s := range []string{`[{"op":"replace","path":"/d","value":null}]`, `[]`, `[{"op":"add","path":"/b/c/0","value":{"x":[1]}}]`, `[{"op":"remove","path":"/b"}]`} {
 		f.Add(s)

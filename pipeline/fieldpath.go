@@ -1,6 +1,9 @@
 package pipeline
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // UnknownKey stands in a field path for an object key the schema does
 // not name (FieldPath). It is not a key any schema here declares.
@@ -10,7 +13,9 @@ const UnknownKey = "(unknown)"
 // extracttype.Error) with every key the schema does not name replaced by
 // UnknownKey, and the path cut after it: "/contact/Chloe Zhang" becomes
 // "/contact/(unknown)" when contact's properties do not include that key.
-// Array indices under a schema's items are kept (PathPattern folds them).
+// Array indices under a schema's items are kept (PathPattern folds them);
+// a token of digits that cannot be one (a leading zero, at or above the
+// array's maxItems or MaxReplyBytes/2) is a key.
 //
 // A key the model invents, or a key of an object whose properties are
 // free (additionalProperties or patternProperties schemas), may hold the
@@ -37,12 +42,29 @@ func (s *Schema) FieldPath(path string) string {
 	return b.String()
 }
 
+// arrayIndex returns tok as an array index: decimal without leading
+// zeros (RFC 6901, section 4) and below MaxReplyBytes/2, the most elements
+// a reply's array can hold. Any other token of digits is an object key:
+// the NUL and surrogate checks walk the reply, so an object the model gave
+// where the schema has an array puts its keys (a card or order number) in
+// the path.
+func arrayIndex(tok string) (int, bool) {
+	if tok == "" || len(tok) > 7 || strings.Trim(tok, "0123456789") != "" || (len(tok) > 1 && tok[0] == '0') {
+		return 0, false
+	}
+	n, err := strconv.Atoi(tok)
+	if err != nil || n >= MaxReplyBytes/2 {
+		return 0, false
+	}
+	return n, true
+}
+
 // step returns the subschemas (expanded) that key tok leads to from any of
 // nodes: a property of that name, or, for an array index, the items; nil
 // when none names it.
 func (s *Schema) step(nodes []any, tok string) []any {
 	var next []any
-	index := tok != "" && strings.Trim(tok, "0123456789") == ""
+	idx, index := arrayIndex(tok)
 	for _, n := range nodes {
 		m, _ := n.(map[string]any)
 		if props, ok := m["properties"].(map[string]any); ok {
@@ -52,7 +74,9 @@ func (s *Schema) step(nodes []any, tok string) []any {
 		}
 		if index {
 			if it, ok := m["items"].(map[string]any); ok {
-				next = append(next, it)
+				if max, ok := m["maxItems"].(float64); !ok || float64(idx) < max {
+					next = append(next, it)
+				}
 			}
 		}
 	}

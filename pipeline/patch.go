@@ -52,7 +52,9 @@ func (o *patchOp) UnmarshalJSON(b []byte) error {
 // remove and replace are allowed; every path must be a JSON Pointer at or
 // below one of the flagged paths (a missing property's path is its own),
 // never the whole document. Negative array indices are off and copies are
-// bounded. Every failure is one KindPatchInvalid error.
+// bounded. Every failure is one KindPatchInvalid error, whose message
+// names no op or path of the patch: failure_events and triage items store
+// it, and a key the model wrote may be the customer's words.
 func ApplyRepairPatch(doc any, patch []byte, flagged extracttype.ErrorList) (any, extracttype.ErrorList) {
 	bad := func(format string, a ...any) (any, extracttype.ErrorList) {
 		return nil, extracttype.ErrorList{{Kind: extracttype.KindPatchInvalid, Keyword: "patch", Message: fmt.Sprintf(format, a...)}}
@@ -78,7 +80,7 @@ func ApplyRepairPatch(doc any, patch []byte, flagged extracttype.ErrorList) (any
 		switch op.Op {
 		case "add", "remove", "replace":
 		default:
-			return bad("operation %d: op %q is not add, remove or replace", i, op.Op)
+			return bad("operation %d: op is not add, remove or replace", i)
 		}
 		if op.Path == nil {
 			return bad("operation %d: no path", i)
@@ -94,7 +96,7 @@ func ApplyRepairPatch(doc any, patch []byte, flagged extracttype.ErrorList) (any
 			return bad("operation %d: %s without value", i, op.Op)
 		}
 		if !underFlagged(p, flagged) {
-			return bad("operation %d: path %s is not at or below a flagged error", i, p)
+			return bad("operation %d: path is not at or below a flagged error", i)
 		}
 	}
 	docJSON, err := json.Marshal(doc)

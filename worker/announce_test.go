@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/extractq/extractq/config"
+	"github.com/extractq/extractq/pipeline"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/store"
 )
@@ -122,5 +124,35 @@ func TestAnnounceDeliveryFailed(t *testing.T) {
 	}
 	if m, err := sub.NextMsg(300 * time.Millisecond); err == nil {
 		t.Errorf("announced twice: %s", m.Data)
+	}
+}
+
+// A key the model invents may be the customer's words: the announcement
+// carries the error list as the triage item stores it, with such a key
+// folded to pipeline.UnknownKey, never the key itself.
+func TestAnnounceFoldsUnknownKeys(t *testing.T) {
+	t.Parallel()
+	reply := completion(t, record(t, map[string]any{"intent": "status_delivery_time", "flow": "order_issue", "SECRET Chloe Zhang": "x"}))
+	llm := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, reply)
+	})
+	b := setup(t, setupOpts{handler: llm})
+	sub := subscribeTriage(t, b)
+	sum := b.ingestReader(t, strings.NewReader(`{"id":"k1","text":"where is my order 4821300017"}`+"\n"))
+	if bs := b.wait(t, sum.BatchID); bs.Failed != 1 {
+		t.Fatalf("batch %+v, want the run failed", bs)
+	}
+	items, err := b.st.TriageItemList(context.Background(), b.st.Pool, store.TriageItemListParams{BatchID: sum.BatchID, Limit: 1})
+	if err != nil || len(items) != 1 {
+		t.Fatalf("items %v, %v", items, err)
+	}
+	_, ev := nextEvent(t, sub) // fails on SECRET
+	var unknown bool
+	for _, e := range ev.Errors {
+		unknown = unknown || e.Path == "/"+pipeline.UnknownKey
+	}
+	if !unknown || len(ev.Errors) != len(items[0].Errors) || ev.Errors[0] != items[0].Errors[0] {
+		t.Errorf("announced errors %v, item's %v, want the item's with %s", ev.Errors, items[0].Errors, pipeline.UnknownKey)
 	}
 }

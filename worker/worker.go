@@ -419,7 +419,7 @@ func (w *Worker) commit(ctx context.Context, log *zap.Logger, d *queue.Delivery,
 		// with it; booking them again would count them twice.
 		log.Info("run outcome found committed after a try whose reply was lost; taking it as this delivery's")
 		w.cfg.Metrics.observe(res)
-		w.announceNew(ctx, rw, res)
+		w.announceNew(ctx, rw, entry.Schema, res)
 		return queue.Ack()
 	case errors.Is(err, store.ErrOutcomeExists):
 		log.Info("run outcome was committed by another delivery; acking")
@@ -439,7 +439,7 @@ func (w *Worker) commit(ctx context.Context, log *zap.Logger, d *queue.Delivery,
 	w.cfg.Metrics.observe(res)
 	log.Info("run done", zap.String("outcome", res.Outcome), zap.Int("llm_calls", len(res.Calls)),
 		zap.String("reason", string(res.Reason())), zap.Int("errors", len(res.Errors)))
-	w.announceNew(ctx, rw, res)
+	w.announceNew(ctx, rw, entry.Schema, res)
 	return queue.Ack()
 }
 
@@ -505,15 +505,18 @@ func (w *Worker) bookSuperseded(ctx context.Context, log *zap.Logger, rw store.R
 }
 
 // announceNew announces the triage item that the committed outcome res of
-// a failed or held run made. It comes after the commit and never changes
-// the run's fate: a lookup or publish that fails is logged and counted.
-func (w *Worker) announceNew(ctx context.Context, rw store.RunWithMessage, res *pipeline.Result) {
+// a failed or held run made, with the error list the item stores. It
+// comes after the commit and never changes the run's fate: a lookup or
+// publish that fails is logged and counted.
+func (w *Worker) announceNew(ctx context.Context, rw store.RunWithMessage, schema *pipeline.Schema, res *pipeline.Result) {
 	if w.cfg.Announcer == nil || (res.Outcome != pipeline.OutcomeFailed && res.Outcome != pipeline.OutcomeHeld) {
 		return
 	}
-	reason, errs := string(res.Reason()), res.Errors
+	// The error list as the item stores it (analyticsErrors): a key the
+	// model invented may be the customer's words.
+	reason, errs := string(res.Reason()), analyticsErrors(schema, res.Errors)
 	if res.Outcome == pipeline.OutcomeHeld {
-		reason, errs = store.TriageReasonHeld, res.Held
+		reason, errs = store.TriageReasonHeld, analyticsErrors(schema, res.Held)
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.DBTimeout)
 	ref, err := w.cfg.Store.TriageItemOfRun(cctx, w.cfg.Store.Pool, rw.Run.MessageID, rw.Run.RunNo)
@@ -584,7 +587,7 @@ func (w *Worker) DeliveryFailed(ctx context.Context, env queue.Envelope, deliver
 	}
 	if err == nil {
 		w.log.Warn("run sent to triage after its delivery limit", zap.Int64("message_id", env.MessageID), zap.Int("run_no", env.RunNo))
-		w.announceNew(ctx, rw, res)
+		w.announceNew(ctx, rw, entry.Schema, res)
 	}
 	return err
 }
