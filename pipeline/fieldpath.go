@@ -19,10 +19,10 @@ const UnknownKey = "(unknown)"
 //
 // A key the model invents, or a key of an object whose properties are
 // free (additionalProperties or patternProperties schemas), may hold the
-// customer's words, so failure analytics (failure_events, read by the
-// analyst role and kept by erasure) store the field path, never the raw
-// one; the repair prompt and the triage item, which must name the key,
-// keep Path. Local references ("#/..."), allOf, anyOf and oneOf are
+// customer's words, so what outlives an erasure stores the field path,
+// never the raw one: failure analytics (failure_events, read by the
+// analyst role), the triage item's error list and its announcement. The
+// repair prompt, which must name the key, keeps Path. Local references ("#/..."), allOf, anyOf and oneOf are
 // followed to find a key's name.
 func (s *Schema) FieldPath(path string) string {
 	if path == "" || !strings.HasPrefix(path, "/") {

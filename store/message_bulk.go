@@ -44,9 +44,10 @@ RETURNING ` + runColumnsBare
 // yet published) in one statement and returns the runs recorded, in no
 // particular order; a key already stored is skipped, whatever its text.
 //
-// It is the bulk path for a large backlog (the bench's scenario D waits
-// with 1,000,000 messages, which ingest's line-by-line checks and
-// round trips would take minutes to load): it does not check keys, clean
+// It is the bulk path for a backlog made by development tools (the
+// bench loads every scenario's with it; scenario D waits with 1,000,000
+// messages, which ingest's line-by-line checks and round trips would take
+// many minutes to load): it does not check keys, clean
 // text or compare content hashes as MessageIngest does, so its input must
 // be clean already. Publish the runs it returns through the relay
 // (relay.Relay.PublishMany), as every run is. A few thousand messages a

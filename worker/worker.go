@@ -512,11 +512,11 @@ func (w *Worker) announceNew(ctx context.Context, rw store.RunWithMessage, schem
 	if w.cfg.Announcer == nil || (res.Outcome != pipeline.OutcomeFailed && res.Outcome != pipeline.OutcomeHeld) {
 		return
 	}
-	// The error list as the item stores it (analyticsErrors): a key the
+	// The error list as the item stores it (storedErrors): a key the
 	// model invented may be the customer's words.
-	reason, errs := string(res.Reason()), analyticsErrors(schema, res.Errors)
+	reason, errs := string(res.Reason()), storedErrors(schema, res.Errors)
 	if res.Outcome == pipeline.OutcomeHeld {
-		reason, errs = store.TriageReasonHeld, analyticsErrors(schema, res.Held)
+		reason, errs = store.TriageReasonHeld, storedErrors(schema, res.Held)
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.DBTimeout)
 	ref, err := w.cfg.Store.TriageItemOfRun(cctx, w.cfg.Store.Pool, rw.Run.MessageID, rw.Run.RunNo)
@@ -603,7 +603,7 @@ func OutcomeParams(messageID int64, runNo int, schema *pipeline.Schema, model st
 	p.Calls = ledgerCalls(schema, res.Calls)
 	for i, c := range res.Calls {
 		for _, e := range c.Errors {
-			p.Failures = append(p.Failures, store.FailureEvent{CallIndex: i, Err: analyticsError(schema, e)})
+			p.Failures = append(p.Failures, store.FailureEvent{CallIndex: i, Err: storedError(schema, e)})
 		}
 	}
 	switch res.Outcome {
@@ -632,13 +632,13 @@ func OutcomeParams(messageID int64, runNo int, schema *pipeline.Schema, model st
 		if res.Evidence == nil {
 			ev = []byte("[]")
 		}
-		p.Triage = &store.TriageParams{Reason: store.TriageReasonHeld, Errors: analyticsErrors(schema, res.Held), LastReply: res.LastReply,
+		p.Triage = &store.TriageParams{Reason: store.TriageReasonHeld, Errors: storedErrors(schema, res.Held), LastReply: res.LastReply,
 			Held: &store.HeldParams{Data: res.Data, Evidence: ev, ValidAs: res.ValidAs}}
 	case pipeline.OutcomeFailed:
 		if len(res.Errors) == 0 {
 			return p, errors.New("failed outcome without errors")
 		}
-		p.Triage = &store.TriageParams{Reason: string(res.Reason()), Errors: analyticsErrors(schema, res.Errors), LastReply: res.LastReply}
+		p.Triage = &store.TriageParams{Reason: string(res.Reason()), Errors: storedErrors(schema, res.Errors), LastReply: res.LastReply}
 		// Final errors no call produced.
 		var last extracttype.ErrorList
 		if n := len(res.Calls); n > 0 {
@@ -646,7 +646,7 @@ func OutcomeParams(messageID int64, runNo int, schema *pipeline.Schema, model st
 		}
 		for _, e := range res.Errors {
 			if !contains(last, e) {
-				p.Failures = append(p.Failures, store.FailureEvent{CallIndex: -1, Attempt: len(res.Calls) + 1, Model: model, Err: analyticsError(schema, e)})
+				p.Failures = append(p.Failures, store.FailureEvent{CallIndex: -1, Attempt: len(res.Calls) + 1, Model: model, Err: storedError(schema, e)})
 			}
 		}
 	default:
@@ -655,27 +655,27 @@ func OutcomeParams(messageID int64, runNo int, schema *pipeline.Schema, model st
 	return p, nil
 }
 
-// analyticsError is e as failure analytics and triage items store it:
-// its path with every key the schema does not name folded to
-// pipeline.UnknownKey, as such a key (one the model invented, or a
-// free-keyed object's) may hold the customer's words
-// (pipeline.Schema.FieldPath), and both rows outlive an erasure. The
+// storedError is e as failure analytics, triage items and their
+// announcements store it: its path with every key the schema does not
+// name folded to pipeline.UnknownKey, as such a key (one the model
+// invented, or a free-keyed object's) may hold the customer's words
+// (pipeline.Schema.FieldPath), and those rows outlive an erasure. The
 // reviewer still sees the key in the item's last reply, which erasure
 // blanks.
-func analyticsError(schema *pipeline.Schema, e extracttype.Error) extracttype.Error {
+func storedError(schema *pipeline.Schema, e extracttype.Error) extracttype.Error {
 	e.Path = schema.FieldPath(e.Path)
 	return e
 }
 
-// analyticsErrors is l with each error as analyticsError makes it; nil
+// storedErrors is l with each error as storedError makes it; nil
 // stays nil.
-func analyticsErrors(schema *pipeline.Schema, l extracttype.ErrorList) extracttype.ErrorList {
+func storedErrors(schema *pipeline.Schema, l extracttype.ErrorList) extracttype.ErrorList {
 	if l == nil {
 		return nil
 	}
 	out := make(extracttype.ErrorList, len(l))
 	for i, e := range l {
-		out[i] = analyticsError(schema, e)
+		out[i] = storedError(schema, e)
 	}
 	return out
 }
