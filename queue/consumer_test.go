@@ -202,7 +202,11 @@ func TestRun(t *testing.T) {
 			return queue.Ack()
 		}, queue.ConsumerOptions{Concurrency: 1, PanicDelay: 100 * time.Millisecond})
 
-		testsignal.Eventually(t, 5*time.Second, "redelivery after panic", func() bool { return rec.len() >= 2 })
+		// The redelivery comes to the consumption's open pull. In one CI
+		// run that pull went unanswered (nats: no heartbeat received after
+		// the 5 s FetchWait), so the message could come only to the pull
+		// made after it: the wait covers two pulls and the retry between.
+		testsignal.Eventually(t, 20*time.Second, "redelivery after panic", func() bool { return rec.len() >= 2 })
 		testsignal.Eventually(t, 5*time.Second, "stream empty", func() bool { return b.streamMsgs(t) == 0 })
 		got, _ := rec.all()
 		if got[1].NumDelivered != 2 {
