@@ -33,6 +33,7 @@ const clockTicks = 100
 type procStat struct {
 	ppid       int
 	self, kids time.Duration
+	sys        time.Duration // the system-time part of self
 }
 
 func readProcStat(pid int) (procStat, error) {
@@ -52,14 +53,50 @@ func readProcStat(pid int) (procStat, error) {
 		return time.Duration(v) * time.Second / clockTicks
 	}
 	ppid, _ := strconv.Atoi(f[1])
-	return procStat{ppid: ppid, self: n(11) + n(12), kids: n(13) + n(14)}, nil
+	return procStat{ppid: ppid, self: n(11) + n(12), kids: n(13) + n(14), sys: n(12)}, nil
+}
+
+// procUsage is what a process used: CPU time (user + system), the
+// system part, and its read- and write-family system calls (syscr and
+// syscw of /proc/<pid>/io: read, readv, pread and write, writev, pwrite,
+// sockets included; proc(5)). The calls are counts, not timings: the
+// same in a run on a loaded machine as on a quiet one.
+type procUsage struct {
+	cpu, sys      time.Duration
+	reads, writes int64
+}
+
+func (u procUsage) add(v procUsage) procUsage {
+	return procUsage{cpu: u.cpu + v.cpu, sys: u.sys + v.sys, reads: u.reads + v.reads, writes: u.writes + v.writes}
+}
+
+// processUsage is what process pid has used so far; the calls are 0
+// when /proc/<pid>/io cannot be read.
+func processUsage(pid int) procUsage {
+	st, _ := readProcStat(pid)
+	u := procUsage{cpu: st.self, sys: st.sys}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
+	if err != nil {
+		return u
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ": ")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		switch k {
+		case "syscr":
+			u.reads = n
+		case "syscw":
+			u.writes = n
+		}
+	}
+	return u
 }
 
 // processCPU is the CPU time process pid has used so far.
-func processCPU(pid int) time.Duration {
-	st, _ := readProcStat(pid)
-	return st.self
-}
+func processCPU(pid int) time.Duration { return processUsage(pid).cpu }
 
 // treeCPU is the CPU time of process pid, of the children it reaped, and
 // of its live descendants: a Postgres server's postmaster, its backends

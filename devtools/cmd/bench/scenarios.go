@@ -40,12 +40,11 @@ func ratio(a, b float64) float64 {
 }
 
 // drain loads n messages, starts workers, and waits until all are done.
-// cpu is the CPU time (user + system) the workers used, their start-up
-// included.
-func drain(ctx context.Context, s *stack, n, workers int, bare bool, timeout time.Duration) (_ progress, cpu time.Duration, _ error) {
+// use is what the workers used, their start-up included.
+func drain(ctx context.Context, s *stack, n, workers int, bare bool, timeout time.Duration) (_ progress, use procUsage, _ error) {
 	batch, err := s.load(ctx, n)
 	if err != nil {
-		return progress{}, 0, err
+		return progress{}, procUsage{}, err
 	}
 	var procs []*devstack.Proc
 	for i := range workers {
@@ -57,15 +56,15 @@ func drain(ctx context.Context, s *stack, n, workers int, bare bool, timeout tim
 			p, err = s.startWorker(fmt.Sprintf("worker-%d", i))
 		}
 		if err != nil {
-			return progress{}, 0, err
+			return progress{}, procUsage{}, err
 		}
 		procs = append(procs, p)
 	}
 	p, err := s.waitDone(ctx, batch, timeout)
 	for _, w := range procs {
-		cpu += processCPU(w.Pid())
+		use = use.add(processUsage(w.Pid()))
 	}
-	return p, cpu, err
+	return p, use, err
 }
 
 // scenarioA compares the worker's CPU time per message with an instant
@@ -84,15 +83,15 @@ func scenarioA(ctx context.Context, env benchEnv, n, rounds int) (result, error)
 	const cfg = "worker:\n  concurrency: 64\nllm:\n  max_completion_tokens: 512\n" +
 		"simulator:\n  invalid_json_rate: 0\n  fenced_rate: 0\n  prose_rate: 0\n  wrong_type_rate: 0\n" +
 		"  missing_required_rate: 0\n  ungrounded_rate: 0\n  truncated_rate: 0\n"
-	run := func(name string, bare bool) (progress, time.Duration, error) {
+	run := func(name string, bare bool) (progress, procUsage, error) {
 		s, err := newStack(ctx, env, name, cfg)
 		if err != nil {
-			return progress{}, 0, err
+			return progress{}, procUsage{}, err
 		}
 		defer s.close()
 		if !bare {
 			if err := s.startSim(ctx); err != nil {
-				return progress{}, 0, err
+				return progress{}, procUsage{}, err
 			}
 		}
 		return drain(ctx, s, n, 1, bare, 5*time.Minute)
@@ -100,15 +99,18 @@ func scenarioA(ctx context.Context, env benchEnv, n, rounds int) (result, error)
 	r := result{Scenario: "A", Name: "overhead: worker CPU per message vs bare loop's (instant simulator)", Unit: "µs/msg", Goal: "<= 1.50",
 		Extra: map[string]float64{"messages": float64(n), "rounds": float64(rounds)}}
 	var realRate, bareRate float64
+	var realUse, bareUse procUsage
 	for i := range rounds {
-		real, realCPU, err := run(fmt.Sprintf("a-real-%d", i+1), false)
+		real, realU, err := run(fmt.Sprintf("a-real-%d", i+1), false)
 		if err != nil {
 			return result{}, err
 		}
-		bare, bareCPU, err := run(fmt.Sprintf("a-bare-%d", i+1), true)
+		bare, bareU, err := run(fmt.Sprintf("a-bare-%d", i+1), true)
 		if err != nil {
 			return result{}, err
 		}
+		realUse, bareUse = realUse.add(realU), bareUse.add(bareU)
+		realCPU, bareCPU := realU.cpu, bareU.cpu
 		per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n) }
 		r.Measured += per(realCPU) / float64(rounds)
 		r.Limit += per(bareCPU) / float64(rounds)
@@ -118,6 +120,15 @@ func scenarioA(ctx context.Context, env benchEnv, n, rounds int) (result, error)
 		r.Extra[fmt.Sprintf("rate_ratio_round_%d", i+1)] = ratio(real.throughput(), bare.throughput())
 	}
 	r.Extra["worker_msg_per_s"], r.Extra["bare_msg_per_s"] = realRate, bareRate
+	// System time and system calls per message: what the HTTP call adds
+	// is mostly the kernel's, and the calls are counts, steady however
+	// loaded the machine.
+	all := float64(n * rounds)
+	for name, u := range map[string]procUsage{"worker": realUse, "bare": bareUse} {
+		r.Extra[name+"_sys_us_per_msg"] = float64(u.sys.Microseconds()) / all
+		r.Extra[name+"_reads_per_msg"] = float64(u.reads) / all
+		r.Extra[name+"_writes_per_msg"] = float64(u.writes) / all
+	}
 	r.Ratio = ratio(r.Measured, r.Limit)
 	r.Pass = r.Ratio <= 1.5
 	return r, nil
