@@ -77,14 +77,14 @@ func TestConnectionBudget(t *testing.T) {
 			sim: config.Simulator{Seed: int64(20 + i), InvalidJSONRate: 0.1, MissingRequiredRate: 0.1, RepairFixRate: 0.6}}))
 	}
 
-	// The sample's first 400 messages.
+	// The sample's first 200 messages.
 	all, err := os.ReadFile("../testdata/abcd/messages.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.SplitAfterN(string(all), "\n", 401)
-	sum := bundles[0].ingestReader(t, strings.NewReader(strings.Join(lines[:400], "")))
-	if sum.Published != 400 || sum.Rejected != 0 {
+	lines := strings.SplitAfterN(string(all), "\n", 201)
+	sum := bundles[0].ingestReader(t, strings.NewReader(strings.Join(lines[:200], "")))
+	if sum.Published != 200 || sum.Rejected != 0 {
 		t.Fatalf("ingest %+v", sum)
 	}
 	bs := bundles[0].wait(t, sum.BatchID)
