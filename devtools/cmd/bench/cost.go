@@ -96,7 +96,10 @@ func processUsage(pid int) procUsage {
 }
 
 // processCPU is the CPU time process pid has used so far.
-func processCPU(pid int) time.Duration { return processUsage(pid).cpu }
+func processCPU(pid int) time.Duration {
+	st, _ := readProcStat(pid)
+	return st.self
+}
 
 // treeCPU is the CPU time of process pid, of the children it reaped, and
 // of its live descendants: a Postgres server's postmaster, its backends
