@@ -258,8 +258,13 @@ func FatalUnlessStopped(ctx context.Context, log *zap.Logger, msg string, err er
 	Fatal(log, msg, err)
 }
 
+// StartupRetryTime is how long a start-up step waits for a NATS server
+// or Postgres that is restarting (RetryStartup, ResultsSwitch) before the
+// command gives up.
+const StartupRetryTime = 2 * time.Minute
+
 // RetryStartup runs a start-up step (creating a stream or a consumer) until
-// it succeeds, retrying any error with backoff for up to two minutes, so a
+// it succeeds, retrying any error with backoff for up to StartupRetryTime, so a
 // command started while NATS or Postgres restarts waits instead of
 // exiting. Each failure is logged with what.
 func RetryStartup(ctx context.Context, log *zap.Logger, what string, step func() error) error {
@@ -272,7 +277,7 @@ func RetryStartup(ctx context.Context, log *zap.Logger, what string, step func()
 			return struct{}{}, backoff.Permanent(err)
 		}
 		return struct{}{}, err
-	}, backoff.WithBackOff(backoff.NewExponentialBackOff()), backoff.WithMaxElapsedTime(2*time.Minute),
+	}, backoff.WithBackOff(backoff.NewExponentialBackOff()), backoff.WithMaxElapsedTime(StartupRetryTime),
 		backoff.WithNotify(func(err error, next time.Duration) {
 			log.Warn(what+" failed; retrying", zap.Error(err), zap.Duration("retry_in", next))
 		}))

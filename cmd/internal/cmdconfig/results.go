@@ -22,7 +22,16 @@ import (
 // since turning it off would stop the outbox of every worker (batches
 // would finish with no events and no batch.done). The switch is turned
 // off on purpose with `migrate results-off` (docs/results-stream.md).
+//
+// Postgres unreachable for a while (store.Transient: restarting, a pooler
+// dropping its connections) is waited out for up to StartupRetryTime, as
+// OpenStore waits: a worker restarted beside a restarting Postgres starts
+// once it is back instead of exiting.
 func ResultsSwitch(ctx context.Context, cfg config.Config, st *store.Store) error {
+	return store.Retry(ctx, StartupRetryTime, func() error { return resultsSwitch(ctx, cfg, st) })
+}
+
+func resultsSwitch(ctx context.Context, cfg config.Config, st *store.Store) error {
 	if cfg.Results.Enabled {
 		return st.ResultsOutboxEnable(ctx, st.Pool, true)
 	}

@@ -1,11 +1,19 @@
 package cmdconfig_test
 
 import (
+	"net"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/extractq/extractq/cmd/internal/cmdconfig"
 	"github.com/extractq/extractq/config"
+	"github.com/extractq/extractq/internal/tcpproxy"
+	"github.com/extractq/extractq/store"
 	"github.com/extractq/extractq/store/storetest"
 )
 
@@ -62,5 +70,57 @@ func TestResultsSwitchOnlyTurnsOn(t *testing.T) {
 	}
 	if err := cmdconfig.ResultsSwitch(ctx, off, st); err != nil || on() {
 		t.Fatalf("off after turning it off: %v, on %t; want nil, off", err, on())
+	}
+}
+
+// TestResultsSwitchWaitsForPostgres: a worker started while Postgres is
+// unreachable (restarting, its connections reset) waits at the results
+// switch until it is back, as it waits at OpenStore, instead of exiting
+// with the reset connection's error (a chaos run's worker did).
+func TestResultsSwitchWaitsForPostgres(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := storetest.NewStore(t)
+	u, err := url.Parse(storetest.SchemaURL(t, st))
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		t.Skipf("the test database is not given as a postgres:// URL: %v", err)
+	}
+	cc := st.Pool.Config().ConnConfig
+	p, err := tcpproxy.Listen(net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	u.Host = p.Addr()
+	via, err := store.Open(ctx, u.String(), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(via.Close)
+	if err := via.ResultsOutboxEnable(ctx, via.Pool, false); err != nil {
+		t.Fatal(err)
+	}
+
+	p.Cut()
+	var enabled config.Config
+	enabled.Results.Enabled = true
+	done := make(chan error, 1)
+	go func() { done <- cmdconfig.ResultsSwitch(ctx, enabled, via) }()
+	// Restore once the switch has been refused twice: it tried, failed
+	// and tried again.
+	for p.Refused() < 2 {
+		select {
+		case err := <-done:
+			t.Fatalf("ResultsSwitch returned %v while Postgres was unreachable", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	p.Restore()
+	if err := <-done; err != nil {
+		t.Fatalf("ResultsSwitch after Postgres came back: %v", err)
+	}
+	s, err := st.ResultsOutboxStateGet(ctx, st.Pool)
+	if err != nil || !s.Enabled {
+		t.Fatalf("outbox state %+v, %v; want on", s, err)
 	}
 }
