@@ -494,8 +494,7 @@ func (r *runner) admit(jobs chan<- job, msg jetstream.Msg, done chan struct{}) {
 		r.iso.hold(r, d, done)
 		return
 	}
-	r.iso.started()
-	jobs <- job{d: d, done: done}
+	jobs <- job{d: d, done: done} // counted as running by arrived
 }
 
 // next takes one message for the slot the caller holds, once Ready admits
@@ -598,7 +597,11 @@ func (r *runner) drain(p *puller, wait time.Duration) jetstream.Msg {
 		got = msg
 	}
 	it.Stop()
-	r.iso.answered(p)
+	if got != nil {
+		r.iso.arrived(p)
+	} else {
+		r.iso.answered(p)
+	}
 	return got
 }
 
@@ -638,7 +641,7 @@ func (r *runner) try(ctx, pctx context.Context, p *puller, wait time.Duration) (
 	cancel()
 	switch {
 	case err == nil:
-		r.iso.answered(p) // its one request is answered
+		r.iso.arrived(p) // its one request is answered, the message counted
 		return msg, nil
 	case pctx.Err() != nil:
 		return nil, pctx.Err()

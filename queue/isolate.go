@@ -111,12 +111,26 @@ func (iso *Isolation) current() (context.Context, <-chan struct{}) {
 	return iso.cut, nil
 }
 
-// started counts a delivery handed to a handler; finished its decision.
-func (iso *Isolation) started() {
+// arrived says that puller p's pull request brought a message, and
+// counts the message as running until admit hands it on (a first
+// delivery stays counted until finished; a suspect's count goes to hold).
+// Both in one step: were the request answered first and the message
+// counted after, a suspect could be picked in between (nothing in flight,
+// no request open) and run beside a first delivery.
+func (iso *Isolation) arrived(p *puller) {
 	iso.mu.Lock()
+	defer iso.mu.Unlock()
+	if p.outstanding {
+		p.outstanding = false
+		iso.outstanding--
+	}
 	iso.running++
-	iso.mu.Unlock()
+	if iso.active {
+		iso.changedLocked()
+	}
 }
+
+// finished counts a delivery's decision.
 
 func (iso *Isolation) finished() {
 	iso.mu.Lock()
@@ -172,12 +186,14 @@ func (iso *Isolation) answered(p *puller) {
 	iso.mu.Unlock()
 }
 
-// hold keeps the suspect d in progress until its turn, beginning an
-// isolation if none is on. The caller's slot goes with it.
+// hold keeps the suspect d (counted by arrived) in progress until its
+// turn, beginning an isolation if none is on. The caller's slot goes with
+// it.
 func (iso *Isolation) hold(r *runner, d *Delivery, done chan struct{}) {
 	r.wg.Add(1)
 	h := &heldRun{r: r, d: d, done: done, stopTick: r.keepInProgress(d, r.log.WithLazy(d.fields...), false)}
 	iso.mu.Lock()
+	iso.running-- // counted by arrived; held now, not running
 	iso.held = append(iso.held, h)
 	if !iso.active {
 		iso.active = true

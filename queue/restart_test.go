@@ -95,6 +95,12 @@ func TestRunSurvivesServerRestart(t *testing.T) {
 
 	publish(1)
 	expect(1)
+	// The handler's return is not the ack's arrival: shutting down before
+	// the server has it would redeliver message 1 after the restart.
+	testsignal.Eventually(t, 10*time.Second, "message 1's ack on the server", func() bool {
+		info, err := c.Info(ctx)
+		return err == nil && info.NumAckPending == 0 && info.AckFloor.Stream >= 1
+	})
 
 	srv.Shutdown()
 	srv.WaitForShutdown()
