@@ -322,6 +322,15 @@ func (s *stack) waitDone(ctx context.Context, batch string, timeout time.Duratio
 	}
 }
 
+// work counts what every run of the stack took: chat calls recorded
+// (llm_calls) and runs repaired (progress has the failed ones), for a
+// stack of one batch, after its drain.
+func (s *stack) work(ctx context.Context) (calls, repaired int, err error) {
+	err = s.st.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM llm_calls),
+		(SELECT count(*) FROM runs WHERE status = 'repaired')`).Scan(&calls, &repaired)
+	return calls, repaired, err
+}
+
 // throughput is runs per second in the steady state: between the moments
 // 10% and 90% of the runs had finished, so the ramp-up and the last
 // stragglers (the slow tail of the latency) do not count.
