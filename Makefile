@@ -87,8 +87,8 @@ chaos/cluster-short: ## the cluster chaos run CI does: 3 NATS servers, stream re
 
 .PHONY: triage
 .PHONY: eval
-eval: ## after make demo: score the sample's newest batch per field against its labels (docs/eval.md; simulator figures)
-	$(GO) run ./cmd/eval -labels testdata/abcd/messages.jsonl -spec testdata/abcd/eval.yaml
+eval: ## after make demo: score the sample's newest customer_message batch per field against its labels (docs/eval.md; simulator figures)
+	$(GO) run ./cmd/eval -labels testdata/abcd/messages.jsonl -spec testdata/abcd/eval.yaml -schema customer_message
 
 triage: setup ## run the triage web UI and JSON API on TRIAGE_ADDR (default 127.0.0.1:8080)
 	$(GO) run ./cmd/triage

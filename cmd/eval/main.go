@@ -70,7 +70,8 @@ func main() {
 	flag.BoolVar(&o.noSave, "no-save", false, "do not record the evaluation in Postgres")
 	flag.BoolVar(&o.qa, "qa", false, "labels from the QA reviews of the batch's sampled results, not a file (needs -batch)")
 	flag.BoolVar(&o.run, "run", false, "ingest the labelled messages (-source, by default the labels file) and wait for the worker, then evaluate that batch")
-	flag.StringVar(&o.schema, "schema", "", "with -run: the schema the messages are extracted with (default: the configuration's first)")
+	flag.StringVar(&o.schema, "schema", "", "without -batch: the newest batch of this schema is scored (default: of any schema); "+
+		"with -run: the schema the messages are extracted with (default: the configuration's first)")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "with -run, or no batch yet: the most to wait for the worker's outcomes")
 	flag.Parse()
 	switch {
@@ -203,20 +204,24 @@ func run(ctx context.Context, w io.Writer, st *store.Store, cfg *config.Config, 
 
 // batchToScore returns the batch run (without -batch) evaluates: the
 // newest batch with messages ingested from -source (by default the
-// labels file), or, with -run or when there is none, the batch o.ingest
-// runs of that file.
+// labels file), of schema -schema when it is given, or, with -run or
+// when there is none, the batch o.ingest runs of that file.
 func batchToScore(ctx context.Context, st *store.Store, cfg *config.Config, o options) (string, error) {
 	src := o.source
 	if src == "" {
 		src = o.labels
 	}
 	if !o.run {
-		batch, err := st.BatchLatest(ctx, st.Pool, src, "")
+		batch, err := st.BatchLatest(ctx, st.Pool, src, o.schema)
 		if err == nil || !errors.Is(err, store.ErrNotFound) {
 			return batch, err
 		}
 		if o.ingest == nil {
-			return "", fmt.Errorf("no batch with messages was ingested from %s: name one with -batch, or -source FILE", src)
+			of := ""
+			if o.schema != "" {
+				of = " of schema " + o.schema
+			}
+			return "", fmt.Errorf("no batch%s with messages was ingested from %s: name one with -batch, or -source FILE", of, src)
 		}
 	}
 	if o.ingest == nil {

@@ -14,17 +14,24 @@ import (
 	"github.com/extractq/extractq/store/storetest"
 )
 
-// seedBatch records a batch ingested from source with one message per
-// text, each succeeded with its record (nil: left queued).
+// seedBatch records a batch of customer_message ingested from source
+// with one message per text, each succeeded with its record (nil: left
+// queued).
 func seedBatch(ctx context.Context, t *testing.T, st *store.Store, id, source, prompt string, texts, records []string) {
 	t.Helper()
-	if err := st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: id, SchemaID: "customer_message", SourceName: source}); err != nil {
+	seedBatchOf(ctx, t, st, "customer_message", id, source, prompt, texts, records)
+}
+
+// seedBatchOf is seedBatch for a batch of schema schemaID.
+func seedBatchOf(ctx context.Context, t *testing.T, st *store.Store, schemaID, id, source, prompt string, texts, records []string) {
+	t.Helper()
+	if err := st.BatchInsert(ctx, st.Pool, store.BatchInsertParams{ID: id, SchemaID: schemaID, SourceName: source}); err != nil {
 		t.Fatal(err)
 	}
 	for i, text := range texts {
 		sum := sha256.Sum256([]byte(text))
 		in, err := st.MessageIngest(ctx, st.Pool, store.MessageIngestParams{Source: id, ExternalID: "m" + string(rune('1'+i)), Body: text,
-			ContentHash: sum[:], BatchID: id, SchemaID: "customer_message"})
+			ContentHash: sum[:], BatchID: id, SchemaID: schemaID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -32,7 +39,7 @@ func seedBatch(ctx context.Context, t *testing.T, st *store.Store, id, source, p
 			continue
 		}
 		if err := st.RunOutcomeInsert(ctx, st.Pool, store.RunOutcomeParams{
-			MessageID: in.Run.MessageID, RunNo: in.Run.RunNo, SchemaID: "customer_message", SchemaVersion: "1", Status: store.RunSucceeded,
+			MessageID: in.Run.MessageID, RunNo: in.Run.RunNo, SchemaID: schemaID, SchemaVersion: "1", Status: store.RunSucceeded,
 			Calls:      []store.LLMCall{{Attempt: 1, Model: "extractq-sim-1", PromptVersion: prompt, RequestMode: "response_format", Valid: true}},
 			Extraction: &store.ExtractionParams{Data: []byte(records[i])},
 		}); err != nil {
@@ -147,5 +154,31 @@ func TestRun(t *testing.T) {
 		if err := run(ctx, &out, st, cfg, c.o); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want an error with %q", c.o, err, c.want)
 		}
+	}
+}
+
+// TestBatchToScoreOfSchema: a newer batch of another schema ingested from
+// the labels file (the sample extracted again as return_request) is the
+// newest of any schema, but -schema picks the newest of its own, as make
+// eval asks for customer_message; -schema with none of it names both.
+func TestBatchToScoreOfSchema(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := storetest.NewStore(t)
+	cfg := config.Default()
+	labels := filepath.Join(t.TempDir(), "labels.jsonl")
+	texts := []string{"order 1234567890 from Albert Sanders"}
+	seedBatch(ctx, t, st, "b-customer", labels, "extract.v1", texts, []string{`{"order_id":"1234567890"}`})
+	seedBatchOf(ctx, t, st, "return_request", "b-return", labels, "extract.v1", []string{"a return of order 1234567890"}, []string{`{}`})
+
+	for _, c := range []struct{ schema, want string }{{"", "b-return"}, {"customer_message", "b-customer"}, {"return_request", "b-return"}} {
+		got, err := batchToScore(ctx, st, cfg, options{labels: labels, schema: c.schema})
+		if err != nil || got != c.want {
+			t.Errorf("-schema %q: %q, %v; want %q", c.schema, got, err, c.want)
+		}
+	}
+	_, err := batchToScore(ctx, st, cfg, options{labels: labels, schema: "invoice"})
+	if err == nil || !strings.Contains(err.Error(), "of schema invoice") || !strings.Contains(err.Error(), labels) {
+		t.Errorf("-schema invoice: %v; want an error naming the schema and the file", err)
 	}
 }
