@@ -123,6 +123,20 @@ func ingestFile(ctx context.Context, o fileOptions, env startup.Env, log *zap.Lo
 	}
 	defer svc.Close()
 	st := svc.st
+	usedBatch := func() int {
+		fmt.Fprintf(stderr, "ingest: batch %q already exists; a batch id is used once: leave out -batch for a new one (nothing was recorded)\n", o.BatchID)
+		return exitError
+	}
+	if o.BatchID != "" {
+		// Refused before a line is read, so that the file's rejections are
+		// not listed for an ingest that cannot start. A batch made
+		// meanwhile is refused by Run (the StartError below).
+		if _, err := st.BatchSchemaID(ctx, st.Pool, o.BatchID); err == nil {
+			return usedBatch()
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return fail("%v", err)
+		}
+	}
 
 	var bar *progressbar.ProgressBar
 	if !o.Quiet {
@@ -166,7 +180,7 @@ func ingestFile(ctx context.Context, o fileOptions, env startup.Env, log *zap.Lo
 	_, started := errors.AsType[*ingest.StartError](runErr)
 	switch {
 	case started && errors.Is(runErr, store.ErrConflict):
-		fmt.Fprintf(stderr, "ingest: batch %q already exists; a batch id is used once: leave out -batch for a new one (nothing was recorded)\n", o.BatchID)
+		return usedBatch()
 	case runErr != nil:
 		fmt.Fprintf(stderr, "ingest: stopped: %s\n", strings.TrimPrefix(runErr.Error(), "ingest: "))
 	}
