@@ -4,13 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
-	"net/url"
-	"strconv"
 	"testing"
 	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/extractq/extractq/internal/tcpproxy"
 	"github.com/extractq/extractq/internal/testsignal"
@@ -63,27 +58,9 @@ func TestMaybeCommitted(t *testing.T) {
 func proxiedStore(t *testing.T) (st, via *store.Store, p *tcpproxy.Proxy) {
 	t.Helper()
 	st = storetest.NewStore(t)
-	u, err := url.Parse(storetest.SchemaURL(t, st))
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		t.Skipf("the test database is not given as a postgres:// URL: %v", err)
-	}
-	cc := st.Pool.Config().ConnConfig
-	p, err = tcpproxy.Listen(net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	u.Host = p.Addr()
 	// One connection, so that the statements prepared on it are the
 	// ones a test's chunks name.
-	q := u.Query()
-	q.Set("pool_max_conns", "1")
-	u.RawQuery = q.Encode()
-	via, err = store.Open(context.Background(), u.String(), zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(via.Close)
+	via, p = storetest.Proxied(t, st, 1)
 	return st, via, p
 }
 

@@ -4,16 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
-	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/extractq/extractq/internal/tcpproxy"
 	"github.com/extractq/extractq/internal/testsignal"
@@ -26,26 +20,7 @@ import (
 // test's own (st) do not.
 func cutStore(t *testing.T, st *store.Store) (*store.Store, *tcpproxy.Proxy) {
 	t.Helper()
-	u, err := url.Parse(storetest.SchemaURL(t, st))
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		t.Skipf("the test database is not given as a postgres:// URL: %v", err)
-	}
-	cc := st.Pool.Config().ConnConfig
-	p, err := tcpproxy.Listen(net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	u.Host = p.Addr()
-	q := u.Query()
-	q.Set("pool_max_conns", "4")
-	u.RawQuery = q.Encode()
-	wst, err := store.Open(context.Background(), u.String(), zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(wst.Close)
-	return wst, p
+	return storetest.Proxied(t, st, 4)
 }
 
 // TestCommitFailureKeepsTheResult: the worker's connections to Postgres

@@ -31,6 +31,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strconv"
@@ -44,6 +45,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/extractq/extractq/internal/tcpproxy"
 	"github.com/extractq/extractq/store"
 )
 
@@ -448,4 +450,33 @@ func QueuedMessage(ctx context.Context, t testing.TB, st *store.Store, batch, sc
 		t.Fatal(err)
 	}
 	return res
+}
+
+// Proxied returns st's schema opened again through a TCP proxy that the
+// test can cut (tcpproxy.Proxy.Cut), with at most poolMaxConns
+// connections, and the proxy; both are closed at the test's end. The
+// store's logger writes errors to the test log. A test database not given
+// as a postgres:// URL skips the test.
+func Proxied(t testing.TB, st *store.Store, poolMaxConns int) (*store.Store, *tcpproxy.Proxy) {
+	t.Helper()
+	u, err := url.Parse(SchemaURL(t, st))
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		t.Skipf("the test database is not given as a postgres:// URL: %v", err)
+	}
+	cc := st.Pool.Config().ConnConfig
+	p, err := tcpproxy.Listen(net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	u.Host = p.Addr()
+	q := u.Query()
+	q.Set("pool_max_conns", strconv.Itoa(poolMaxConns))
+	u.RawQuery = q.Encode()
+	via, err := store.Open(context.Background(), u.String(), zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(via.Close)
+	return via, p
 }

@@ -1,19 +1,12 @@
 package cmdconfig_test
 
 import (
-	"net"
-	"net/url"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/extractq/extractq/cmd/internal/cmdconfig"
 	"github.com/extractq/extractq/config"
-	"github.com/extractq/extractq/internal/tcpproxy"
-	"github.com/extractq/extractq/store"
 	"github.com/extractq/extractq/store/storetest"
 )
 
@@ -81,22 +74,7 @@ func TestResultsSwitchWaitsForPostgres(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	st := storetest.NewStore(t)
-	u, err := url.Parse(storetest.SchemaURL(t, st))
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		t.Skipf("the test database is not given as a postgres:// URL: %v", err)
-	}
-	cc := st.Pool.Config().ConnConfig
-	p, err := tcpproxy.Listen(net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	u.Host = p.Addr()
-	via, err := store.Open(ctx, u.String(), zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(via.Close)
+	via, p := storetest.Proxied(t, st, 4)
 	if err := via.ResultsOutboxEnable(ctx, via.Pool, false); err != nil {
 		t.Fatal(err)
 	}
