@@ -131,7 +131,6 @@ func (iso *Isolation) arrived(p *puller) {
 }
 
 // finished counts a delivery's decision.
-
 func (iso *Isolation) finished() {
 	iso.mu.Lock()
 	iso.running--
