@@ -37,11 +37,11 @@ func TestSearchScopeFindMatchesSearch(t *testing.T) {
 	}
 	phrases = append(phrases, []string{"refund"}, []string{"order"}, []string{"charged", "twice"}, nil)
 	for _, s := range texts {
-		ss := newSearchScope(s)
+		ss, lower := newSearchScope(s), strings.ToLower(s)
 		for _, ws := range phrases {
 			for _, limit := range []int{-1, 1} {
 				gotN, gotAt := ss.find(ws, limit)
-				wantN, wantAt := findPhrase(ws, strings.ToLower(s), limit)
+				wantN, wantAt := findPhrase(ws, lower, limit)
 				if gotN != wantN || gotAt != wantAt {
 					t.Fatalf("%q in %q, limit %d: %d at %d, want %d at %d", ws, s, limit, gotN, gotAt, wantN, wantAt)
 				}
