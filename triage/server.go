@@ -288,7 +288,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.docs[id] = doc
 	}
-	pages, err := parsePages()
+	pages, err := parsedPages()
 	if err != nil {
 		return nil, fmt.Errorf("triage.New: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -140,6 +141,13 @@ func plural(n int, noun string) string {
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
 }
+
+// parsedPages parses the page templates once per process: they depend on
+// nothing of a Server, and html/template executes (and escapes, on first
+// use) a template safely from many goroutines. A test binary starts a
+// Server a test, each of which parsed and escaped the same trees again.
+// The map is read-only.
+var parsedPages = sync.OnceValues(parsePages)
 
 func parsePages() (map[string]*template.Template, error) {
 	out := map[string]*template.Template{}

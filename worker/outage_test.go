@@ -27,7 +27,6 @@ import (
 	"github.com/extractq/extractq/provider"
 	"github.com/extractq/extractq/queue"
 	"github.com/extractq/extractq/queue/queuetest"
-	"github.com/extractq/extractq/schemas"
 	"github.com/extractq/extractq/store"
 	"github.com/extractq/extractq/store/storetest"
 	"github.com/extractq/extractq/worker"
@@ -203,7 +202,7 @@ func newOutageBundle(t *testing.T, llm http.Handler) *outageBundle {
 func (b *outageBundle) newWorker(t *testing.T) *worker.Worker {
 	t.Helper()
 	cfg := b.cfg
-	schema, err := pipeline.LoadSchema(schemas.FS, "customer_message", "customer_message.v1.json")
+	schema, err := customerSchema()
 	if err != nil {
 		t.Fatal(err)
 	}

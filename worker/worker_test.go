@@ -83,6 +83,14 @@ type setupOpts struct {
 	qa *config.QA
 }
 
+// customerSchema loads the customer_message schema once per test binary.
+// A compiled *pipeline.Schema is read-only, and every handler of a worker
+// shares one, as cmd/worker's do; compiling its rules cost about 25 ms of
+// CPU time under the race detector in every setup and worker start.
+var customerSchema = sync.OnceValues(func() (*pipeline.Schema, error) {
+	return pipeline.LoadSchema(schemas.FS, "customer_message", "customer_message.v1.json")
+})
+
 func setup(t *testing.T, o setupOpts) *testBundle {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -109,7 +117,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 
 	cfg := config.Default()
 	var err error
-	b.schema, err = pipeline.LoadSchema(schemas.FS, "customer_message", "customer_message.v1.json")
+	b.schema, err = customerSchema()
 	if err != nil {
 		t.Fatal(err)
 	}

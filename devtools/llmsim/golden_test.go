@@ -14,7 +14,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -144,11 +146,22 @@ type sampleMessage struct {
 	Text string `json:"text"`
 }
 
+// loadSampleMessages returns the sample messages, a copy of its own: the
+// file is read once per test binary (sampleMessages), where each of the
+// tests that use it read it again before.
 func loadSampleMessages(tb testing.TB) []sampleMessage {
 	tb.Helper()
-	f, err := os.Open(sampleMessagesFile)
+	msgs, err := sampleMessages()
 	if err != nil {
 		tb.Fatal(err)
+	}
+	return slices.Clone(msgs)
+}
+
+var sampleMessages = sync.OnceValues(func() ([]sampleMessage, error) {
+	f, err := os.Open(sampleMessagesFile)
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
 	var out []sampleMessage
@@ -157,15 +170,15 @@ func loadSampleMessages(tb testing.TB) []sampleMessage {
 	for sc.Scan() {
 		var m sampleMessage
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			tb.Fatalf("%s: %v", sampleMessagesFile, err)
+			return nil, fmt.Errorf("%s: %v", sampleMessagesFile, err)
 		}
 		out = append(out, m)
 	}
 	if err := sc.Err(); err != nil {
-		tb.Fatal(err)
+		return nil, err
 	}
-	return out
-}
+	return out, nil
+})
 
 // handlerTransport serves requests with an http.Handler in the same
 // process, and passes each reply to record.
