@@ -1,20 +1,11 @@
 package ingest_test
 
 import (
-	"context"
-	"net"
-	"net/url"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
-
 	"github.com/extractq/extractq/ingest/ingesttest"
-	"github.com/extractq/extractq/internal/tcpproxy"
-	"github.com/extractq/extractq/store"
 	"github.com/extractq/extractq/store/storetest"
 )
 
@@ -27,25 +18,7 @@ import (
 func TestBatchRecordWaitsOutPostgres(t *testing.T) {
 	t.Parallel()
 	e := ingesttest.NewEnv(t)
-	u, err := url.Parse(storetest.SchemaURL(t, e.Store))
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		t.Skipf("the test database is not given as a postgres:// URL: %v", err)
-	}
-	cc := e.Store.Pool.Config().ConnConfig
-	p, err := tcpproxy.Listen(net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	u.Host = p.Addr()
-	q := u.Query()
-	q.Set("pool_max_conns", "2")
-	u.RawQuery = q.Encode()
-	st, err := store.Open(context.Background(), u.String(), zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	st, p := storetest.Proxied(t, e.Store, 2)
 
 	p.Cut()
 	restored := make(chan struct{})
