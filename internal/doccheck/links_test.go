@@ -89,9 +89,9 @@ func TestRelativeLinks(t *testing.T) {
 // document: the heading's text lower-cased, with every character but
 // letters, digits, spaces, hyphens and underscores dropped, spaces made
 // hyphens, and "-1", "-2", ... added to the second and later of the same
-// (github.com/github/cmark-gfm's anchor rules, as GitHub documents them
-// under "Section links" in "Basic writing and formatting syntax"). Inline
-// code marks and link targets are left out first.
+// (the rules GitHub documents under "Section links" in "Basic writing
+// and formatting syntax"). A link in a heading counts by its text: its
+// target is left out first; backticks go with the other punctuation.
 func anchors(doc []byte) map[string]bool {
 	seen := map[string]int{}
 	out := map[string]bool{}
