@@ -1116,11 +1116,18 @@ func (in *Ingester) publish(ctx context.Context, run store.Run) (relay.Published
 		if a := start.Add(publishAttempt); a.Before(limit) {
 			limit = a
 		}
-		pctx, cancel := context.WithDeadline(ctx, limit)
-		pub, err := in.cfg.Relay.Publish(pctx, run)
-		cancel()
-		if err == nil || errors.Is(err, relay.ErrNotRecorded) {
-			return pub, err
+		var pub relay.Published
+		// While the connection is down an attempt would wait in the
+		// reconnect buffer until limit (up to publishAttempt) before
+		// saying anything: wait here instead, and say so.
+		err := in.cfg.Publisher.Reconnecting()
+		if err == nil {
+			pctx, cancel := context.WithDeadline(ctx, limit)
+			pub, err = in.cfg.Relay.Publish(pctx, run)
+			cancel()
+			if err == nil || errors.Is(err, relay.ErrNotRecorded) {
+				return pub, err
+			}
 		}
 		if queue.ExplainRank(err) >= queue.ExplainRank(told) {
 			told = err

@@ -119,6 +119,7 @@ func TestRunWaitsOutNATS(t *testing.T) {
 		err error
 	}
 	done := make(chan result, 1)
+	runStart := time.Now()
 	go func() {
 		sum, err := in.Run(t.Context(), strings.NewReader(ingesttest.GoodLines(3)))
 		done <- result{sum, err}
@@ -126,6 +127,11 @@ func TestRunWaitsOutNATS(t *testing.T) {
 	testsignal.Eventually(t, 30*time.Second, "ingest to say it waits for NATS", func() bool {
 		return logs.FilterMessage("NATS does not take the run; waiting").Len() > 0
 	})
+	// At once, not after a publish attempt that waited in nats.go's
+	// reconnect buffer for an acknowledgement (publishAttempt, 10s).
+	if d := time.Since(runStart); d > 5*time.Second {
+		t.Errorf("NATS away: ingest said it waits %v after the run began, want at once", d)
+	}
 	srv = startNATS(t, port, dir)
 	t.Cleanup(srv.Shutdown)
 	r := <-done

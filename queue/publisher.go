@@ -54,6 +54,20 @@ func NewPublisher(js jetstream.JetStream, cfg config.NATS) *Publisher {
 // Stream is the name of the stream p publishes on.
 func (p *Publisher) Stream() string { return p.cfg.Stream }
 
+// Reconnecting returns nats.ErrConnectionReconnecting (a retryable
+// error, IsRetryable) when p's connection to NATS is lost and being
+// re-established, else nil. A publish then goes into nats.go's reconnect
+// buffer (nats.ReconnectBufSize, 8 MiB by default) and waits for an
+// acknowledgement that can come only after the reconnect: a caller that
+// waits out NATS in its own loop (ingest) asks first, and says at once
+// that it waits.
+func (p *Publisher) Reconnecting() error {
+	if nc := p.js.Conn(); nc != nil && nc.IsReconnecting() {
+		return fmt.Errorf("queue.Publish: %w", nats.ErrConnectionReconnecting)
+	}
+	return nil
+}
+
 // Publish publishes env on cfg.RunsSubject(env.SchemaID) with the header
 // Nats-Msg-Id set to dedupID, and waits for the stream's acknowledgement.
 // It returns duplicate=true when the stream already holds a message with
