@@ -5,7 +5,7 @@ GO ?= go
 .PHONY: help setup demo test test/short lint stop build fuzz migrate bench bench/smoke conformance
 
 help: ## list the targets
-	@grep -E '^[a-zA-Z/_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z/_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-20s %s\n", $$1, $$2}'
 
 setup: ## start or install Postgres and NATS if missing, and migrate the database
 	scripts/setup.sh
