@@ -63,7 +63,7 @@ func (p *Publisher) Stream() string { return p.cfg.Stream }
 // that it waits.
 func (p *Publisher) Reconnecting() error {
 	if nc := p.js.Conn(); nc != nil && nc.IsReconnecting() {
-		return fmt.Errorf("queue.Publish: %w", nats.ErrConnectionReconnecting)
+		return fmt.Errorf("queue.Publisher: %w", nats.ErrConnectionReconnecting)
 	}
 	return nil
 }
